@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""Fail when a role's meta/argument_specs.yml and defaults/main.yml list different variables.
+
+prometheus.prometheus runs the same check in CI: a variable documented but not defaulted (or the
+reverse) is a bug a user finds in production.
+"""
+import pathlib
+import sys
+
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def compare(role_dir):
+    defaults_file = role_dir / "defaults" / "main.yml"
+    specs_file = role_dir / "meta" / "argument_specs.yml"
+    defaults = set((yaml.safe_load(defaults_file.read_text()) or {}) if defaults_file.exists() else {})
+    if not specs_file.exists():
+        return ["%s: meta/argument_specs.yml is missing" % role_dir.name]
+    specs = yaml.safe_load(specs_file.read_text()) or {}
+    options = set(((specs.get("argument_specs") or {}).get("main") or {}).get("options") or {})
+    problems = []
+    for name in sorted(defaults - options):
+        problems.append("%s: %s is in defaults but not in argument_specs" % (role_dir.name, name))
+    for name in sorted(options - defaults):
+        problems.append("%s: %s is in argument_specs but not in defaults" % (role_dir.name, name))
+    for name in sorted(defaults | options):
+        if not name.startswith(role_dir.name + "_"):
+            problems.append("%s: %s is not prefixed with the role name" % (role_dir.name, name))
+    return problems
+
+
+def main():
+    roles = sorted(p for p in (ROOT / "roles").iterdir() if p.is_dir())
+    problems = [msg for role in roles for msg in compare(role)]
+    for msg in problems:
+        print("ERROR: " + msg)
+    print("argument_specs: %d roles checked, %d problems" % (len(roles), len(problems)))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
