@@ -1,0 +1,199 @@
+# -*- coding: utf-8 -*-
+# Copyright: airgap.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Free a GPU of other Docker workloads, remembering how to put them back.
+
+Swarm tasks must be scaled to 0 on their service: `docker stop` on a task only makes swarm start a
+new one. Plain containers are stopped with their restart policy set to `no` (otherwise the daemon or
+a reboot brings them back). What was changed is recorded so `restored` undoes exactly that.
+Pure planning functions take `docker inspect` data; the Docker CLI runner is separate.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import subprocess
+import tempfile
+
+SWARM_SERVICE_LABEL = 'com.docker.swarm.service.name'
+STATE_VERSION = 1
+
+
+class GpuReleaseError(Exception):
+    """A workload cannot be released or restored; the message says what to do."""
+
+
+def empty_state():
+    return {'version': STATE_VERSION, 'services': {}, 'containers': {}}
+
+
+def load_state(text):
+    if not text or not text.strip():
+        return empty_state()
+    state = json.loads(text)
+    if state.get('version') != STATE_VERSION:
+        raise GpuReleaseError('unknown gpu release state version %r' % state.get('version'))
+    state.setdefault('services', {})
+    state.setdefault('containers', {})
+    return state
+
+
+def _name(container):
+    return (container.get('Name') or container.get('Id', '')[:12]).lstrip('/')
+
+
+def classify(containers, exclude=()):
+    """Split inspected containers into swarm service names and plain containers.
+
+    Containers whose name or id (prefix) is in `exclude` (our own service) are left alone.
+    """
+    services, plain = [], []
+    for container in containers:
+        name = _name(container)
+        cid = container.get('Id', '')
+        if any(name == item or (len(item) >= 12 and cid.startswith(item)) for item in exclude):
+            continue
+        labels = (container.get('Config') or {}).get('Labels') or {}
+        service = labels.get(SWARM_SERVICE_LABEL)
+        if service:
+            if service not in services:
+                services.append(service)
+        else:
+            plain.append(container)
+    return services, plain
+
+
+def service_replicas(service):
+    """Replica count of an inspected service; global services cannot be scaled."""
+    mode = (service.get('Spec') or {}).get('Mode') or {}
+    if 'Replicated' not in mode:
+        raise GpuReleaseError(
+            'swarm service %s runs in global mode and cannot be scaled to 0: remove it '
+            '(docker service rm) or constrain it off this node (docker service update '
+            '--constraint-add node.hostname!=<this host>) and run again'
+            % (service.get('Spec') or {}).get('Name', service.get('ID')))
+    return int(mode['Replicated'].get('Replicas') or 0)
+
+
+def plan_release(state, services, containers):
+    """Return (actions, new_state) for releasing the given workloads.
+
+    `services`: list of inspected swarm services; `containers`: inspected plain containers.
+    Each action is a docker CLI argv. The first recorded value wins, so a re-run after a partial
+    release never overwrites the replica count or restart policy to restore with 0 / `no`.
+    """
+    new = json.loads(json.dumps(state))
+    actions = []
+    for service in services:
+        name = service['Spec']['Name']
+        replicas = service_replicas(service)
+        if replicas == 0:
+            continue
+        new['services'].setdefault(name, {'replicas': replicas})
+        actions.append(['service', 'scale', '--detach', '%s=0' % name])
+    for container in containers:
+        cid = container['Id']
+        policy = (container.get('HostConfig') or {}).get('RestartPolicy') or {}
+        running = bool((container.get('State') or {}).get('Running'))
+        policy_name = policy.get('Name') or 'no'
+        if not running and policy_name in ('no', ''):
+            continue
+        new['containers'].setdefault(cid, {
+            'name': _name(container),
+            'restart_policy': policy_name,
+            'maximum_retry_count': int(policy.get('MaximumRetryCount') or 0),
+            'was_running': running,
+        })
+        if policy_name not in ('no', ''):
+            actions.append(['update', '--restart=no', cid])
+        if running:
+            actions.append(['stop', cid])
+    return actions, new
+
+
+def restart_policy_arg(record):
+    policy = record['restart_policy']
+    if policy == 'on-failure' and record.get('maximum_retry_count'):
+        return '--restart=on-failure:%d' % record['maximum_retry_count']
+    return '--restart=%s' % policy
+
+
+def plan_restore(state, existing_services, existing_containers):
+    """Return the actions that put recorded workloads back; skips ones that no longer exist."""
+    actions, gone = [], []
+    for name, record in sorted(state['services'].items()):
+        if name not in existing_services:
+            gone.append('service %s' % name)
+            continue
+        actions.append(['service', 'scale', '--detach', '%s=%d' % (name, record['replicas'])])
+    for cid, record in sorted(state['containers'].items()):
+        if cid not in existing_containers:
+            gone.append('container %s' % record['name'])
+            continue
+        if record['restart_policy'] not in ('no', ''):
+            actions.append(['update', restart_policy_arg(record), cid])
+        if record['was_running']:
+            actions.append(['start', cid])
+    return actions, gone
+
+
+class DockerCli:
+    """The few Docker CLI calls this needs (targets have no Docker SDK)."""
+
+    def __init__(self, docker_bin='docker', run=None):
+        self.docker_bin = docker_bin
+        self._run = run or self._subprocess_run
+
+    @staticmethod
+    def _subprocess_run(argv):
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out, err = proc.communicate()
+        return proc.returncode, out.decode('utf-8', 'replace'), err.decode('utf-8', 'replace')
+
+    def call(self, args, check=True):
+        rc, out, err = self._run([self.docker_bin] + list(args))
+        if check and rc != 0:
+            raise GpuReleaseError('docker %s failed (rc %d): %s' % (' '.join(args), rc, err.strip() or out.strip()))
+        return rc, out
+
+    def inspect(self, kind, refs):
+        """Inspect containers or services; unknown refs are skipped."""
+        found = []
+        for ref in refs:
+            rc, out = self.call([kind, 'inspect', ref] if kind == 'service' else ['inspect', '--type', 'container', ref],
+                                check=False)
+            if rc == 0:
+                found.extend(json.loads(out))
+        return found
+
+    def swarm_active(self):
+        rc, out = self.call(['info', '--format', '{{.Swarm.LocalNodeState}}'], check=False)
+        return rc == 0 and out.strip() == 'active'
+
+    def service_names(self):
+        if not self.swarm_active():
+            return set()
+        return set(self.call(['service', 'ls', '--format', '{{.Name}}'])[1].split())
+
+    def container_ids(self):
+        return set(self.call(['ps', '-a', '--no-trunc', '--format', '{{.ID}}'])[1].split())
+
+
+def write_state_atomic(path, state):
+    directory = os.path.dirname(path) or '.'
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o700)
+    fd, tmp = tempfile.mkstemp(prefix='.gpu-release-', dir=directory)
+    try:
+        with os.fdopen(fd, 'w') as handle:
+            json.dump(state, handle, indent=2, sort_keys=True)
+            handle.write('\n')
+        os.chmod(tmp, 0o600)
+        os.rename(tmp, path)
+    except Exception:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
