@@ -33,6 +33,8 @@ mkdir -p "$WHEELS"
 pip_() { "$VENV/bin/python" -m pip --disable-pip-version-check -q "$@"; }
 
 # torch: only the CPU build may land here. Refuse before installing if pip would pick anything else.
+have_torch=$("$VENV/bin/python" -c 'from importlib.metadata import version; print(version("torch"))' 2>/dev/null || true)
+if [ "$have_torch" != "$TORCH_VERSION+cpu" ]; then
 plan=$(pip_ install --dry-run --report - "torch==$TORCH_VERSION" 2>/dev/null || true)
 if ! printf '%s' "$plan" | "$VENV/bin/python" -c '
 import json, sys
@@ -46,6 +48,7 @@ if not names.get("torch", "").endswith("+cpu") or bad:
   exit 3
 fi
 pip_ install "torch==$TORCH_VERSION"
+fi
 
 whl=$(ls "$WHEELS"/vllm-"$VLLM_VERSION"-*.whl 2>/dev/null | head -n1 || true)
 if [ -z "$whl" ]; then
@@ -53,6 +56,7 @@ if [ -z "$whl" ]; then
   whl=$(ls "$WHEELS"/vllm-"$VLLM_VERSION"-*.whl | head -n1)
 fi
 pip_ install --no-deps "$whl"
+pip_ install packaging
 
 # vLLM's own runtime deps minus the GPU-only ones, taken from the wheel's metadata (no hand list to rot).
 deps=$("$VENV/bin/python" - "$SKIP_RE" <<'PY'

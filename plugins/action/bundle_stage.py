@@ -1,0 +1,148 @@
+# -*- coding: utf-8 -*-
+# Copyright: airgap.vllm contributors
+# Apache License 2.0 (see LICENSE)
+"""Controller side of airgap.vllm.bundle_stage.
+
+Why an action plugin: ansible.builtin.copy re-reads the whole source on every run and cannot
+resume, and synchronize needs rsync over ssh plus a community collection. Here the controller
+asks the target how far each file's `.part` got (probe), reads the bundle medium once from that
+offset, uploads it in `chunk_size` pieces with the connection's own put_file, the target appends
+each piece (append), and finally the target hashes the parts on its local disk and renames them
+all into place only if every one matches the manifest (commit). An interrupted run loses at most
+one chunk. Progress (percent, rate, ETA) is shown and appended to `log_path` on the controller.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import tempfile
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.text.converters import to_text
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle import (
+    BundleError,
+    Progress,
+    load_manifest,
+    validate_entries,
+)
+
+display = Display()
+
+MODULE = "airgap.vllm.bundle_stage"
+
+
+class ActionModule(ActionBase):
+
+    TRANSFERS_FILES = True
+    _VALID_ARGS = frozenset(("src", "dest", "remote_src", "manifest", "artifacts", "stamp_file", "log_path",
+                             "chunk_size", "mode", "min_free_bytes"))
+
+    def _module(self, args, task_vars):
+        res = self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars)
+        if res.get("failed"):
+            raise AnsibleActionFail(res.get("msg", "bundle_stage failed on the target"), result=res)
+        return res
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super(ActionModule, self).run(tmp, task_vars)
+        args = dict(self._task.args)
+        if args.get("remote_src"):
+            result.update(self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars))
+            return result
+        for key in ("src", "dest"):
+            if not args.get(key):
+                raise AnsibleActionFail("%s is required" % key)
+        src = os.path.expanduser(args["src"])
+        try:
+            if args.get("artifacts"):
+                entries = validate_entries(args["artifacts"])
+            else:
+                entries = load_manifest(os.path.join(src, args.get("manifest") or "manifest.yml"))
+        except BundleError as e:
+            raise AnsibleActionFail(to_text(e))
+        chunk_size = int(args.get("chunk_size") or 268435456)
+        log_path = args.get("log_path", "/var/log/airgap-vllm-stage.log")
+        if log_path is None:
+            log_path = "/var/log/airgap-vllm-stage.log"
+        log_path = os.path.expanduser(log_path) if log_path else None
+        if log_path and not os.access(os.path.dirname(log_path) or ".", os.W_OK):
+            log_path = None
+        common = dict(src=src, dest=args["dest"], stamp_file=args.get("stamp_file",
+                      "/var/cache/airgap-vllm/stage-stamps.json"), mode=args.get("mode", "0644"),
+                      min_free_bytes=int(args.get("min_free_bytes") or 0),
+                      artifacts=[dict(path=e["path"], size=e["size"], sha256=e["sha256"]) for e in entries])
+        if common["stamp_file"] is None:
+            common["stamp_file"] = "/var/cache/airgap-vllm/stage-stamps.json"
+
+        try:
+            probe = self._module(dict(common, _op="probe"), task_vars)["files"]
+            todo = [p for p in probe if p["state"] != "current"]
+            files = dict((p["path"], {"path": p["path"], "state": "current", "bytes_copied": 0,
+                                      "resumed_from": 0}) for p in probe)
+            if self._play_context.check_mode:
+                for p in todo:
+                    files[p["path"]]["state"] = "copied"
+                result.update(changed=bool(todo), files=[files[p["path"]] for p in probe], bytes_copied=0)
+                return result
+            # Missing or short source files fail here, before anything moves.
+            for p in todo:
+                path = os.path.join(src, p["path"])
+                if not os.path.isfile(path):
+                    raise AnsibleActionFail("bundle file %s is missing" % p["path"])
+                if os.path.getsize(path) != p["size"]:
+                    raise AnsibleActionFail("bundle file %s: size %d, manifest says %d" % (
+                        p["path"], os.path.getsize(path), p["size"]))
+            self._make_tmp_path()
+            for p in todo:
+                files[p["path"]].update(self._send(src, p, chunk_size, log_path, common, task_vars))
+            commit = self._execute_module(module_name=MODULE, module_args=dict(common, _op="commit"),
+                                          task_vars=task_vars)
+            if commit.get("failed"):
+                for f in commit.get("files", []):
+                    if f["path"] in files:
+                        files[f["path"]]["state"] = f["state"]
+                result.update(failed=True, msg=commit.get("msg"), files=list(files.values()),
+                              bytes_copied=sum(f["bytes_copied"] for f in files.values()))
+                return result
+        finally:
+            self._remove_tmp_path(self._connection._shell.tmpdir)
+        moved = sum(f["bytes_copied"] for f in files.values())
+        result.update(changed=bool(todo), files=[files[p["path"]] for p in probe], bytes_copied=moved)
+        return result
+
+    def _send(self, src, probe, chunk_size, log_path, common, task_vars):
+        """Stream one file from probe['offset'] in chunks; each byte of the medium is read once."""
+        offset = probe["offset"]
+        size = probe["size"]
+        progress = Progress(log_path, probe["path"], size, start_at=offset, interval=5.0)
+        if offset:
+            progress.message("resuming at %d bytes" % offset)
+        remote_chunk = self._connection._shell.join_path(self._connection._shell.tmpdir, "chunk")
+        fd, local_chunk = tempfile.mkstemp(prefix="airgap-vllm-chunk-")
+        os.close(fd)
+        try:
+            with open(os.path.join(src, probe["path"]), "rb") as f:
+                f.seek(offset)
+                while offset < size:
+                    data = f.read(min(chunk_size, size - offset))
+                    if not data:
+                        raise AnsibleActionFail("%s ended at %d bytes, manifest says %d" % (probe["path"], offset, size))
+                    with open(local_chunk, "wb") as out:
+                        out.write(data)
+                    self._transfer_file(local_chunk, remote_chunk)
+                    self._fixup_perms2((self._connection._shell.tmpdir, remote_chunk))
+                    res = self._module(dict(common, _op="append", _path=probe["path"], _chunk=remote_chunk,
+                                            _offset=offset), task_vars)
+                    offset = res["part_size"]
+                    progress.update(len(data))
+                    display.display("  %s" % progress.line(), log_only=False)
+            progress.finish()
+        finally:
+            os.unlink(local_chunk)
+        return {"state": "copied", "bytes_copied": size - probe["offset"], "resumed_from": probe["offset"]}

@@ -1,0 +1,579 @@
+# -*- coding: utf-8 -*-
+# Copyright: airgap.vllm contributors
+# Apache License 2.0 (see LICENSE)
+"""Offline bundle: manifest, fast parallel verification with a stamp cache, resumable staging.
+
+Design (why):
+- A 30 GB bundle on a USB disk is read at 100-300 MB/s; hashing is faster than that. So the
+  dominant cost is reads from the medium. Verification hashes files in parallel with large
+  `readinto` buffers (hashlib releases the GIL on big updates) and remembers the result in a stamp
+  cache keyed by (path, size, mtime_ns, inode, device): an unchanged file is not hashed again.
+- Staging hashes while copying (each byte read from the medium once), into `<dest>.part`;
+  an interrupted copy resumes from the `.part` (its prefix is re-hashed from the local
+  destination disk, not the medium). Nothing is renamed into place until every file of the call
+  has matched the manifest, so a corrupt artifact leaves only `.part` files behind.
+- Progress (percent, rate, ETA) is written to a log file that an operator can `tail -f`.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import json
+import os
+import posixpath
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+BUF_SIZE = 8 * 1024 * 1024
+STATES = ("ok", "missing", "size_mismatch", "checksum_mismatch", "unlisted")
+PAYLOAD_DIRS = ("artifacts", "collections", "wheels")
+KINDS = ("driver", "toolkit", "image", "model", "collection", "wheel", "file")
+_SHA = re.compile(r"^[0-9a-f]{64}$")
+
+
+class BundleError(Exception):
+    """Bad manifest or bad arguments."""
+
+
+class StageError(Exception):
+    """Staging could not complete; `results` holds the per-file outcome so far."""
+
+    def __init__(self, msg, results=None):
+        super(StageError, self).__init__(msg)
+        self.results = results or []
+
+
+# ---------------------------------------------------------------- manifest
+
+def validate_entries(entries):
+    """Check manifest entries; return them normalised (path, size:int, sha256 lower-case)."""
+    if not isinstance(entries, list) or not entries:
+        raise BundleError("manifest lists no artifacts")
+    seen = set()
+    out = []
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict):
+            raise BundleError("artifact #%d is not a mapping" % i)
+        path = e.get("path")
+        if not path or not isinstance(path, str):
+            raise BundleError("artifact #%d has no path" % i)
+        norm = posixpath.normpath(path)
+        if norm.startswith("/") or norm == ".." or norm.startswith("../"):
+            raise BundleError("artifact path %r must stay inside the bundle" % path)
+        if norm in seen:
+            raise BundleError("artifact path %r listed twice" % path)
+        seen.add(norm)
+        sha = str(e.get("sha256", "")).lower()
+        if not _SHA.match(sha):
+            raise BundleError("artifact %s: sha256 %r is not 64 hex digits" % (path, e.get("sha256")))
+        try:
+            size = int(e.get("size"))
+        except (TypeError, ValueError):
+            raise BundleError("artifact %s: size %r is not an integer" % (path, e.get("size")))
+        if size < 0:
+            raise BundleError("artifact %s: negative size" % path)
+        item = dict(e)
+        item.update(path=norm, size=size, sha256=sha)
+        out.append(item)
+    return out
+
+
+def load_manifest(path):
+    """Read manifest.yml (YAML if PyYAML is there, else its JSON subset); return its artifact list."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8")
+    except (IOError, OSError) as e:
+        raise BundleError("cannot read manifest %s: %s" % (path, e))
+    data = None
+    try:
+        import yaml  # PyYAML ships with ansible-core on the controller; targets may lack it.
+        data = yaml.safe_load(text)
+    except ImportError:
+        try:
+            data = json.loads(text)
+        except ValueError:
+            raise BundleError("%s: PyYAML is not installed here and the manifest is not JSON; "
+                              "pass the artifacts list instead" % path)
+    except Exception as e:
+        raise BundleError("%s: not valid YAML: %s" % (path, e))
+    if not isinstance(data, dict) or "artifacts" not in data:
+        raise BundleError("%s: no 'artifacts' list" % path)
+    return validate_entries(data["artifacts"])
+
+
+def sha256sums_text(entries):
+    """The SHA256SUMS body `sha256sum -c` accepts (two spaces: text mode marker is fine for binary)."""
+    return "".join("%s  %s\n" % (e["sha256"], e["path"]) for e in sorted(entries, key=lambda x: x["path"]))
+
+
+# ---------------------------------------------------------------- hashing
+
+def hash_file(path, offset=0, length=None, bufsize=BUF_SIZE, hasher=None, on_bytes=None):
+    """sha256 of path[offset:offset+length] with one reusable buffer; returns (hasher, bytes_hashed)."""
+    h = hasher or hashlib.sha256()
+    buf = bytearray(bufsize)
+    view = memoryview(buf)
+    done = 0
+    with open(path, "rb", buffering=0) as f:
+        if offset:
+            f.seek(offset)
+        while length is None or done < length:
+            want = bufsize if length is None else min(bufsize, length - done)
+            n = f.readinto(view[:want])
+            if not n:
+                break
+            h.update(view[:n])
+            done += n
+            if on_bytes:
+                on_bytes(n)
+    return h, done
+
+
+def file_key(path, st=None):
+    st = st or os.stat(path)
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino, "dev": st.st_dev}
+
+
+class StampCache(object):
+    """sha256 of files remembered by (realpath, size, mtime_ns, inode, device); JSON on disk."""
+
+    def __init__(self, path=None):
+        self.path = path
+        self.entries = {}
+        self.dirty = False
+        if path and os.path.exists(path):
+            try:
+                with open(path) as f:
+                    data = json.load(f)
+                if isinstance(data, dict):
+                    self.entries = data.get("files", {})
+            except (ValueError, IOError, OSError):
+                self.entries = {}  # a broken cache only costs a re-hash
+
+    def get(self, path, st=None):
+        rec = self.entries.get(os.path.realpath(path))
+        if not rec:
+            return None
+        try:
+            key = file_key(path, st)
+        except OSError:
+            return None
+        for k, v in key.items():
+            if rec.get(k) != v:
+                return None
+        return rec.get("sha256")
+
+    def put(self, path, sha256, st=None):
+        rec = file_key(path, st)
+        rec["sha256"] = sha256
+        self.entries[os.path.realpath(path)] = rec
+        self.dirty = True
+
+    def forget(self, path):
+        if self.entries.pop(os.path.realpath(path), None) is not None:
+            self.dirty = True
+
+    def save(self):
+        if not self.path or not self.dirty:
+            return False
+        d = os.path.dirname(self.path)
+        if d and not os.path.isdir(d):
+            os.makedirs(d, 0o755)
+        tmp = "%s.tmp.%d" % (self.path, os.getpid())
+        with open(tmp, "w") as f:
+            json.dump({"format": 1, "files": self.entries}, f, sort_keys=True)
+        os.rename(tmp, self.path)
+        self.dirty = False
+        return True
+
+
+# ---------------------------------------------------------------- verify
+
+def _check_one(root, entry, stamps, bufsize):
+    path = os.path.join(root, entry["path"])
+    res = {"path": entry["path"], "kind": entry.get("kind"), "expected_size": entry["size"],
+           "expected_sha256": entry["sha256"], "size": None, "sha256": None, "hashed": False}
+    try:
+        st = os.stat(path)
+    except OSError:
+        res["state"] = "missing"
+        return res
+    res["size"] = st.st_size
+    if st.st_size != entry["size"]:
+        res["state"] = "size_mismatch"
+        return res
+    cached = stamps.get(path, st) if stamps is not None else None
+    if cached is None:
+        h, _ = hash_file(path, bufsize=bufsize)
+        cached = h.hexdigest()
+        res["hashed"] = True
+        # Only remember a hash taken of a file that did not change while we read it.
+        if stamps is not None and file_key(path) == file_key(path, st):
+            stamps.put(path, cached, st)
+    res["sha256"] = cached
+    res["state"] = "ok" if cached == entry["sha256"] else "checksum_mismatch"
+    return res
+
+
+def find_unlisted(root, entries, scan_dirs=PAYLOAD_DIRS):
+    listed = set(e["path"] for e in entries)
+    found = []
+    for d in scan_dirs:
+        top = os.path.join(root, d)
+        for dirpath, dirnames, filenames in os.walk(top):
+            dirnames.sort()
+            for name in sorted(filenames):
+                rel = os.path.relpath(os.path.join(dirpath, name), root).replace(os.sep, "/")
+                if rel not in listed:
+                    found.append(rel)
+    return found
+
+
+def verify_bundle(root, entries, stamps=None, workers=4, bufsize=BUF_SIZE, scan_dirs=PAYLOAD_DIRS):
+    """Verify every entry (in parallel); return (results, summary). Never raises for a bad file."""
+    entries = validate_entries(entries)
+    workers = max(1, int(workers))
+    # Biggest first: the long pole starts at once, small files fill the other workers.
+    order = sorted(entries, key=lambda e: -e["size"])
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(lambda e: _check_one(root, e, stamps, bufsize), order))
+    results.sort(key=lambda r: r["path"])
+    for rel in find_unlisted(root, entries, scan_dirs or ()):
+        results.append({"path": rel, "state": "unlisted", "kind": None, "expected_size": None,
+                        "expected_sha256": None, "size": os.path.getsize(os.path.join(root, rel)),
+                        "sha256": None, "hashed": False})
+    summary = dict((s, 0) for s in STATES)
+    for r in results:
+        summary[r["state"]] += 1
+    summary["hashed_bytes"] = sum(r["size"] for r in results if r["hashed"])
+    summary["hashed_files"] = sum(1 for r in results if r["hashed"])
+    return results, summary
+
+
+def verify_failures(results, allow_unlisted=False):
+    bad = [r for r in results if r["state"] != "ok" and not (allow_unlisted and r["state"] == "unlisted")]
+    return ["%s: %s" % (r["path"], r["state"].replace("_", " ")) for r in bad]
+
+
+# ---------------------------------------------------------------- progress
+
+def human_bytes(n):
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return ("%d %s" % (n, unit)) if unit == "B" else ("%.1f %s" % (n, unit))
+        n /= 1024.0
+
+
+def format_eta(seconds):
+    if seconds is None:
+        return "--:--:--"
+    seconds = int(seconds)
+    return "%d:%02d:%02d" % (seconds // 3600, (seconds // 60) % 60, seconds % 60)
+
+
+class Progress(object):
+    """Writes `percent rate ETA` lines for one file to a log (tail -f), at most every `interval` s."""
+
+    def __init__(self, log_path, name, total, start_at=0, interval=1.0, clock=time.monotonic):
+        self.log_path = log_path
+        self.name = name
+        self.total = total
+        self.done = start_at
+        self.start_at = start_at
+        self.clock = clock
+        self.t0 = clock()
+        self.last = None
+        self.interval = interval
+
+    def line(self, now=None, final=False):
+        now = self.clock() if now is None else now
+        elapsed = max(now - self.t0, 1e-6)
+        moved = self.done - self.start_at
+        rate = moved / elapsed
+        pct = 100.0 * self.done / self.total if self.total else 100.0
+        eta = (self.total - self.done) / rate if rate > 0 else None
+        return "%s %s %5.1f%% %s/%s %s/s ETA %s%s" % (
+            time.strftime("%Y-%m-%dT%H:%M:%S"), self.name, pct, human_bytes(self.done), human_bytes(self.total),
+            human_bytes(rate), format_eta(0 if final else eta), " done" if final else "")
+
+    def _write(self, text):
+        if not self.log_path:
+            return
+        with open(self.log_path, "a") as f:
+            f.write(text + "\n")
+
+    def update(self, n):
+        self.done += n
+        now = self.clock()
+        if self.last is None or now - self.last >= self.interval:
+            self.last = now
+            self._write(self.line(now))
+
+    def message(self, text):
+        self._write("%s %s %s" % (time.strftime("%Y-%m-%dT%H:%M:%S"), self.name, text))
+
+    def finish(self):
+        self._write(self.line(final=True))
+
+
+# ---------------------------------------------------------------- staging
+
+def check_space(dest_root, needed, keep_free=0):
+    """Fail before writing when the staging filesystem cannot take `needed` more bytes."""
+    probe = dest_root
+    while not os.path.isdir(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    st = os.statvfs(probe)
+    free = st.f_bavail * st.f_frsize
+    if needed + keep_free > free:
+        raise BundleError("%s has %s free; staging needs %s more (+%s kept free); nothing was copied" % (
+            probe, human_bytes(free), human_bytes(needed), human_bytes(keep_free)))
+    return free
+
+
+def part_path(dest):
+    return dest + ".part"
+
+
+def _part_size(dest):
+    try:
+        return os.path.getsize(part_path(dest))
+    except OSError:
+        return 0
+
+
+def probe_part(dest, size, bufsize=BUF_SIZE):
+    """Resume point of dest.part: (offset, hasher over the prefix). A too-long part restarts from 0."""
+    part = part_path(dest)
+    try:
+        have = os.path.getsize(part)
+    except OSError:
+        return 0, hashlib.sha256()
+    if have > size:
+        os.unlink(part)
+        return 0, hashlib.sha256()
+    h, n = hash_file(part, length=have, bufsize=bufsize)
+    return n, h
+
+
+def dest_is_current(dest, entry, stamps):
+    """True when dest already holds the artifact (stamp hit, or hash it once from local disk)."""
+    try:
+        st = os.stat(dest)
+    except OSError:
+        return False, False
+    if st.st_size != entry["size"]:
+        return False, False
+    cached = stamps.get(dest, st) if stamps is not None else None
+    if cached is not None:
+        return cached == entry["sha256"], False
+    h, _ = hash_file(dest)
+    digest = h.hexdigest()
+    if stamps is not None:
+        stamps.put(dest, digest, st)
+    return digest == entry["sha256"], True
+
+
+def copy_resumable(src, dest, entry, progress=None, bufsize=BUF_SIZE, reader=None):
+    """Copy src -> dest.part from where a previous copy stopped, hashing as it goes.
+
+    Returns {'bytes_copied', 'resumed_from', 'sha256'}; does not rename (the caller commits).
+    """
+    size = entry["size"]
+    offset, h = probe_part(dest, size, bufsize)
+    part = part_path(dest)
+    if progress:
+        progress.done = progress.start_at = offset
+        if offset:
+            progress.message("resuming at %s" % human_bytes(offset))
+    copied = 0
+    buf = bytearray(bufsize)
+    view = memoryview(buf)
+    src_f = reader if reader is not None else open(src, "rb", buffering=0)
+    try:
+        src_f.seek(offset)
+        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            while offset + copied < size:
+                n = src_f.readinto(view[:min(bufsize, size - offset - copied)])
+                if not n:
+                    break
+                chunk = view[:n]
+                h.update(chunk)
+                written = 0
+                while written < n:
+                    written += os.write(fd, chunk[written:])
+                copied += n
+                if progress:
+                    progress.update(n)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    finally:
+        if reader is None:
+            src_f.close()
+    if progress:
+        progress.finish()
+    return {"bytes_copied": copied, "resumed_from": offset, "sha256": h.hexdigest(),
+            "size": offset + copied}
+
+
+def stage_files(src_root, dest_root, entries, stamps=None, log_path=None, bufsize=BUF_SIZE,
+                check_mode=False, mode=0o644, dir_mode=0o755, keep_free=0):
+    """Stage manifest entries from src_root to dest_root; all-or-nothing commit.
+
+    Every file is copied to `.part` and checked against the manifest first; only when all match are
+    the parts renamed into place. Raises StageError naming the bad files (their parts removed).
+    """
+    entries = validate_entries(entries)
+    results = []
+    pending = []
+    todo = []
+    for entry in entries:
+        dest = os.path.join(dest_root, entry["path"])
+        current, hashed = dest_is_current(dest, entry, stamps)
+        if not current:
+            todo.append(entry)
+        results.append({"path": entry["path"], "size": entry["size"], "bytes_copied": 0, "resumed_from": 0,
+                        "state": "current" if current else "copied", "hashed_dest": hashed})
+    if check_mode or not todo:
+        return results
+    check_space(dest_root, sum(e["size"] - _part_size(os.path.join(dest_root, e["path"])) for e in todo), keep_free)
+    by_path = dict((r["path"], r) for r in results)
+    for entry in todo:
+        src = os.path.join(src_root, entry["path"])
+        dest = os.path.join(dest_root, entry["path"])
+        res = by_path[entry["path"]]
+        if not os.path.isfile(src):
+            res["state"] = "missing"
+            continue
+        src_size = os.path.getsize(src)
+        if src_size != entry["size"]:
+            res["state"] = "size_mismatch"
+            continue
+        parent = os.path.dirname(dest)
+        if not os.path.isdir(parent):
+            os.makedirs(parent, dir_mode)
+        progress = Progress(log_path, entry["path"], entry["size"])
+        out = copy_resumable(src, dest, entry, progress=progress, bufsize=bufsize)
+        res["bytes_copied"] = out["bytes_copied"]
+        res["resumed_from"] = out["resumed_from"]
+        if out["size"] != entry["size"] or out["sha256"] != entry["sha256"]:
+            # The part is the medium's bytes: keeping it would only resume into the same mismatch.
+            os.unlink(part_path(dest))
+            res["state"] = "checksum_mismatch"
+            progress.message("CHECKSUM MISMATCH (got %s, manifest %s)" % (out["sha256"], entry["sha256"]))
+        else:
+            pending.append((dest, out["sha256"]))
+    _commit(results, pending, stamps, mode)
+    return results
+
+
+def _commit(results, pending, stamps, mode):
+    """Rename every verified part into place, or none of them."""
+    bad = [r for r in results if r["state"] not in ("current", "copied")]
+    if bad:
+        raise StageError("bundle files failed verification, nothing was put in place: %s" % ", ".join(
+            "%s (%s)" % (r["path"], r["state"].replace("_", " ")) for r in bad), results)
+    for dest, digest in pending:
+        os.chmod(part_path(dest), mode)
+        os.rename(part_path(dest), dest)
+        if stamps is not None:
+            stamps.put(dest, digest)
+
+
+# Controller-side staging (action plugin) talks to the target through these three steps.
+
+def _inside(root, rel):
+    norm = posixpath.normpath(rel or "")
+    if not rel or norm.startswith("/") or norm == ".." or norm.startswith("../"):
+        raise BundleError("path %r must stay inside the staging directory" % rel)
+    return os.path.join(root, norm)
+
+
+def probe_dest(dest_root, entries, stamps, keep_free=0):
+    """Per entry: current (nothing to do), or the offset its .part has reached; checks free space."""
+    out = []
+    for entry in validate_entries(entries):
+        dest = _inside(dest_root, entry["path"])
+        current, hashed = dest_is_current(dest, entry, stamps)
+        offset = 0
+        if not current:
+            try:
+                offset = os.path.getsize(part_path(dest))
+            except OSError:
+                offset = 0
+            if offset > entry["size"]:
+                os.unlink(part_path(dest))
+                offset = 0
+        out.append({"path": entry["path"], "size": entry["size"], "state": "current" if current else "partial",
+                    "offset": offset, "hashed_dest": hashed})
+    needed = sum(o["size"] - o["offset"] for o in out if o["state"] != "current")
+    if needed:
+        check_space(dest_root, needed, keep_free)
+    return out
+
+
+def append_chunk(dest_root, rel, chunk, offset, dir_mode=0o755):
+    """Append an uploaded chunk to <rel>.part, refusing if the part is not exactly at `offset`."""
+    dest = _inside(dest_root, rel)
+    part = part_path(dest)
+    parent = os.path.dirname(dest)
+    if not os.path.isdir(parent):
+        os.makedirs(parent, dir_mode)
+    have = os.path.getsize(part) if os.path.exists(part) else 0
+    if have != offset:
+        raise BundleError("%s: part is at %d bytes, chunk starts at %d; probe again" % (rel, have, offset))
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        with open(chunk, "rb", buffering=0) as f:
+            buf = bytearray(BUF_SIZE)
+            view = memoryview(buf)
+            while True:
+                n = f.readinto(buf)
+                if not n:
+                    break
+                written = 0
+                while written < n:
+                    written += os.write(fd, view[written:n])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.unlink(chunk)
+    return os.path.getsize(part)
+
+
+def commit_parts(dest_root, entries, stamps, mode=0o644, check_mode=False):
+    """Verify every complete .part at the destination, then rename all of them, or fail naming the bad ones."""
+    results = []
+    pending = []
+    for entry in validate_entries(entries):
+        dest = _inside(dest_root, entry["path"])
+        part = part_path(dest)
+        if not os.path.exists(part):
+            current, _ = dest_is_current(dest, entry, stamps)
+            results.append({"path": entry["path"], "state": "current" if current else "missing"})
+            continue
+        res = {"path": entry["path"], "state": "copied"}
+        if os.path.getsize(part) != entry["size"]:
+            res["state"] = "size_mismatch"
+        else:
+            digest = hash_file(part)[0].hexdigest()
+            if digest != entry["sha256"]:
+                res["state"] = "checksum_mismatch"
+                os.unlink(part)
+            else:
+                pending.append((dest, digest))
+        results.append(res)
+    if check_mode:
+        return [r for r in results if r["state"] != "current"]
+    _commit(results, pending, stamps, mode)
+    return [r for r in results if r["state"] == "copied"]

@@ -1,0 +1,219 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: airgap.vllm contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: bundle_stage
+short_description: Stage bundle artifacts to a host - resumable, hashed while copying, all-or-nothing
+version_added: 0.1.0
+description:
+  - Copies the artifacts listed in the bundle manifest from O(src) to O(dest) in large chunks,
+    hashing each byte as it is read, so the bundle medium (a slow USB disk) is read once.
+  - A copy goes to C(<file>.part); after an interruption it resumes from there (the part's prefix is
+    re-hashed from the destination disk, not from the medium).
+  - Nothing is renamed into place until every file of the run matches the manifest's size and sha256.
+    A corrupt artifact fails the task, naming the file, with the destination unchanged.
+  - A converged re-run moves 0 bytes and, thanks to a stamp cache (path, size, mtime, inode), hashes nothing.
+  - Progress lines (percent, rate, ETA) go to O(log_path); C(tail -f) it while a run is going.
+  - With O(remote_src=false) (the default) the bundle is on the controller; the action plugin streams
+    it in O(chunk_size) pieces, each appended on the target to the C(.part) file, then verified on the
+    target. With O(remote_src=true) the bundle is mounted on the target (USB or NFS) and the module copies locally.
+author:
+  - airgap.vllm maintainers
+options:
+  src:
+    description: Bundle root (on the controller, or on the target with O(remote_src=true)).
+    type: path
+    required: true
+  dest:
+    description: Staging directory on the target; artifacts keep their bundle-relative paths below it.
+    type: path
+    required: true
+  remote_src:
+    description: Whether O(src) is a path on the target.
+    type: bool
+    default: false
+  manifest:
+    description: Manifest file relative to O(src) (read where O(src) is), unless O(artifacts) is given.
+    type: path
+    default: manifest.yml
+  artifacts:
+    description: The manifest's C(artifacts) list, already parsed; entries need C(path), C(size), C(sha256).
+    type: list
+    elements: dict
+  stamp_file:
+    description: Stamp cache for the staged files (on the target). Empty string disables it.
+    type: path
+    default: /var/cache/airgap-vllm/stage-stamps.json
+  log_path:
+    description:
+      - Progress log (on the target with O(remote_src=true), on the controller otherwise).
+        Empty string disables it.
+    type: path
+    default: /var/log/airgap-vllm-stage.log
+  chunk_size:
+    description:
+      - Bytes per transfer from the controller (O(remote_src=false)); a resume restarts at most one chunk.
+    type: int
+    default: 268435456
+  min_free_bytes:
+    description: Free space to leave on the staging filesystem; checked before anything is copied.
+    type: int
+    default: 0
+  mode:
+    description: Mode of staged files (octal string).
+    type: str
+    default: "0644"
+  _op:
+    description: Internal step of the action plugin's protocol; do not set.
+    type: str
+    choices: [stage, probe, append, commit]
+    default: stage
+  _chunk:
+    description: Internal (V(append)) - uploaded chunk on the target.
+    type: path
+  _offset:
+    description: Internal (V(append)) - offset the chunk starts at.
+    type: int
+  _path:
+    description: Internal (V(append)) - bundle-relative path the chunk belongs to.
+    type: str
+attributes:
+  check_mode:
+    support: full
+    description: Reports which files would be copied; copies nothing.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+    description: Files already staged (matching the manifest) are not copied or re-hashed.
+notes:
+  - The action plugin of the same name does the controller side; it is ansible-core machinery
+    (put_file of each chunk), so no rsync, ssh-only transport or extra collection is needed.
+seealso:
+  - module: airgap.vllm.bundle_verify
+"""
+
+EXAMPLES = r"""
+- name: Stage the bundle from the controller's USB disk
+  airgap.vllm.bundle_stage:
+    src: /mnt/usb/airgap-vllm-bundle
+    dest: /var/lib/airgap-vllm/bundle
+
+- name: Stage from a USB disk mounted on the target itself
+  airgap.vllm.bundle_stage:
+    src: /media/usb/airgap-vllm-bundle
+    dest: /var/lib/airgap-vllm/bundle
+    remote_src: true
+"""
+
+RETURN = r"""
+files:
+  description: Per-file outcome.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    path:
+      description: Bundle-relative path.
+      type: str
+    state:
+      description: V(current) (already staged), V(copied), or on failure V(missing), V(size_mismatch), V(checksum_mismatch).
+      type: str
+    bytes_copied:
+      description: Bytes moved this run.
+      type: int
+    resumed_from:
+      description: Offset a previous interrupted copy had reached.
+      type: int
+bytes_copied:
+  description: Total bytes moved this run (0 on a converged re-run).
+  returned: always
+  type: int
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle import (
+    BundleError,
+    StageError,
+    StampCache,
+    append_chunk,
+    commit_parts,
+    load_manifest,
+    probe_dest,
+    stage_files,
+    validate_entries,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            src=dict(type="path", required=True),
+            dest=dict(type="path", required=True),
+            remote_src=dict(type="bool", default=False),
+            manifest=dict(type="path", default="manifest.yml"),
+            artifacts=dict(type="list", elements="dict"),
+            stamp_file=dict(type="path", default="/var/cache/airgap-vllm/stage-stamps.json"),
+            log_path=dict(type="path", default="/var/log/airgap-vllm-stage.log"),
+            chunk_size=dict(type="int", default=268435456),
+            mode=dict(type="str", default="0644"),
+            min_free_bytes=dict(type="int", default=0),
+            # Internal protocol of the action plugin (remote_src=false): probe, append, commit.
+            _op=dict(type="str", choices=["stage", "probe", "append", "commit"], default="stage"),
+            _chunk=dict(type="path"),
+            _offset=dict(type="int"),
+            _path=dict(type="str"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    mode = int(p["mode"], 8)
+    try:
+        entries = validate_entries(p["artifacts"]) if p["artifacts"] else None
+        stamps = StampCache(p["stamp_file"] or None)
+        if p["_op"] == "probe":
+            files = probe_dest(p["dest"], entries, stamps, keep_free=p["min_free_bytes"])
+            if not module.check_mode:
+                stamps.save()
+            module.exit_json(changed=False, files=files)
+        if p["_op"] == "append":
+            if module.check_mode:
+                module.fail_json(msg="append is never called in check mode")
+            size = append_chunk(p["dest"], p["_path"], p["_chunk"], p["_offset"])
+            module.exit_json(changed=True, part_size=size)
+        if p["_op"] == "commit":
+            files = commit_parts(p["dest"], entries, stamps, mode=mode, check_mode=module.check_mode)
+            if not module.check_mode:
+                stamps.save()
+            module.exit_json(changed=bool(files), files=files)
+        if not p["remote_src"]:
+            module.fail_json(msg="remote_src=false needs the airgap.vllm.bundle_stage action plugin")
+        if entries is None:
+            entries = load_manifest(os.path.join(p["src"], p["manifest"]))
+        results = stage_files(p["src"], p["dest"], entries, stamps=stamps, log_path=p["log_path"] or None,
+                              check_mode=module.check_mode, mode=mode, keep_free=p["min_free_bytes"])
+    except StageError as e:
+        stamps.save()
+        module.fail_json(msg=str(e), files=e.results, bytes_copied=sum(r.get("bytes_copied", 0) for r in e.results))
+    except BundleError as e:
+        module.fail_json(msg=str(e))
+    except (IOError, OSError) as e:
+        module.fail_json(msg="staging failed: %s" % e)
+    if not module.check_mode:
+        stamps.save()
+    module.exit_json(changed=any(r["state"] == "copied" for r in results), files=results,
+                     bytes_copied=sum(r["bytes_copied"] for r in results))
+
+
+if __name__ == "__main__":
+    main()

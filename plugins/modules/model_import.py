@@ -1,0 +1,159 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: airgap.vllm contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: model_import
+short_description: Import a model archive or directory into the models directory, atomically and once
+version_added: 0.1.0
+description:
+  - Puts the model from O(src) (a tar archive, optionally compressed, or a directory) at
+    O(models_dir)/O(name).
+  - Checks free space first, extracts into a hidden temporary sibling on the same filesystem and
+    renames it into place, so a half-written model never appears under its real name.
+  - Writes a stamp holding O(sha256) (the bundle manifest checksum); when the stamp matches, the
+    import is skipped and the existing directory is only validated.
+  - Validates what vLLM needs for an offline start - C(config.json), C(model.safetensors.index.json)
+    and every shard it names (safetensors header), tokenizer files, a chat template and, unless
+    O(language_model_only), C(preprocessor_config.json) - and names the missing file.
+  - Files end up 0644 and directories 0755 (optionally owned by O(owner)/O(group)) so the container can read them.
+author:
+  - airgap.vllm maintainers
+options:
+  src:
+    description: Model archive or directory on the target.
+    type: path
+    required: true
+  models_dir:
+    description: Parent directory of the imported models.
+    type: path
+    required: true
+  name:
+    description: Directory name of the model under O(models_dir).
+    type: str
+    required: true
+  sha256:
+    description: Checksum of the source from the bundle manifest; stored in the stamp.
+    type: str
+    required: true
+  owner:
+    description: Owner (name or uid) of the imported files.
+    type: str
+  group:
+    description: Group (name or gid) of the imported files.
+    type: str
+  language_model_only:
+    description: The service runs with C(--language-model-only), so C(preprocessor_config.json) is optional.
+    type: bool
+    default: false
+  force:
+    description: Import even when the stamp matches.
+    type: bool
+    default: false
+attributes:
+  check_mode:
+    support: full
+    description: Reports whether the model would be imported; writes nothing.
+  diff_mode:
+    support: full
+    description: Before/after stamp checksum.
+  idempotent:
+    support: full
+    description: An unchanged source (same sha256) is not imported again.
+seealso:
+  - module: airgap.vllm.bundle_stage
+"""
+
+EXAMPLES = r"""
+- name: Import the FP8 model from the staged bundle
+  airgap.vllm.model_import:
+    src: /var/lib/airgap-vllm/bundle/artifacts/qwen3.x-27b-fp8.tar
+    models_dir: /opt/models
+    name: qwen3.x-27b-fp8
+    sha256: "{{ bundle_manifest_by_kind.model.sha256 }}"
+"""
+
+RETURN = r"""
+path:
+  description: Directory of the imported model.
+  returned: always
+  type: str
+imported:
+  description: Whether the model was (or in check mode would be) extracted or copied this run.
+  returned: success
+  type: bool
+shards:
+  description: Number of safetensors shards found.
+  returned: when validated
+  type: int
+total_size:
+  description: metadata.total_size of the safetensors index (weight bytes).
+  returned: when validated
+  type: int
+"""
+
+import grp
+import pwd
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.airgap.vllm.plugins.module_utils._model_import import (
+    ModelError,
+    import_model,
+    read_stamp,
+)
+
+
+def _id(value, db):
+    if value is None:
+        return None
+    if value.isdigit():
+        return int(value)
+    try:
+        return db(value)[2]
+    except KeyError:
+        raise ModelError("unknown user or group %r" % value)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            src=dict(type="path", required=True),
+            models_dir=dict(type="path", required=True),
+            name=dict(type="str", required=True),
+            sha256=dict(type="str", required=True),
+            owner=dict(type="str"),
+            group=dict(type="str"),
+            language_model_only=dict(type="bool", default=False),
+            force=dict(type="bool", default=False),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        uid = _id(p["owner"], pwd.getpwnam)
+        gid = _id(p["group"], grp.getgrnam)
+        before = read_stamp("%s/%s" % (p["models_dir"], p["name"]))
+        result = import_model(p["src"], p["models_dir"], p["name"], p["sha256"].lower(), uid=uid, gid=gid,
+                              language_model_only=p["language_model_only"], check_mode=module.check_mode,
+                              force=p["force"])
+    except ModelError as e:
+        module.fail_json(msg=str(e))
+    except (IOError, OSError) as e:
+        module.fail_json(msg="model import failed: %s" % e)
+    for w in result.pop("warnings", []):
+        module.warn(w)
+    if module._diff:
+        result["diff"] = {"before": {"sha256": (before or {}).get("sha256")},
+                          "after": {"sha256": p["sha256"].lower()}}
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,302 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: airgap.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: vllm_launch_plan
+short_description: Plan vLLM 0.27.1 flags and a GPU memory ledger from the card, the model and the targets
+version_added: "0.1.0"
+description:
+  - Reads the model directory's C(config.json) and C(model.safetensors.index.json) and computes, the way
+    vLLM 0.27.1 sizes memory, the KV pool, block size, number of GPU blocks, the GPU KV cache size in tokens
+    and the concurrency at the chosen context.
+  - Returns the exact C(vllm serve) argv, container options, environment and a ledger where every number has
+    the formula it came from. Fails with concrete alternatives when the targets do not fit.
+  - Pure computation; runs on the target or on localhost and never touches the network.
+options:
+  model_dir:
+    description: Model directory holding C(config.json) (and the weight index) on the host the module runs on.
+    type: path
+    required: true
+  model_path:
+    description: Model path as vLLM sees it (inside the container). Defaults to O(model_dir).
+    type: str
+  served_model_name:
+    description: Name clients use; defaults to the model directory's basename.
+    type: str
+  gpu_total_bytes:
+    description: Total memory of one GPU in bytes (C(airgap.vllm.nvml_info) reports it).
+    type: int
+    required: true
+  gpu_count:
+    description: GPUs available on the host.
+    type: int
+    default: 1
+  tensor_parallel_size:
+    description: GPUs the model is split across; defaults to O(gpu_count).
+    type: int
+  compute_capability:
+    description: CUDA compute capability, e.g. C(8.9) (Ada) or C(9.0) (Hopper). Decides the attention backend.
+    type: str
+    default: "9.0"
+  concurrency:
+    description: Target concurrent requests (C(--max-num-seqs)).
+    type: int
+    default: 1
+  context:
+    description:
+      - Context length (C(--max-model-len)) as a number or with a suffix (C(200K) = 204800, C(200k) = 200000),
+        or C(max) for the largest length that keeps O(concurrency) full-length requests in the pool.
+    type: str
+    default: max
+  kv_cache_dtype:
+    description: KV cache dtype.
+    type: str
+    choices: [auto, float16, bfloat16, fp8, fp8_e4m3, fp8_e5m2]
+    default: auto
+  gpu_memory_utilization:
+    description: Fraction of the card's total memory this instance may use.
+    type: float
+    default: 0.92
+  num_speculative_tokens:
+    description: MTP speculative tokens (0 disables speculative decoding).
+    type: int
+    default: 0
+  prefix_caching:
+    description: Enable automatic prefix caching (hybrid models then keep one more state block per request).
+    type: bool
+    default: false
+  kv_offloading_gib:
+    description: Native KV offload to host RAM in GiB (0 = off).
+    type: float
+    default: 0
+  host_ram_bytes:
+    description: Host RAM in bytes; the offload must leave room for the OS.
+    type: int
+  kernel:
+    description: Host kernel release (decides the seccomp option and the madvise patch). Usually C(ansible_kernel).
+    type: str
+  docker_version:
+    description: Docker engine version (decides C(--gpus) versus C(--runtime nvidia) and seccomp).
+    type: str
+  reasoning_parser:
+    description: vLLM reasoning parser name (validated against vLLM 0.27.1's registry).
+    type: str
+  tool_call_parser:
+    description: vLLM tool-call parser name; adds C(--enable-auto-tool-choice).
+    type: str
+  chat_template_kwargs:
+    description: Server-side default chat template kwargs.
+    type: dict
+  language_model_only:
+    description: Do not load the vision tower of a multimodal checkpoint.
+    type: bool
+    default: false
+  max_num_batched_tokens:
+    description: Prefill chunk size; defaults to vLLM's card-dependent default.
+    type: int
+  enforce_eager:
+    description: Plan without CUDA graphs.
+    type: bool
+    default: false
+  max_image_pixels:
+    description: Largest image in pixels the encoder profile uses (processor C(longest_edge)).
+    type: int
+  measured_kv_cache_bytes:
+    description: KV memory measured on this host (vLLM's "Available KV cache memory"); replaces the estimate.
+    type: int
+  pin_kv_cache_memory:
+    description: Emit C(--kv-cache-memory-bytes) with the planned pool so vLLM uses exactly that.
+    type: bool
+    default: false
+  require_full_length_concurrency:
+    description: Fail unless O(concurrency) requests of the full context fit in GPU memory at once.
+    type: bool
+    default: false
+  api_keys_config_path:
+    description:
+      - Path (as vLLM sees it) of a YAML file with an C(api-key) list; added as C(--config) so keys stay out
+        of argv and C(ps). The module never receives the keys; RV(api_key_config) says how to write the file.
+    type: str
+  host:
+    description: Address vLLM binds.
+    type: str
+  port:
+    description: Port vLLM listens on.
+    type: int
+attributes:
+  check_mode:
+    support: full
+    description: Read-only; the plan is the same in check mode.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+    description: Same inputs give the same plan; nothing on the host changes.
+author:
+  - airgap.vllm contributors
+"""
+
+EXAMPLES = r"""
+- name: Plan a 48 GB Ada card, 4 agent sessions, 200K context
+  airgap.vllm.vllm_launch_plan:
+    model_dir: /opt/models/Qwen3.x-27B-FP8
+    gpu_total_bytes: "{{ 49140 * 1024 * 1024 }}"
+    compute_capability: "8.9"
+    gpu_memory_utilization: 0.93
+    concurrency: 4
+    context: 204800
+    kv_cache_dtype: fp8_e4m3
+    num_speculative_tokens: 3
+    prefix_caching: true
+    kv_offloading_gib: 64
+    kernel: "{{ ansible_kernel }}"
+    docker_version: "20.10.7"
+    reasoning_parser: qwen3
+    tool_call_parser: qwen3_coder
+  register: vllm_plan
+
+- name: Longest context for 50 users on a 96 GB card
+  airgap.vllm.vllm_launch_plan:
+    model_dir: /opt/models/Qwen3.x-27B-FP8
+    gpu_total_bytes: "{{ 97887 * 1024 * 1024 }}"
+    compute_capability: "12.0"
+    concurrency: 50
+    context: max
+    kv_cache_dtype: fp8_e4m3
+    num_speculative_tokens: 3
+  register: vllm_plan
+"""
+
+RETURN = r"""
+argv:
+  description: Exactly what follows C(vllm serve).
+  returned: success
+  type: list
+  elements: str
+flags:
+  description: The argv grouped per flag, each with a one-line reason.
+  returned: success
+  type: list
+  elements: dict
+docker_options:
+  description: C(docker run) options (GPU access, seccomp when needed, shm size for offload).
+  returned: success
+  type: list
+  elements: str
+docker_option_reasons:
+  description: Why each docker option is there.
+  returned: success
+  type: dict
+env:
+  description: Container environment that keeps vLLM offline.
+  returned: success
+  type: dict
+env_reasons:
+  description: Why each variable is set.
+  returned: success
+  type: dict
+needs_madvise_patch:
+  description: KV offload on a kernel older than 5.14 (MADV_POPULATE_WRITE missing) needs the patch.
+  returned: success
+  type: bool
+ledger:
+  description: Budget, non-KV components, KV pool, block size, num_gpu_blocks, GPU KV cache tokens, concurrency.
+  returned: success
+  type: dict
+ledger_text:
+  description: The ledger rendered for humans.
+  returned: success
+  type: str
+warnings_list:
+  description: Plan warnings (e.g. fewer full-length requests fit than the concurrency target).
+  returned: success
+  type: list
+  elements: str
+api_key_config:
+  description: Path, mode and a Jinja template for the C(--config) YAML holding the keys (fill it with no_log).
+  returned: when api_keys_config_path is set
+  type: dict
+alternatives:
+  description: Plans that fit, when the targets do not.
+  returned: failure
+  type: list
+  elements: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.airgap.vllm.plugins.module_utils._planner import (
+    KV_CACHE_DTYPES,
+    InfeasibleError,
+    PlanError,
+    plan,
+    render_ledger,
+)
+
+
+def argument_spec():
+    return dict(
+        model_dir=dict(type="path", required=True),
+        model_path=dict(type="str"),
+        served_model_name=dict(type="str"),
+        gpu_total_bytes=dict(type="int", required=True),
+        gpu_count=dict(type="int", default=1),
+        tensor_parallel_size=dict(type="int"),
+        compute_capability=dict(type="str", default="9.0"),
+        concurrency=dict(type="int", default=1),
+        context=dict(type="str", default="max"),
+        kv_cache_dtype=dict(type="str", default="auto", choices=list(KV_CACHE_DTYPES)),
+        gpu_memory_utilization=dict(type="float", default=0.92),
+        num_speculative_tokens=dict(type="int", default=0),
+        prefix_caching=dict(type="bool", default=False),
+        kv_offloading_gib=dict(type="float", default=0),
+        host_ram_bytes=dict(type="int"),
+        kernel=dict(type="str"),
+        docker_version=dict(type="str"),
+        reasoning_parser=dict(type="str"),
+        tool_call_parser=dict(type="str"),
+        chat_template_kwargs=dict(type="dict"),
+        language_model_only=dict(type="bool", default=False),
+        max_num_batched_tokens=dict(type="int"),
+        enforce_eager=dict(type="bool", default=False),
+        max_image_pixels=dict(type="int"),
+        measured_kv_cache_bytes=dict(type="int"),
+        pin_kv_cache_memory=dict(type="bool", default=False),
+        require_full_length_concurrency=dict(type="bool", default=False),
+        api_keys_config_path=dict(type="str"),
+        host=dict(type="str"),
+        port=dict(type="int"),
+    )
+
+
+def main():
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    params = dict(module.params)
+    if params["kv_offloading_gib"] and params["host_ram_bytes"]:
+        if params["kv_offloading_gib"] * (1 << 30) > 0.8 * params["host_ram_bytes"]:
+            module.fail_json(msg="kv_offloading_gib %s exceeds 80%% of host RAM"
+                             % params["kv_offloading_gib"])
+    if params["kv_offloading_gib"] and float(params["kv_offloading_gib"]).is_integer():
+        params["kv_offloading_gib"] = int(params["kv_offloading_gib"])
+    try:
+        result = plan(params)
+    except InfeasibleError as exc:
+        module.fail_json(msg=str(exc), alternatives=exc.alternatives)
+    except PlanError as exc:
+        module.fail_json(msg=str(exc))
+    warnings_list = result.pop("warnings")
+    for w in warnings_list:
+        module.warn(w)
+    module.exit_json(changed=False, ledger_text=render_ledger(dict(result, warnings=[])),
+                     warnings_list=warnings_list, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: airgap.vllm contributors
+# Apache-2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: vllm_source_patch
+short_description: Apply named, idempotent source patches to a vLLM package tree
+version_added: 0.1.0
+description:
+  - Applies patches from a small built-in catalogue to files of a C(vllm) Python package directory
+    (typically a copy taken out of the vLLM image with C(docker cp); see the R(airgap.vllm.vllm_image,
+    ansible_collections.airgap.vllm.vllm_image_role) role).
+  - C(madvise_populate_write) wraps every C(<obj>.madvise(<MADV_POPULATE_WRITE name>, ...)) call statement
+    of C(v1/kv_offload/cpu/shared_offload_region.py) and
+    C(distributed/ec_transfer/ec_connector/cpu/ec_shared_region.py) in a C(try) that swallows only
+    C(OSError) with errno C(EINVAL) (kernels older than 5.14), logs a warning once and re-raises anything
+    else. Single- and multi-line calls are found by tokenizing the source, not by line numbers.
+  - Per file the outcome is C(patched), C(already_patched) (our marker is present and every call is guarded),
+    or C(upstream_fixed) (the vLLM release guards the calls itself; the file is left alone).
+  - A file with neither the expected calls nor a known fix fails with C(anchor_not_found), naming the file and
+    what was expected; nothing is written unless every file of every requested patch can be patched.
+  - Validation before writing. The patched text is re-tokenized and re-checked. When the Python running the module
+    can parse the original source, the result must parse with C(ast) too and an C(ast) walk must find every call
+    guarded (RV(files[].validation=ast)). When the source uses syntax newer than the running Python (the module runs
+    on the target's Python 3.7, the code on the image's 3.12), only the token check is possible
+    (RV(files[].validation=tokens)) and the caller must compile the result with the interpreter that runs it; the
+    vllm_image role always does this with the image's python3.
+  - Files are replaced atomically (write to a temporary file beside it, then rename), keeping their mode.
+  - Without O(root), nothing is read or written; the module only returns the catalogue (which files each patch
+    needs), so that a caller can copy exactly those files out of an image.
+options:
+  root:
+    description:
+      - The C(vllm) package directory (the one holding C(__init__.py)), or a copy of it holding at least the files
+        of the requested patches at their package-relative paths.
+    type: path
+  patches:
+    description:
+      - Names of catalogue patches to apply.
+    type: list
+    elements: str
+    choices: [madvise_populate_write]
+    default: [madvise_populate_write]
+attributes:
+  check_mode:
+    support: full
+    details: Plans every file and reports what would change, writes nothing.
+  diff_mode:
+    support: full
+    details: One before/after entry per file that is (or would be) patched.
+  idempotent:
+    support: full
+    details: A patched file carries a marker; a second run reports C(already_patched) and changes nothing.
+  platform:
+    platforms: posix
+author:
+  - airgap.vllm maintainers
+notes:
+  - Pure standard library; runs on Python 3.7 and later and never touches the network.
+"""
+
+EXAMPLES = r"""
+- name: Guard MADV_POPULATE_WRITE in a copy of the vllm package taken from the image
+  airgap.vllm.vllm_source_patch:
+    root: /var/tmp/vllm-patch/vllm
+    patches: [madvise_populate_write]
+  register: vllm_patch
+
+- name: Ask which files a patch needs (reads and writes nothing)
+  airgap.vllm.vllm_source_patch:
+    patches: [madvise_populate_write]
+  register: vllm_patch_catalogue
+"""
+
+RETURN = r"""
+files:
+  description: One entry per file of every requested patch (empty without O(root)).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    path:
+      description: Absolute path of the file.
+      type: str
+      sample: /var/tmp/vllm-patch/vllm/v1/kv_offload/cpu/shared_offload_region.py
+    relpath:
+      description: Path inside the vllm package.
+      type: str
+      sample: v1/kv_offload/cpu/shared_offload_region.py
+    patch:
+      description: Patch name and revision.
+      type: str
+      sample: madvise_populate_write@r1
+    state:
+      description: What was (or, in check mode, would be) done.
+      type: str
+      sample: patched
+      choices: [patched, already_patched, upstream_fixed]
+    sites:
+      description: First line of every matching call in the original file.
+      type: list
+      elements: int
+      sample: [100, 111]
+    patched_sites:
+      description: Lines (in the original file) of the calls that were wrapped.
+      type: list
+      elements: int
+      sample: [100, 111]
+    validation:
+      description: How the result was checked here (C(ast), C(tokens), or C(none) when nothing changed).
+      type: str
+      sample: ast
+fingerprint:
+  description: SHA-256 over the patch revisions and the resulting file contents; names the derived image.
+  returned: when O(root) is given
+  type: str
+  sample: 81b5c9f4cba84d98fdaeed385c379592d9bb56be03424c2d79230241f4e51e4e
+patches:
+  description: The requested patches with their revisions.
+  returned: always
+  type: list
+  elements: str
+  sample: [madvise_populate_write@r1]
+catalogue:
+  description: The requested catalogue entries (name, revision, files, description).
+  returned: always
+  type: list
+  elements: dict
+state:
+  description: On failure, C(anchor_not_found) when a file lacks both the expected calls and a known fix.
+  returned: failure
+  type: str
+  sample: anchor_not_found
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.airgap.vllm.plugins.module_utils._source_patch import (
+    CATALOGUE,
+    STATE_PATCHED,
+    AnchorNotFoundError,
+    SourcePatchError,
+    apply_tree,
+    fingerprint,
+    get_patch,
+    plan_tree,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            root=dict(type="path"),
+            patches=dict(type="list", elements="str", choices=sorted(CATALOGUE),
+                         default=["madvise_populate_write"]),
+        ),
+        supports_check_mode=True,
+    )
+    root = module.params["root"]
+    specs = [get_patch(name) for name in module.params["patches"]]
+    result = dict(changed=False, files=[], patches=[s.ident for s in specs],
+                  catalogue=[s.as_dict() for s in specs])
+    if root is None:
+        module.exit_json(**result)
+    if not os.path.isdir(root):
+        module.fail_json(msg="root %s is not a directory" % root, **result)
+
+    try:
+        planned = plan_tree(root, module.params["patches"])
+        if not module.check_mode:
+            apply_tree(planned)
+    except AnchorNotFoundError as exc:
+        module.fail_json(msg=str(exc), state=exc.state, path=exc.path, expected=exc.expected, **result)
+    except (SourcePatchError, OSError, UnicodeDecodeError) as exc:
+        module.fail_json(msg=str(exc), **result)
+
+    changed_items = [p for p in planned if p["state"] == STATE_PATCHED]
+    result["changed"] = bool(changed_items)
+    result["fingerprint"] = fingerprint(planned)
+    result["files"] = [dict((k, v) for k, v in p.items() if k not in ("before", "after")) for p in planned]
+    if module._diff and changed_items:
+        result["diff"] = [
+            dict(before_header=p["path"], after_header=p["path"], before=p["before"], after=p["after"])
+            for p in changed_items
+        ]
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

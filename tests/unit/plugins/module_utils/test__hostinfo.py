@@ -1,0 +1,80 @@
+import json
+
+import pytest
+
+from ansible_collections.airgap.vllm.plugins.module_utils import _hostinfo
+
+KYLIN_OS_RELEASE = '''NAME="Kylin Linux Advanced Server"
+VERSION="V10 (Lance)"
+ID="kylin"
+VERSION_ID="V10"
+PRETTY_NAME="Kylin Linux Advanced Server V10 (Lance)"
+ANSI_COLOR="0;31"
+'''
+ROCKY = 'NAME="Rocky Linux"\nVERSION="9.3 (Blue Onyx)"\nID="rocky"\nID_LIKE="rhel centos fedora"\nVERSION_ID="9.3"\n'
+
+
+@pytest.mark.parametrize('productinfo,release,sp', [
+    ('Kylin Linux Advanced Server\nrelease V10 (SP3) /(Lance)-x86_64-Build23/20230324\n', 'Lance', 'SP3'),
+    ('Kylin Linux Advanced Server\nrelease V10 (SP1) /(Tercel)-aarch64-Build04/20200711\n', None, 'SP1'),
+    ('Kylin Linux Advanced Server\nrelease V10 /(Sword)-x86_64-Build09/20210524\n', None, 'SP2'),
+    (None, 'Tercel', 'SP1'),
+    (None, 'Sword', 'SP2'),
+    (None, 'lance', 'SP3'),
+    (None, 'Halberd', 'SP3'),
+    (None, 'Unknown', None),
+    (None, None, None),
+])
+def test_kylin_service_pack(productinfo, release, sp):
+    assert _hostinfo.kylin_service_pack(productinfo, release) == sp
+
+
+def test_kylin_facts_keep_v10_a_string():
+    f = _hostinfo.host_facts(KYLIN_OS_RELEASE, None, '4.19.90-52.22.v2207.ky10.x86_64', '3.7.9')
+    assert f == {'distribution': 'Kylin Linux Advanced Server', 'distribution_id': 'kylin',
+                 'distribution_version': 'V10', 'distribution_release': 'Lance', 'kylin': True,
+                 'kylin_sp': 'SP3', 'kernel_release': '4.19.90-52.22.v2207.ky10.x86_64',
+                 'python_version': '3.7.9'}
+
+
+def test_productinfo_wins_over_codename():
+    f = _hostinfo.host_facts(KYLIN_OS_RELEASE, 'release V10 (SP2) /(Sword)-x86_64\n', 'k', '3.7')
+    assert f['kylin_sp'] == 'SP2'
+
+
+def test_non_kylin_has_no_service_pack():
+    f = _hostinfo.host_facts(ROCKY, 'release V10 (SP3)', '5.14.0', '3.9.18')
+    assert (f['kylin'], f['kylin_sp'], f['distribution_version'], f['distribution_release']) == \
+        (False, None, '9.3', 'Blue Onyx')
+
+
+def test_os_release_missing():
+    f = _hostinfo.host_facts(None, None, 'k', '3.7')
+    assert f['distribution'] is None and f['kylin'] is False
+
+
+DOCKER_INFO = {
+    'ServerVersion': '20.10.24', 'Driver': 'overlay2', 'CgroupDriver': 'cgroupfs', 'CgroupVersion': '1',
+    'DefaultRuntime': 'runc', 'DockerRootDir': '/var/lib/docker',
+    'Runtimes': {'runc': {'path': 'runc'}, 'nvidia': {'path': 'nvidia-container-runtime'},
+                 'io.containerd.runc.v2': {'path': 'runc'}},
+}
+
+
+def test_parse_docker_info():
+    f = _hostinfo.parse_docker_info(json.dumps(DOCKER_INFO))
+    assert f['server_version'] == '20.10.24'
+    assert f['runtimes'] == ['io.containerd.runc.v2', 'nvidia', 'runc']
+    assert (f['default_runtime'], f['cgroup_driver'], f['storage_driver']) == ('runc', 'cgroupfs', 'overlay2')
+
+
+def test_parse_docker_info_daemon_down():
+    # the CLI still prints JSON when the daemon is down, with ServerErrors
+    f = _hostinfo.parse_docker_info(json.dumps({'ServerErrors': ['Cannot connect to the Docker daemon']}))
+    assert f['server_version'] is None and f['runtimes'] == [] and f['server_errors']
+
+
+@pytest.mark.parametrize('text', ['not json', '[]'])
+def test_parse_docker_info_rejects_garbage(text):
+    with pytest.raises(ValueError):
+        _hostinfo.parse_docker_info(text)

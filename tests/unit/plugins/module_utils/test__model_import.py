@@ -1,0 +1,143 @@
+"""Unit tests for _model_import: validation, atomic import, stamp skip, safety checks."""
+import json
+import os
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+from ansible_collections.airgap.vllm.plugins.module_utils import _model_import as mi
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+MAKE_MODEL = os.path.join(ROOT, "tests", "world", "fake-model", "make_model.py")
+FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8", "config.json")
+SHA = "a" * 64
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("m") / "qwen-tiny")
+    if not os.path.exists(MAKE_MODEL):
+        pytest.skip("tests/world/fake-model/make_model.py not present")
+    subprocess.run([sys.executable, MAKE_MODEL, out, FIXTURE], check=True)
+    return out
+
+
+@pytest.fixture
+def model_tar(model_dir, tmp_path):
+    path = str(tmp_path / "model.tar")
+    with tarfile.open(path, "w") as t:
+        t.add(model_dir, arcname="qwen-tiny")
+    return path
+
+
+def test_validate_fake_model(model_dir):
+    info = mi.validate_model_dir(model_dir)
+    assert info["shards"] >= 1 and info["warnings"] == []
+
+
+@pytest.mark.parametrize("remove,match", [
+    ("config.json", "config.json missing"),
+    ("tokenizer.json", "tokenizer.json missing"),
+    ("preprocessor_config.json", "preprocessor_config.json missing"),
+])
+def test_validate_names_missing_file(model_dir, tmp_path, remove, match):
+    import shutil
+    d = str(tmp_path / "copy")
+    shutil.copytree(model_dir, d)
+    os.unlink(os.path.join(d, remove))
+    with pytest.raises(mi.ModelError, match=match):
+        mi.validate_model_dir(d)
+    if remove == "preprocessor_config.json":
+        mi.validate_model_dir(d, language_model_only=True)
+
+
+def test_validate_missing_and_truncated_shard(model_dir, tmp_path):
+    import shutil
+    d = str(tmp_path / "copy")
+    shutil.copytree(model_dir, d)
+    index = json.load(open(os.path.join(d, mi.INDEX)))
+    shard = sorted(set(index["weight_map"].values()))[0]
+    with open(os.path.join(d, shard), "r+b") as f:
+        f.truncate(20)
+    with pytest.raises(mi.ModelError, match="does not fit"):
+        mi.validate_model_dir(d)
+    os.unlink(os.path.join(d, shard))
+    with pytest.raises(mi.ModelError, match="shard %s named in the index is missing" % shard):
+        mi.validate_model_dir(d)
+
+
+@pytest.mark.parametrize("use_tar", [True, False])
+def test_import_then_skip_then_replace(model_dir, model_tar, tmp_path, use_tar):
+    src = model_tar if use_tar else model_dir
+    models = str(tmp_path / "models")
+    r = mi.import_model(src, models, "qwen", SHA)
+    assert r["changed"] and r["imported"]
+    dest = os.path.join(models, "qwen")
+    assert os.path.isfile(os.path.join(dest, "config.json"))  # top-level dir of the tar stripped
+    assert mi.read_stamp(dest)["sha256"] == SHA
+    assert oct(os.stat(os.path.join(dest, "config.json")).st_mode & 0o777) == "0o644"
+    assert sorted(os.listdir(models)) == ["qwen"]  # no temporary sibling left
+    r = mi.import_model(src, models, "qwen", SHA)
+    assert not r["changed"] and not r["imported"]
+    r = mi.import_model(src, models, "qwen", "b" * 64, check_mode=True)
+    assert r["changed"] and mi.read_stamp(dest)["sha256"] == SHA
+    r = mi.import_model(src, models, "qwen", "b" * 64)
+    assert r["changed"] and mi.read_stamp(dest)["sha256"] == "b" * 64
+    assert sorted(os.listdir(models)) == ["qwen"]
+
+
+def test_import_invalid_model_leaves_nothing(model_dir, tmp_path):
+    import shutil
+    d = str(tmp_path / "bad")
+    shutil.copytree(model_dir, d)
+    os.unlink(os.path.join(d, "tokenizer_config.json"))
+    models = str(tmp_path / "models")
+    with pytest.raises(mi.ModelError, match="tokenizer_config.json"):
+        mi.import_model(d, models, "qwen", SHA)
+    assert os.listdir(models) == []
+
+
+def test_free_space_checked_first(model_tar, tmp_path, monkeypatch):
+    monkeypatch.setattr(mi, "free_bytes", lambda p: 1000)
+    models = str(tmp_path / "models")
+    with pytest.raises(mi.ModelError, match="bytes free"):
+        mi.import_model(model_tar, models, "qwen", SHA)
+    assert os.listdir(models) == []
+
+
+@pytest.mark.parametrize("member", ["../evil", "/abs/evil"])
+def test_rejects_escaping_members(tmp_path, member):
+    import io
+    path = str(tmp_path / "evil.tar")
+    with tarfile.open(path, "w") as t:
+        info = tarfile.TarInfo(member)
+        info.size = 1
+        t.addfile(info, io.BytesIO(b"x"))
+    with pytest.raises(mi.ModelError, match="escapes"):
+        mi.import_model(path, str(tmp_path / "models"), "m", SHA)
+
+
+def test_rejects_symlinks(tmp_path):
+    path = str(tmp_path / "link.tar")
+    with tarfile.open(path, "w") as t:
+        info = tarfile.TarInfo("m/config.json")
+        info.type = tarfile.SYMTYPE
+        info.linkname = "/etc/shadow"
+        t.addfile(info)
+    with pytest.raises(mi.ModelError, match="link"):
+        mi.import_model(path, str(tmp_path / "models"), "m", SHA)
+
+
+def test_rejects_bad_name(tmp_path):
+    with pytest.raises(mi.ModelError, match="plain directory name"):
+        mi.import_model("x", str(tmp_path), "../x", SHA)
+
+
+def test_check_mode_before_staging(tmp_path):
+    r = mi.import_model(str(tmp_path / "nope.tar"), str(tmp_path / "models"), "m", SHA, check_mode=True)
+    assert r["changed"] and r["imported"] and r["warnings"]
+    assert not (tmp_path / "models").exists()
+    with pytest.raises(mi.ModelError, match="not found"):
+        mi.import_model(str(tmp_path / "nope.tar"), str(tmp_path / "models"), "m", SHA)

@@ -1,0 +1,185 @@
+import json
+import os
+
+import pytest
+
+from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")
+ADA_48 = 49140 * P.MIB
+
+
+@pytest.fixture(scope="module")
+def shape():
+    with open(os.path.join(FIXTURE, "config.json")) as fh:
+        return P.describe_model(json.load(fh))
+
+
+def test_describe_nested_hybrid(shape):
+    assert (shape["num_full_layers"], shape["num_linear_layers"]) == (16, 48)
+    assert shape["mtp_layers"] == 1 and shape["mamba_ssm_dtype"] == "float32"
+    assert shape["quant_method"] == "fp8" and shape["vision"]["depth"] == 27
+
+
+def test_layer_types_list_equals_interval():
+    text = {"hidden_size": 64, "num_hidden_layers": 8, "num_attention_heads": 4,
+            "layer_types": ["linear_attention"] * 3 + ["full_attention"] + ["linear_attention"] * 3
+            + ["full_attention"], "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+            "linear_key_head_dim": 8, "linear_value_head_dim": 8, "linear_conv_kernel_dim": 4}
+    a = P.describe_model(text)
+    b = P.describe_model(dict(text, layer_types=None, full_attention_interval=4))
+    assert (a["num_full_layers"], a["num_linear_layers"]) == (2, 6)
+    assert (b["num_full_layers"], b["num_linear_layers"]) == (2, 6)
+
+
+def test_bad_config_is_typed_error(tmp_path):
+    with pytest.raises(P.ModelConfigError):
+        P.describe_model({"hidden_size": 1})
+    with pytest.raises(P.ModelConfigError):
+        P.read_model_dir(str(tmp_path))
+
+
+@pytest.mark.parametrize("kv,expected", [(1, 2048), (2, 4096)])
+def test_attn_bytes_per_token(shape, kv, expected):
+    # 4 kv heads x (256 + 256) x dtype bytes
+    assert P.attn_bytes_per_token(shape, kv) == expected
+    assert P.attn_bytes_per_token(shape, kv, tp=8) == expected // 4  # max(1, 4 // 8) heads
+
+
+def test_gdn_state(shape):
+    s = P.gdn_state_bytes(shape, tp=1, num_spec=3, conv_bytes=2, ssm_bytes=4)
+    assert s["conv"] == 10240 * 6 * 2  # conv_dim (128*16*2 + 128*48) x (4 - 1 + 3) x bf16
+    assert s["temporal"] == 48 * 128 * 128 * 4
+    assert P.gdn_state_bytes(shape, tp=2, num_spec=0)["total"] == 5120 * 3 * 2 + 24 * 128 * 128 * 4
+
+
+@pytest.mark.parametrize("tok,expected", [(2048, 1600), (4096, 800)])
+def test_hybrid_block_size(tok, expected):
+    assert P.hybrid_block_size(tok, 3268608) == expected
+    assert P.hybrid_block_size(tok, 0) == 16
+
+
+def test_grouping():
+    assert P.group_layers(17, 48) == {"group_size": 17, "full_groups": 1, "linear_groups": 3}
+    assert P.group_layers(13, 12) == {"group_size": 13, "full_groups": 1, "linear_groups": 1}
+    assert P.group_layers(32, 0) == {"group_size": 32, "full_groups": 1, "linear_groups": 0}
+
+
+def test_blocks_and_fit():
+    g = P.group_layers(17, 48)
+    assert P.blocks_per_request(204800, 1600, g, 3, False) == 128 + 12
+    assert P.blocks_per_request(204800, 1600, g, 3, True) == 128 + 15
+    assert P.num_gpu_blocks(int(11.1 * P.GIB), 3276800, 17) == 213
+    assert P.longest_fitting_len(214, 800, g, 3, False) == 202 * 800
+
+
+def test_parse_size():
+    assert P.parse_size("200K") == 204800 and P.parse_size("200k") == 200000
+    assert P.parse_size(131072) == 131072
+    with pytest.raises(P.TargetsError):
+        P.parse_size("lots")
+
+
+def test_fixture_index_matches_architecture(shape):
+    with open(os.path.join(FIXTURE, "model.safetensors.index.json")) as fh:
+        total = json.load(fh)["metadata"]["total_size"]
+    est = P.estimate_weight_bytes(shape)["total"]
+    assert abs(est - total) / float(total) < 0.01  # two independent countings agree
+    assert 29e9 < total < 31e9
+
+
+def _field(kv, **kw):
+    base = dict(model_dir=FIXTURE, gpu_total_bytes=ADA_48, compute_capability="8.9",
+                gpu_memory_utilization=0.93, num_speculative_tokens=3, concurrency=4,
+                context=204800, prefix_caching=True, kv_cache_dtype=kv,
+                reasoning_parser="qwen3", tool_call_parser="qwen3_coder")
+    base.update(kw)
+    return P.plan(base)
+
+
+def test_facts_pool_reproduces_vllm_numbers():
+    """Given vLLM's own ~11.1 GiB KV memory (facts file), the formulas give its numbers."""
+    pool = int(11.1 * P.GIB)
+    r = _field("fp8_e4m3", measured_kv_cache_bytes=pool, prefix_caching=False)
+    L = r["ledger"]
+    assert (L["block_size"], L["num_gpu_blocks"]) == (1600, 213)
+    assert abs(L["gpu_kv_cache_tokens"] - 313000) / 313000.0 < 0.01
+    with pytest.raises(P.InfeasibleError) as exc:
+        _field("bfloat16", measured_kv_cache_bytes=pool, prefix_caching=False)
+    assert "refuse to start" in str(exc.value) and "160800" in str(exc.value)
+    assert any(a.get("kv_cache_dtype") == "fp8_e4m3" for a in exc.value.alternatives)
+
+
+def test_flashinfer_workspace_scales_with_prefill_chunk():
+    """flashinfer.py:938-960: max(394 MiB, batched tokens x q heads x head_dim x 16)."""
+    def ws(**kw):
+        pool = int(11.1 * P.GIB)
+        comps = _field("fp8_e4m3", measured_kv_cache_bytes=pool, **kw)["ledger"]["components"]
+        return [c["bytes"] for c in comps if c["name"] == "attention_workspace"]
+    assert ws() == [394 * P.MIB]  # 2048 x 24 x 256 x 16 = 192 MiB < default
+    assert ws(max_num_batched_tokens=8192) == [8192 * 24 * 256 * 16]
+    assert ws(compute_capability="9.0") == []  # FlashAttention takes fp8 KV on Hopper
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "non-KV estimate is ~1.1 (fp8) / ~1.7 (bf16) GiB below what the field run implies "
+    "(fp8 345K vs 315K, bf16 186K vs 161K); no source-backed component closes it - the "
+    "leading suspect is vLLM's measured CUDA-graph estimate; see docs/launch-planning.md"))
+def test_field_48gb_estimate_within_tolerance():
+    """Field measurement: fp8 pool ~315K tokens; bf16 refuses 200K, ~161K fits."""
+    fp8 = _field("fp8_e4m3")["ledger"]
+    assert fp8["block_size"] == 1600
+    assert abs(fp8["gpu_kv_cache_tokens"] - 315000) / 315000.0 <= 0.05, fp8
+    with pytest.raises(P.InfeasibleError) as exc:
+        _field("bfloat16")
+    bf16 = _field("bfloat16", context="max", concurrency=1)["ledger"]
+    assert bf16["block_size"] == 800
+    assert abs(bf16["longest_single_request"] - 161000) / 161000.0 <= 0.05, bf16
+
+
+def test_docker_and_env_decisions():
+    r = _field("fp8_e4m3", kv_offloading_gib=64, kernel="4.19.90-52.22.v2207.ky10.x86_64",
+               docker_version="20.10.7")
+    assert r["docker_options"][-2:] == ["--shm-size", "72g"]
+    assert "seccomp=unconfined" in r["docker_options"] and r["needs_madvise_patch"]
+    assert r["env"]["HF_HUB_OFFLINE"] == "1" and r["env"]["VLLM_NO_USAGE_STATS"] == "1"
+    new = _field("fp8_e4m3", kernel="5.15.0", docker_version="24.0.7")
+    assert "seccomp=unconfined" not in new["docker_options"] and not new["needs_madvise_patch"]
+    assert new["docker_options"][:2] == ["--gpus", "all"]
+    assert "--swap-space" not in r["argv"]
+
+
+def test_argv_shape():
+    r = _field("fp8_e4m3", api_keys_config_path="/etc/vllm/keys.yaml")
+    argv = r["argv"]
+    assert argv[argv.index("--speculative-config") + 1] == '{"method":"mtp","num_speculative_tokens":3}'
+    assert "--enable-prefix-caching" in argv and "--config" in argv
+    assert not any("sk-" in a for a in argv)
+    assert all(f["reason"] for f in r["flags"])
+
+
+def test_bad_parser_rejected():
+    with pytest.raises(P.TargetsError):
+        _field("fp8_e4m3", tool_call_parser="qwen3-coder")
+
+
+def test_max_context_and_infeasible_alternatives():
+    r = P.plan(dict(model_dir=FIXTURE, gpu_total_bytes=97887 * P.MIB, compute_capability="12.0",
+                    gpu_memory_utilization=0.95, concurrency=50, context="max",
+                    kv_cache_dtype="fp8_e4m3", num_speculative_tokens=3))
+    L = r["ledger"]
+    assert L["max_model_len"] % 1024 == 0
+    assert L["max_concurrency_at_len"] >= 50
+    # One more K would no longer hold 50 full-length requests.
+    g = P.group_layers(17, 48)
+    assert 50 * P.blocks_per_request(L["max_model_len"] + 1024, 1600, g, 3, False) > \
+        L["num_gpu_blocks"]
+    with pytest.raises(P.InfeasibleError) as exc:
+        P.plan(dict(model_dir=FIXTURE, gpu_total_bytes=97887 * P.MIB, compute_capability="12.0",
+                    gpu_memory_utilization=0.95, concurrency=50, context="128K",
+                    kv_cache_dtype="bfloat16", num_speculative_tokens=3,
+                    require_full_length_concurrency=True))
+    texts = [a["text"] for a in exc.value.alternatives]
+    assert any(t.startswith("50 x ") for t in texts) and any("128K" in t for t in texts)
+    assert any("--kv-offloading-size" in t for t in texts)

@@ -1,0 +1,254 @@
+#!/usr/bin/env bash
+# Builds the simulated Kylin GPU host: images, the fake NVIDIA stack and the artifacts the roles install.
+# Every stage is keyed by a hash of its inputs (its own function text, package lists, fake sources), so a
+# second run with unchanged inputs only computes hashes. Nothing here is used by the roles themselves.
+#
+# Usage: bash tests/world/build.sh [all|artifacts|base|packages|kylin]   (default: all = everything, including
+#        the stand-in vLLM image and the tiny model via their own scripts)
+# Env:   AIRGAP_TEST_CACHE (default /var/cache/airgap-test), AIRGAP_TEST_MIRROR (default: from apt sources)
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+CACHE=${AIRGAP_TEST_CACHE:-/var/cache/airgap-test}
+ARTIFACTS=$CACHE/artifacts
+SUITE=bookworm
+KYLIN_KERNEL=4.19.90-52.22.v2207.ky10.x86_64
+OLD_DRIVER=560.35.03
+NEW_DRIVER=580.65.06
+TOOLKIT_VERSION=1.17.8
+TOOLKIT_RELEASE=1
+BASE_IMAGE=airgap-test/base:bookworm
+KYLIN_IMAGE=airgap-test/kylin:v10sp3
+LABEL=org.airgap-test.inputs-hash
+BASE_PACKAGES=python3,systemd,systemd-sysv,dbus,ca-certificates
+KYLIN_PACKAGES="rpm dnf python3-dnf createrepo-c dkms docker.io gcc make libc6-dev iproute2 procps kmod \
+ ca-certificates less"
+
+log() { printf '[build.sh %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+
+mirror() {
+    if [[ -n ${AIRGAP_TEST_MIRROR:-} ]]; then echo "$AIRGAP_TEST_MIRROR"; return; fi
+    local m
+    # deb822 first (Debian 12 default), then one-line sources; the first non-security URI wins.
+    m=$(grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{print $2}' | grep -v security | head -n1 || true)
+    [[ -n $m ]] || m=$(grep -hs '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
+        | awk '{for (i = 2; i <= NF; i++) if ($i ~ /^http/) {print $i; exit}}' | grep -v security | head -n1 || true)
+    echo "${m:-http://deb.debian.org/debian}"
+}
+
+# Hash of strings (args) plus the contents of the listed trees under tests/world.
+inputs_hash() {
+    local trees=()
+    while [[ $# -gt 0 && $1 != -- ]]; do printf '%s\n' "$1"; shift; done
+    [[ $# -gt 0 ]] && shift
+    trees=("$@")
+    local t
+    for t in "${trees[@]}"; do
+        (cd "$HERE" && find "$t" -type f ! -name '*.pyc' ! -path '*/__pycache__/*' ! -path '*/build/*' \
+            -print0 | LC_ALL=C sort -z | xargs -0r sha256sum)
+    done
+}
+hash_of() { inputs_hash "$@" | sha256sum | cut -c1-16; }
+
+image_hash() { docker image inspect -f "{{index .Config.Labels \"$LABEL\"}}" "$1" 2>/dev/null || true; }
+
+MOUNTED=()
+mount_chroot() {
+    local r=$1
+    mount -t proc proc "$r/proc"; MOUNTED+=("$r/proc")
+    mount --bind /dev "$r/dev"; MOUNTED+=("$r/dev")
+    mount -t tmpfs tmpfs "$r/tmp"; MOUNTED+=("$r/tmp")
+}
+umount_all() {
+    local i
+    for ((i = ${#MOUNTED[@]} - 1; i >= 0; i--)); do umount -l "${MOUNTED[$i]}" 2>/dev/null || true; done
+    MOUNTED=()
+}
+trap umount_all EXIT
+
+import_rootfs() { # ROOTFS IMAGE HASH
+    log "importing $1 as $2"
+    tar --numeric-owner -C "$1" -c . | docker import \
+        --change "LABEL $LABEL=$3" --change 'CMD ["/lib/systemd/systemd"]' \
+        --change 'ENV container=docker' - "$2" >/dev/null
+}
+
+# ---------------------------------------------------------------------------------------------- base
+build_base_rootfs() { # ROOTFS
+    local r=$1
+    rm -rf "$r" && mkdir -p "$r" "$CACHE/debs"
+    debootstrap --variant=minbase --include="$BASE_PACKAGES" --cache-dir="$CACHE/debs" \
+        "$SUITE" "$r" "$(mirror)" >&2
+    # A container is booted, not installed: no getty, no udev settle, empty machine-id per container.
+    chroot "$r" systemctl mask getty@tty1.service systemd-udevd.service systemd-udev-trigger.service \
+        systemd-udev-settle.service systemd-networkd-wait-online.service >/dev/null 2>&1 || true
+    : >"$r/etc/machine-id"
+    rm -f "$r/var/cache/apt/archives/"*.deb
+}
+
+stage_base() {
+    BASE_HASH=$(hash_of "$SUITE" "$BASE_PACKAGES" "$(mirror)" "$(declare -f build_base_rootfs import_rootfs)")
+    local r=$CACHE/rootfs/base
+    if [[ $(cat "$r.stamp" 2>/dev/null) != "$BASE_HASH" ]]; then
+        log "debootstrap $SUITE -> $r"
+        rm -f "$r.stamp"
+        build_base_rootfs "$r"
+        echo "$BASE_HASH" >"$r.stamp"
+    fi
+    if [[ $(image_hash "$BASE_IMAGE") != "$BASE_HASH" ]]; then
+        import_rootfs "$r" "$BASE_IMAGE" "$BASE_HASH"
+    fi
+    log "$BASE_IMAGE up to date ($BASE_HASH)"
+}
+
+# --------------------------------------------------------------------------------------------- kylin
+build_kylin_packages() { # BASE_ROOTFS ROOTFS
+    local b=$1 r=$2
+    rm -rf "$r" && cp -a "$b" "$r"
+    mkdir -p "$CACHE/debs"
+    cp /etc/resolv.conf "$r/etc/resolv.conf"
+    printf '#!/bin/sh\nexit 101\n' >"$r/usr/sbin/policy-rc.d" && chmod +x "$r/usr/sbin/policy-rc.d"
+    mount_chroot "$r"
+    mount --bind "$CACHE/debs" "$r/var/cache/apt/archives"; MOUNTED+=("$r/var/cache/apt/archives")
+    chroot "$r" apt-get update -q >&2
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive chroot "$r" apt-get install -y -q --no-install-recommends $KYLIN_PACKAGES >&2
+    chroot "$r" apt-get clean
+    umount_all
+    rm -rf "$r/var/lib/apt/lists/"* "$r/usr/sbin/policy-rc.d"
+    : >"$r/etc/resolv.conf"
+}
+
+# The Kylin V10 SP3 look: release files, lib64 layout, a 4.19 ky10 kernel build tree, fake NVIDIA stack.
+finish_kylin() { # ROOTFS
+    local r=$1 k=$KYLIN_KERNEL
+    rm -f "$r/usr/lib/os-release" "$r/etc/os-release" "$r/etc/debian_version"
+    echo /usr/lib64 >"$r/etc/ld.so.conf.d/lib64.conf"
+    # RHEL 8 / Kylin dnf defaults: an unreachable enabled repo is an error, not a warning.
+    printf '[main]\ngpgcheck=1\ninstallonly_limit=3\nclean_requirements_on_remove=True\nbest=True\nskip_if_unavailable=False\n' \
+        >"$r/etc/dnf/dnf.conf"
+    mkdir -p "$r/etc/airgap-test" "$r/usr/lib64"
+    echo "$k" >"$r/etc/airgap-test/kernel-release"
+    # Enough of a kernel-devel tree for dkms and the fake installer: Makefile, .config, utsrelease.h.
+    local kb=$r/usr/src/kernels/$k
+    mkdir -p "$kb/include/generated" "$kb/include/config" "$r/lib/modules/$k/kernel/drivers/video"
+    printf 'VERSION = 4\nPATCHLEVEL = 19\nSUBLEVEL = 90\nEXTRAVERSION = -52.22.v2207.ky10.x86_64\n' >"$kb/Makefile"
+    printf 'CONFIG_MODULES=y\nCONFIG_MODULE_UNLOAD=y\nCONFIG_MODVERSIONS=y\nCONFIG_CC_VERSION_TEXT="gcc (GCC) 7.3.0"\n' >"$kb/.config"
+    cp "$kb/.config" "$r/boot/config-$k" 2>/dev/null || { mkdir -p "$r/boot" && cp "$kb/.config" "$r/boot/config-$k"; }
+    printf '#define UTS_RELEASE "%s"\n' "$k" >"$kb/include/generated/utsrelease.h"
+    : >"$kb/Module.symvers"
+    ln -sfn "/usr/src/kernels/$k" "$r/lib/modules/$k/build"
+    ln -sfn build "$r/lib/modules/$k/source"
+    : >"$r/lib/modules/$k/modules.order"; : >"$r/lib/modules/$k/modules.builtin"
+    # Fake hardware: NVML state and an lspci that reads it (pciutils' lspci sees no GPU in a container).
+    install -D -m 0644 "$HERE/fakes/state.json" "$r/etc/fake-nvidia/state.json"
+    install -m 0755 "$HERE/fakes/pci/lspci" "$r/usr/sbin/lspci"
+    # Tests (never roles) simulate a reboot with this: the loaded module follows the installed library.
+    install -D -m 0755 "$HERE/fakes/driver/fake-reboot" "$r/usr/libexec/airgap-test/fake-reboot"
+    # The planted old RPM-packaged driver, installed the way NVIDIA's repo would (its %post runs dkms).
+    # kylin-release (release files, rpm Provides for what Debian packages installed) goes in first.
+    mount_chroot "$r"
+    mkdir -p "$r/root/rpms"
+    cp "$ARTIFACTS/image/"*.rpm "$ARTIFACTS/old-driver/"*.rpm "$r/root/rpms/"
+    chroot "$r" sh -c 'rpm -ivh /root/rpms/kylin-release-*.rpm && rpm -ivh /root/rpms/*nvidia*.rpm' >&2
+    rm -rf "$r/root/rpms"
+    chroot "$r" ldconfig
+    chroot "$r" systemctl enable docker.service containerd.service >/dev/null 2>&1
+    umount_all
+}
+
+# Package installs are the slow part: cached as their own rootfs, independent of the fakes.
+stage_kylin_packages() {
+    local r=$CACHE/rootfs/kylin-packages
+    PKG_HASH=$(hash_of "$BASE_HASH" "$KYLIN_PACKAGES" "$(declare -f build_kylin_packages mount_chroot umount_all)")
+    if [[ $(cat "$r.stamp" 2>/dev/null) != "$PKG_HASH" ]]; then
+        log "installing Kylin-shaped package set into $r"
+        rm -f "$r.stamp"
+        build_kylin_packages "$CACHE/rootfs/base" "$r"
+        echo "$PKG_HASH" >"$r.stamp"
+    fi
+}
+
+stage_kylin() {
+    local r=$CACHE/rootfs/kylin-packages w=$CACHE/rootfs/kylin
+    KYLIN_HASH=$(hash_of "$PKG_HASH" "$ARTIFACTS_HASH" "$KYLIN_KERNEL" "$(declare -f finish_kylin import_rootfs)" \
+        -- fakes/pci fakes/state.json)
+    if [[ $(image_hash "$KYLIN_IMAGE") == "$KYLIN_HASH" ]]; then
+        log "$KYLIN_IMAGE up to date ($KYLIN_HASH)"; return
+    fi
+    log "finishing $w"
+    rm -rf "$w" && cp -a "$r" "$w"
+    finish_kylin "$w"
+    import_rootfs "$w" "$KYLIN_IMAGE" "$KYLIN_HASH"
+    rm -rf "$w"
+    log "$KYLIN_IMAGE up to date ($KYLIN_HASH)"
+}
+
+# ----------------------------------------------------------------------------------------- artifacts
+# ARTIFACTS is shared with the stand-in vLLM image and the fake model: only our own entries are replaced.
+NVIDIA_ARTIFACTS=(NVIDIA-Linux-x86_64-$NEW_DRIVER.run old-driver nvidia-container-toolkit image nvidia.sha256)
+build_artifacts() { # OUTDIR
+    local out=$1
+    rm -rf "$out" && mkdir -p "$out/old-driver" "$out/nvidia-container-toolkit" "$out/image"
+    bash "$HERE/fakes/rpm/build-rpms.sh" kylin-release "$KYLIN_KERNEL" "$out/image" >&2
+    bash "$HERE/fakes/driver/make-run.sh" "$NEW_DRIVER" "$out" >&2
+    bash "$HERE/fakes/rpm/build-rpms.sh" driver "$OLD_DRIVER" "$out/old-driver" >&2
+    bash "$HERE/fakes/rpm/build-rpms.sh" toolkit "$TOOLKIT_VERSION-$TOOLKIT_RELEASE" \
+        "$out/nvidia-container-toolkit" >&2
+    createrepo_c -q "$out/nvidia-container-toolkit" >&2
+    (cd "$out" && find . -type f ! -path '*/repodata/*' ! -name nvidia.sha256 | LC_ALL=C sort \
+        | sed 's|^\./||' | xargs sha256sum >nvidia.sha256)
+}
+
+stage_artifacts() {
+    local stamp=$ARTIFACTS/.nvidia.stamp e
+    ARTIFACTS_HASH=$(hash_of "$OLD_DRIVER" "$NEW_DRIVER" "$TOOLKIT_VERSION-$TOOLKIT_RELEASE" "$KYLIN_KERNEL" \
+        "$(declare -f build_artifacts)" -- fakes/driver fakes/rpm fakes/toolkit fakes/nvml)
+    if [[ $(cat "$stamp" 2>/dev/null) != "$ARTIFACTS_HASH" ]]; then
+        log "building artifacts into $ARTIFACTS"
+        # Built aside and swapped in, so a failed build never leaves half an artifact set behind.
+        build_artifacts "$CACHE/artifacts.new"
+        mkdir -p "$ARTIFACTS"
+        rm -f "$stamp"
+        for e in "${NVIDIA_ARTIFACTS[@]}"; do
+            rm -rf "${ARTIFACTS:?}/$e"
+            mv "$CACHE/artifacts.new/$e" "$ARTIFACTS/$e"
+        done
+        rm -rf "$CACHE/artifacts.new"
+        echo "$ARTIFACTS_HASH" >"$stamp"
+    fi
+    log "artifacts up to date ($ARTIFACTS_HASH) in $ARTIFACTS"
+}
+
+# The stand-in vLLM image (built FROM our base image) and the tiny model, owned by their own scripts.
+stage_others() {
+    if [[ -f $HERE/vllm-standin/build.sh ]]; then
+        bash "$HERE/vllm-standin/build.sh" "$ARTIFACTS" >&2
+    fi
+    if [[ -f $HERE/fake-model/make-model.sh ]]; then
+        bash "$HERE/fake-model/make-model.sh" "$CACHE/model" "$ARTIFACTS/qwen3.x-27b-fp8-tiny.tar" >&2
+    fi
+}
+
+main() {
+    local what=${1:-all}
+    mkdir -p "$CACHE/rootfs"
+    # Several checkouts share one machine, one cache and one docker daemon: one build at a time.
+    exec 9>"$CACHE/.lock"
+    flock 9
+    case $what in
+        artifacts) stage_artifacts ;;
+        base) stage_base ;;
+        packages) stage_base; stage_kylin_packages ;;
+        kylin) stage_artifacts; stage_base; stage_kylin_packages; stage_kylin ;;
+        all) stage_artifacts; stage_base; stage_kylin_packages; stage_kylin; stage_others ;;
+        *) echo "usage: $0 [all|artifacts|base|packages|kylin]" >&2; exit 2 ;;
+    esac
+    echo "kernel_release=$KYLIN_KERNEL"
+    echo "base_image=$BASE_IMAGE"
+    [[ $what == base || $what == packages ]] || echo "artifacts=$ARTIFACTS"
+    [[ $what != all && $what != kylin ]] || echo "kylin_image=$KYLIN_IMAGE"
+}
+
+main "$@"

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Builds a test-world NVIDIA-Linux-x86_64-VERSION.run in OUTDIR: the same makeself self-extracting format as
+# NVIDIA's, running the stand-in nvidia-installer with the fake NVML library/nvidia-smi and module source.
+# Usage: make-run.sh VERSION OUTDIR
+set -euo pipefail
+VERSION=${1:?usage: make-run.sh VERSION OUTDIR}
+OUTDIR=${2:?usage: make-run.sh VERSION OUTDIR}
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+NAME=NVIDIA-Linux-x86_64-$VERSION
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+pkg=$work/$NAME
+mkdir -p "$pkg/kernel" "$OUTDIR"
+make -s -C "$HERE/../nvml" VERSION="$VERSION" OUT="$pkg" >&2
+install -m 0755 "$HERE/nvidia-installer" "$pkg/nvidia-installer"
+printf 'NVIDIA Accelerated Graphics Driver for Linux-x86_64\n%s\n' "$VERSION" >"$pkg/.manifest"
+cp "$HERE/kernel-module/nvidia.c" "$HERE/kernel-module/Makefile" "$pkg/kernel/"
+echo "$VERSION" >"$pkg/kernel/version"
+sed "s/@VERSION@/$VERSION/" "$HERE/kernel-module/dkms.conf.in" >"$pkg/kernel/dkms.conf"
+
+# NVIDIA's makeself passes options it does not know on to nvidia-installer (which then rejects unknown ones)
+# and knows -x/--extract-only; stock makeself rejects them itself, so patch its header the same way.
+header=$work/makeself-header.sh
+sed -e 's/^    -\*)$/    -x | --extract-only)\n\tscript=""\n\tcleanup_script=""\n\tkeep=y\n\tshift\n\t;;\n    -*)\n\tbreak ;;\n    -__unused__)/' \
+    /usr/share/makeself/makeself-header.sh >"$header"
+grep -q -- '-x | --extract-only)' "$header" || { echo "make-run.sh: makeself header layout changed" >&2; exit 1; }
+makeself --quiet --noprogress --nox11 --gzip --complevel 6 --header "$header" \
+    --tar-extra "--owner=0 --group=0 --numeric-owner" \
+    "$pkg" "$OUTDIR/$NAME.run" "NVIDIA Accelerated Graphics Driver for Linux-x86_64 $VERSION" ./nvidia-installer >&2
+chmod 0755 "$OUTDIR/$NAME.run"
+echo "$OUTDIR/$NAME.run"
