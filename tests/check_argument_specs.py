@@ -19,8 +19,19 @@ def compare(role_dir):
     if not specs_file.exists():
         return ["%s: meta/argument_specs.yml is missing" % role_dir.name]
     specs = yaml.safe_load(specs_file.read_text()) or {}
-    options = set(((specs.get("argument_specs") or {}).get("main") or {}).get("options") or {})
+    option_specs = ((specs.get("argument_specs") or {}).get("main") or {}).get("options") or {}
+    defaults_values = (yaml.safe_load(defaults_file.read_text()) or {}) if defaults_file.exists() else {}
+    options = set(option_specs)
     problems = []
+    for name in sorted(defaults & options):
+        spec = option_specs[name] or {}
+        if spec.get("required"):
+            continue
+        if "default" not in spec:
+            problems.append("%s: %s has no documented default in argument_specs" % (role_dir.name, name))
+        elif spec["default"] != defaults_values[name]:
+            problems.append("%s: %s default differs: argument_specs %r, defaults %r"
+                            % (role_dir.name, name, spec["default"], defaults_values[name]))
     for name in sorted(defaults - options):
         problems.append("%s: %s is in defaults but not in argument_specs" % (role_dir.name, name))
     for name in sorted(options - defaults):

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Controller side of airgap.vllm.bundle_stage.
 
 Why an action plugin: ansible.builtin.copy re-reads the whole source on every run and cannot

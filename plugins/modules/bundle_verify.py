@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import absolute_import, division, print_function
 
@@ -22,7 +22,7 @@ description:
   - Fails, naming the files, when any file is not V(ok); it changes nothing on the host except the
     stamp cache, so a playbook stops before the host is touched.
 author:
-  - airgap.vllm maintainers
+  - airgap.vllm contributors (@airgap-vllm)
 options:
   path:
     description: Bundle root directory (the one holding C(manifest.yml)).
@@ -58,6 +58,7 @@ attributes:
     description: Verification is read-only; in check mode the stamp cache is not written either.
   diff_mode:
     support: none
+    description: Nothing to show as a diff.
   idempotent:
     support: full
     description: Never reports changed.

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import absolute_import, division, print_function
 
@@ -22,7 +22,7 @@ description:
   - Makes the archive's own RepoTags and O(tag) point at the image (C(docker tag)).
   - Uses the Docker CLI only; the Python Docker SDK is not needed on the target.
 author:
-  - airgap.vllm maintainers
+  - airgap.vllm contributors (@airgap-vllm)
 options:
   path:
     description:

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import absolute_import, division, print_function
 
@@ -24,7 +24,7 @@ description:
     O(language_model_only), C(preprocessor_config.json) - and names the missing file.
   - Files end up 0644 and directories 0755 (optionally owned by O(owner)/O(group)) so the container can read them.
 author:
-  - airgap.vllm maintainers
+  - airgap.vllm contributors (@airgap-vllm)
 options:
   src:
     description: Model archive or directory on the target.

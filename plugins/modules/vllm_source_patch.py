@@ -50,17 +50,19 @@ options:
 attributes:
   check_mode:
     support: full
-    details: Plans every file and reports what would change, writes nothing.
+    description: Plans every file and reports what would change; writes nothing.
   diff_mode:
     support: full
-    details: One before/after entry per file that is (or would be) patched.
+    description: One before/after entry per file that is (or would be) patched.
   idempotent:
     support: full
-    details: A patched file carries a marker; a second run reports C(already_patched) and changes nothing.
+    description: A patched file carries a marker; a second run reports C(already_patched) and changes nothing.
   platform:
+    support: full
     platforms: posix
+    description: Any POSIX host with Python 3.7 or later.
 author:
-  - airgap.vllm maintainers
+  - airgap.vllm maintainers (@airgap-vllm)
 notes:
   - Pure standard library; runs on Python 3.7 and later and never touches the network.
 """
@@ -137,6 +139,14 @@ state:
   returned: failure
   type: str
   sample: anchor_not_found
+file:
+  description: On C(anchor_not_found), the file that lacks the expected calls.
+  returned: failure
+  type: str
+expected:
+  description: On C(anchor_not_found), what the patch looked for.
+  returned: failure
+  type: str
 """
 
 import os
@@ -178,7 +188,7 @@ def main():
         if not module.check_mode:
             apply_tree(planned)
     except AnchorNotFoundError as exc:
-        module.fail_json(msg=str(exc), state=exc.state, path=exc.path, expected=exc.expected, **result)
+        module.fail_json(msg=str(exc), state=exc.state, file=exc.path, expected=exc.expected, **result)
     except (SourcePatchError, OSError, UnicodeDecodeError) as exc:
         module.fail_json(msg=str(exc), **result)
 
