@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Throughput of airgap.vllm bundle verification vs `sha256sum`, and the stamp-cache re-run.
 
 Usage: python3 bench/bundle_verify_bench.py [--dir DIR] [--files N] [--size-mib M] [--workers W]
@@ -78,8 +77,8 @@ def main():
     stamps.save()
 
     t = time.monotonic()
-    _, summary2 = _bundle.verify_bundle(d, entries, stamps=_bundle.StampCache(stamps.path), workers=a.workers,
-                                        scan_dirs=())
+    _results2, summary2 = _bundle.verify_bundle(d, entries, stamps=_bundle.StampCache(stamps.path),
+                                                workers=a.workers, scan_dirs=())
     cached = time.monotonic() - t
 
     mib = total / 1048576.0

@@ -228,7 +228,10 @@ def _linear_bytes(rows, cols, quantized, block, wbytes):
 
 def _decoder_layer_bytes(shape, full, quantized, block, wbytes):
     h, inter = shape["hidden_size"], shape["intermediate_size"]
-    lin = lambda r, c: _linear_bytes(r, c, quantized, block, wbytes)  # noqa: E731
+
+    def lin(r, c):
+        return _linear_bytes(r, c, quantized, block, wbytes)
+
     total = 2 * h * wbytes  # input / post-attention norms
     if full:
         q_out = shape["num_heads"] * shape["head_dim"] * (2 if shape["attn_output_gate"] else 1)
@@ -442,8 +445,8 @@ def cudagraph_capture_sizes(max_num_seqs, num_spec, max_batched):
     sizes 1, 2, 4, then multiples of 8 to 256, then multiples of 16."""
     top = min(max_num_seqs * (1 + num_spec) * 2, 512, max_batched)
     sizes = [s for s in (1, 2, 4) if s <= top]
-    sizes += [s for s in range(8, min(top, 256) + 1, 8)]
-    sizes += [s for s in range(272, top + 1, 16)]
+    sizes += list(range(8, min(top, 256) + 1, 8))
+    sizes += list(range(272, top + 1, 16))
     return sizes
 
 
@@ -700,10 +703,10 @@ def plan(params, config=None, weight_bytes=None, weight_source=None):
     groups = group_layers(n_full, n_lin)
 
     # --- memory -----------------------------------------------------------------------------
-    total = t["gpu_total_bytes"]
+    total = int(t["gpu_total_bytes"])  # _targets() checked it
     requested = int(math.ceil(total * t["gpu_memory_utilization"]))  # utils/mem_utils.py
     overhead = estimate_non_kv(shape, weights, t)
-    non_kv = sum(b for _, b, _ in overhead)
+    non_kv = sum(b for _name, b, _how in overhead)
     if t["measured_kv_cache_bytes"]:
         kv_pool = int(t["measured_kv_cache_bytes"])
         kv_how = "measured (given): vLLM's 'Available KV cache memory'"
@@ -740,7 +743,7 @@ def plan(params, config=None, weight_bytes=None, weight_source=None):
         ctx_how = "largest multiple of %d keeping %d full-length requests in %d blocks" % (
             CLEAN_LEN_MULTIPLE, t["concurrency"], blocks)
     else:
-        ctx = t["context"]
+        ctx = int(t["context"])  # _targets() parsed it
         if model_max and ctx > model_max:
             raise TargetsError("context %d exceeds the model's max_position_embeddings %d"
                                % (ctx, model_max))
@@ -805,14 +808,14 @@ def plan(params, config=None, weight_bytes=None, weight_source=None):
     flags = _flags(t, ctx, kv_pool)
     opts, opt_reasons, patch = docker_decisions(t["kernel"], t["docker_version"],
                                                 t["kv_offloading_gib"])
-    env = dict((k, v) for k, v, _ in OFFLINE_ENV)
+    env = dict((k, v) for k, v, _why in OFFLINE_ENV)
     return {
         "argv": [a for f in flags for a in f["args"]],
         "flags": flags,
         "docker_options": opts,
         "docker_option_reasons": opt_reasons,
         "env": env,
-        "env_reasons": dict((k, why) for k, _, why in OFFLINE_ENV),
+        "env_reasons": dict((k, why) for k, _value, why in OFFLINE_ENV),
         "needs_madvise_patch": patch,
         "ledger": ledger,
         "warnings": warnings,
@@ -947,8 +950,8 @@ def render_ledger(result):
         "max_model_len       %10d  %s" % (L["max_model_len"], L["max_model_len_how"]),
         "blocks/full request %10d" % L["blocks_per_full_request"],
         "GPU KV cache size   %10s  tokens" % "{:,}".format(L["gpu_kv_cache_tokens"]),
-        "max concurrency     %10.2f  at %d tokens" % (L["max_concurrency_at_len"],
-                                                    L["max_model_len"]),
+        "max concurrency     %10.2f  at %d tokens"
+        % (L["max_concurrency_at_len"], L["max_model_len"]),
         "longest 1 request   %10d" % L["longest_single_request"],
     ]
     rows += ["WARNING: " + w for w in result["warnings"]]

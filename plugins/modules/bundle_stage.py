@@ -25,7 +25,7 @@ description:
     it in O(chunk_size) pieces, each appended on the target to the C(.part) file, then verified on the
     target. With O(remote_src=true) the bundle is mounted on the target (USB or NFS) and the module copies locally.
 author:
-  - airgap.vllm contributors (@airgap-vllm)
+  - airgap.vllm maintainers (@airgap-vllm)
 options:
   src:
     description: Bundle root (on the controller, or on the target with O(remote_src=true)).

@@ -22,7 +22,7 @@ description:
   - Fails, naming the files, when any file is not V(ok); it changes nothing on the host except the
     stamp cache, so a playbook stops before the host is touched.
 author:
-  - airgap.vllm contributors (@airgap-vllm)
+  - airgap.vllm maintainers (@airgap-vllm)
 options:
   path:
     description: Bundle root directory (the one holding C(manifest.yml)).

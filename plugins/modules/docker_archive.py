@@ -22,7 +22,7 @@ description:
   - Makes the archive's own RepoTags and O(tag) point at the image (C(docker tag)).
   - Uses the Docker CLI only; the Python Docker SDK is not needed on the target.
 author:
-  - airgap.vllm contributors (@airgap-vllm)
+  - airgap.vllm maintainers (@airgap-vllm)
 options:
   path:
     description:

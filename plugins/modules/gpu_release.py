@@ -64,7 +64,7 @@ attributes:
     support: full
     description: Released workloads stay released; a second restore finds nothing to do.
 author:
-  - airgap.vllm contributors
+  - airgap.vllm maintainers (@airgap-vllm)
 '''
 
 EXAMPLES = r'''

@@ -39,11 +39,12 @@ attributes:
     description: Read-only; runs the same in check mode.
   diff_mode:
     support: none
+    description: Nothing to show as a diff.
   idempotent:
     support: full
     description: Never changes anything.
 author:
-  - airgap.vllm contributors
+  - airgap.vllm maintainers (@airgap-vllm)
 '''
 
 EXAMPLES = r'''
@@ -54,29 +55,29 @@ EXAMPLES = r'''
 '''
 
 RETURN = r'''
-distribution: {description: NAME from os-release., returned: always, type: str, sample: Kylin Linux Advanced Server}
-distribution_id: {description: ID from os-release., returned: always, type: str, sample: kylin}
-distribution_version: {description: VERSION_ID from os-release (a string; V10 for Kylin)., returned: always,
+distribution: {description: "NAME from os-release.", returned: always, type: str, sample: Kylin Linux Advanced Server}
+distribution_id: {description: "ID from os-release.", returned: always, type: str, sample: kylin}
+distribution_version: {description: "VERSION_ID from os-release (a string; V10 for Kylin).", returned: always,
                        type: str, sample: V10}
-distribution_release: {description: Codename from the os-release VERSION., returned: always, type: str, sample: Lance}
-kylin: {description: Whether the host is Kylin., returned: always, type: bool}
-kylin_sp: {description: Kylin V10 service pack (SP1, SP2, SP3) or null., returned: always, type: str, sample: SP3}
-kernel_release: {description: Running kernel release, or I(kernel_release) when given., returned: always, type: str,
+distribution_release: {description: "Codename from the os-release VERSION.", returned: always, type: str, sample: Lance}
+kylin: {description: "Whether the host is Kylin.", returned: always, type: bool}
+kylin_sp: {description: "Kylin V10 service pack (SP1, SP2, SP3) or null.", returned: always, type: str, sample: SP3}
+kernel_release: {description: "Running kernel release, or I(kernel_release) when given.", returned: always, type: str,
                  sample: 4.19.90-52.22.v2207.ky10.x86_64}
-python_version: {description: Target Python version., returned: always, type: str, sample: 3.7.9}
+python_version: {description: "Target Python version.", returned: always, type: str, sample: 3.7.9}
 docker:
   description: Docker engine facts.
   returned: always
   type: dict
   contains:
-    installed: {description: docker CLI found., type: bool, returned: always}
-    running: {description: The daemon answered., type: bool, returned: always}
-    error: {description: Why the daemon did not answer., type: str, returned: when not running}
-    server_version: {description: Engine version., type: str, returned: when running, sample: 20.10.24}
-    runtimes: {description: Registered runtimes., type: list, elements: str, returned: when running,
+    installed: {description: "docker CLI found.", type: bool, returned: always}
+    running: {description: "The daemon answered.", type: bool, returned: always}
+    error: {description: "Why the daemon did not answer.", type: str, returned: when not running}
+    server_version: {description: "Engine version.", type: str, returned: when running, sample: 20.10.24}
+    runtimes: {description: "Registered runtimes.", type: list, elements: str, returned: when running,
                sample: [io.containerd.runc.v2, nvidia, runc]}
-    default_runtime: {description: Default runtime., type: str, returned: when running, sample: runc}
-    cgroup_driver: {description: Cgroup driver., type: str, returned: when running, sample: cgroupfs}
+    default_runtime: {description: "Default runtime.", type: str, returned: when running, sample: runc}
+    cgroup_driver: {description: "Cgroup driver.", type: str, returned: when running, sample: cgroupfs}
 '''
 
 import platform

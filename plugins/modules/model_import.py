@@ -24,7 +24,7 @@ description:
     O(language_model_only), C(preprocessor_config.json) - and names the missing file.
   - Files end up 0644 and directories 0755 (optionally owned by O(owner)/O(group)) so the container can read them.
 author:
-  - airgap.vllm contributors (@airgap-vllm)
+  - airgap.vllm maintainers (@airgap-vllm)
 options:
   src:
     description: Model archive or directory on the target.

@@ -35,11 +35,12 @@ attributes:
     description: Read-only; runs the same in check mode.
   diff_mode:
     support: none
+    description: Nothing to show as a diff.
   idempotent:
     support: full
     description: Never changes anything.
 author:
-  - airgap.vllm contributors
+  - airgap.vllm maintainers (@airgap-vllm)
 '''
 
 EXAMPLES = r'''
@@ -115,22 +116,22 @@ gpus:
   type: list
   elements: dict
   contains:
-    index: {description: NVML index., type: int, returned: always}
-    uuid: {description: GPU UUID., type: str, returned: always, sample: GPU-5b3a1f3e-1c2d-4e5f-8a9b-0c1d2e3f4a5b}
-    name: {description: Product name., type: str, returned: always, sample: NVIDIA RTX 6000 Ada Generation}
-    pci_bus_id: {description: PCI bus id as nvidia-smi prints it., type: str, returned: always,
+    index: {description: "NVML index.", type: int, returned: always}
+    uuid: {description: "GPU UUID.", type: str, returned: always, sample: GPU-5b3a1f3e-1c2d-4e5f-8a9b-0c1d2e3f4a5b}
+    name: {description: "Product name.", type: str, returned: always, sample: NVIDIA RTX 6000 Ada Generation}
+    pci_bus_id: {description: "PCI bus id as nvidia-smi prints it.", type: str, returned: always,
                  sample: '00000000:3B:00.0'}
-    pci_device_id: {description: Combined device and vendor id., type: str, returned: always, sample: '0x26B110DE'}
-    memory_total: {description: Bytes., type: int, returned: always}
-    memory_used: {description: Bytes in use (without driver-reserved memory when NVML reports it)., type: int,
+    pci_device_id: {description: "Combined device and vendor id.", type: str, returned: always, sample: '0x26B110DE'}
+    memory_total: {description: "Bytes.", type: int, returned: always}
+    memory_used: {description: "Bytes in use (without driver-reserved memory when NVML reports it).", type: int,
                   returned: always}
-    memory_free: {description: Bytes free., type: int, returned: always}
-    memory_reserved: {description: Bytes reserved by the driver (null on NVML without the v2 call)., type: int,
+    memory_free: {description: "Bytes free.", type: int, returned: always}
+    memory_reserved: {description: "Bytes reserved by the driver (null on NVML without the v2 call).", type: int,
                       returned: always}
-    compute_capability: {description: CUDA compute capability., type: str, returned: always, sample: '8.9'}
-    fp8_capable: {description: Compute capability 8.9 or newer (Ada, Hopper and later)., type: bool,
+    compute_capability: {description: "CUDA compute capability.", type: str, returned: always, sample: '8.9'}
+    fp8_capable: {description: "Compute capability 8.9 or newer (Ada, Hopper and later).", type: bool,
                   returned: always}
-    persistence_mode: {description: Persistence mode enabled (null when not supported)., type: bool,
+    persistence_mode: {description: "Persistence mode enabled (null when not supported).", type: bool,
                        returned: always}
     processes:
       description: Compute processes on this GPU.
@@ -138,10 +139,10 @@ gpus:
       elements: dict
       returned: always
       contains:
-        pid: {description: Process id (in the host's pid namespace)., type: int, returned: always}
-        used_memory: {description: Bytes used, null when NVML cannot tell., type: int, returned: always}
-        name: {description: From /proc/<pid>/comm, else from NVML., type: str, returned: always}
-        container_id: {description: Container id from /proc/<pid>/cgroup, null outside containers., type: str,
+        pid: {description: "Process id (in the host's pid namespace).", type: int, returned: always}
+        used_memory: {description: "Bytes used, null when NVML cannot tell.", type: int, returned: always}
+        name: {description: "From /proc/<pid>/comm, else from NVML.", type: str, returned: always}
+        container_id: {description: "Container id from /proc/<pid>/cgroup, null outside containers.", type: str,
                        returned: always}
 '''
 

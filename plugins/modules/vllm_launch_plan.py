@@ -136,11 +136,12 @@ attributes:
     description: Read-only; the plan is the same in check mode.
   diff_mode:
     support: none
+    description: Nothing to show as a diff.
   idempotent:
     support: full
     description: Same inputs give the same plan; nothing on the host changes.
 author:
-  - airgap.vllm contributors
+  - airgap.vllm maintainers (@airgap-vllm)
 """
 
 EXAMPLES = r"""
@@ -254,7 +255,7 @@ def argument_spec():
         context=dict(type="str", default="max"),
         kv_cache_dtype=dict(type="str", default="auto", choices=list(KV_CACHE_DTYPES)),
         gpu_memory_utilization=dict(type="float", default=0.92),
-        num_speculative_tokens=dict(type="int", default=0),
+        num_speculative_tokens=dict(type="int", default=0, no_log=False),
         prefix_caching=dict(type="bool", default=False),
         kv_offloading_gib=dict(type="float", default=0),
         host_ram_bytes=dict(type="int"),
@@ -264,13 +265,13 @@ def argument_spec():
         tool_call_parser=dict(type="str"),
         chat_template_kwargs=dict(type="dict"),
         language_model_only=dict(type="bool", default=False),
-        max_num_batched_tokens=dict(type="int"),
+        max_num_batched_tokens=dict(type="int", no_log=False),
         enforce_eager=dict(type="bool", default=False),
         max_image_pixels=dict(type="int"),
         measured_kv_cache_bytes=dict(type="int"),
         pin_kv_cache_memory=dict(type="bool", default=False),
         require_full_length_concurrency=dict(type="bool", default=False),
-        api_keys_config_path=dict(type="str"),
+        api_keys_config_path=dict(type="str", no_log=False),
         host=dict(type="str"),
         port=dict(type="int"),
     )

@@ -146,6 +146,8 @@ finish_kylin() { # ROOTFS
     install -m 0755 "$HERE/fakes/pci/lspci" "$r/usr/sbin/lspci"
     # Tests (never roles) simulate a reboot with this: the loaded module follows the installed library.
     install -D -m 0755 "$HERE/fakes/driver/fake-reboot" "$r/usr/libexec/airgap-test/fake-reboot"
+    # Real Kylin hosts have dracut; this one refuses to overwrite without --force and logs its calls.
+    install -D -m 0755 "$HERE/fakes/driver/dracut" "$r/usr/bin/dracut"
     # The planted old RPM-packaged driver, installed the way NVIDIA's repo would (its %post runs dkms).
     # kylin-release (release files, rpm Provides for what Debian packages installed) goes in first.
     mount_chroot "$r"
@@ -154,6 +156,8 @@ finish_kylin() { # ROOTFS
     chroot "$r" sh -c 'rpm -ivh /root/rpms/kylin-release-*.rpm && rpm -ivh /root/rpms/*nvidia*.rpm' >&2
     rm -rf "$r/root/rpms"
     chroot "$r" ldconfig
+    # The host as the field finds it: booted with the planted 560 module loaded.
+    chroot "$r" /usr/libexec/airgap-test/fake-reboot >&2
     chroot "$r" systemctl enable docker.service containerd.service >/dev/null 2>&1
     umount_all
 }

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Writes the tiny Qwen3.x-27B-FP8-shaped model directory (see make-model.sh)."""
 import json
 import os

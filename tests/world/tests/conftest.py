@@ -21,7 +21,8 @@ def pytest_configure(config):
 def docker_available():
     if not shutil.which("docker"):
         return False
-    return subprocess.run(["docker", "info"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+    return subprocess.run(["docker", "info"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                          check=False).returncode == 0
 
 
 def pytest_collection_modifyitems(config, items):

@@ -12,8 +12,9 @@ OLD_DRIVER = "560.35.03"
 TOOLKIT = "1.17.8-1"
 
 
-def sh(cmd, **kw):
-    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, **kw)
+def sh(cmd, check=False, **kw):
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=check,
+                          **kw)
 
 
 class Container(object):

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Dump the real vLLM `vllm serve` option table to flags.json for the stand-in image.
 
 Run with the real vLLM 0.27.1 venv (tests/vllm_parser/setup-venv.sh):
@@ -6,7 +5,6 @@ Run with the real vLLM 0.27.1 venv (tests/vllm_parser/setup-venv.sh):
 The stand-in rebuilds an argparse parser from this table, so its accept/reject behaviour
 (unknown flags, --x/--no-x pairs, choices, nargs, k/K suffixes, JSON flags) is the real one.
 """
-import argparse
 import json
 import os
 import sys

@@ -6,7 +6,6 @@ role runs the real one. Skipped only when docker is absent.
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -27,7 +26,7 @@ if shutil.which("docker") is None:
 
 
 def sh(*cmd, timeout=60):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -180,7 +179,7 @@ def test_serves_like_vllm(run, tmp_path):
         "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
     prompt = " ".join("word%d" % i for i in range(80))
     req = {"model": "qwen", "messages": [{"role": "user", "content": prompt}], "tools": [tool]}
-    for _ in range(2):
+    for _attempt in range(2):
         code, body = c.request("/v1/chat/completions", req, key="sk-one")
         assert code == 200, body
     msg = json.loads(body)["choices"][0]["message"]
@@ -233,7 +232,7 @@ def test_offload_on_old_kernel_dies_with_einval(run):
 def test_offload_on_new_kernel_is_healthy(run):
     c = run(OFFLOAD, env=["VLLM_STANDIN_KERNEL_RELEASE=6.1.0-28-amd64"], docker_opts=["--shm-size", "1g"])
     assert c.wait_healthy(), c.logs()
-    labels, _ = parse_metric_labels(c.get("/metrics")[1], "vllm:cache_config_info")
+    labels, _value = parse_metric_labels(c.get("/metrics")[1], "vllm:cache_config_info")
     assert labels["kv_offloading_size"] == "0.5" and labels["kv_offloading_backend"] == "native"
     r = sh("docker", "exec", c.name, "sh", "-c", "stat -c %s /dev/shm/vllm_offload_*.mmap")
     assert r.stdout.strip() == str(512 << 20), r.stdout + r.stderr

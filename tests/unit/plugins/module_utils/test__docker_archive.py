@@ -58,10 +58,10 @@ def oci_members(nested_index=True, name_annotation="docker.io/vllm/vllm-openai:v
         "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cfg_digest, "size": len(cfg)},
         "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer_digest, "size": 5}],
     }).encode()
-    man_digest, _ = blob(manifest)
+    man_digest, _blob = blob(manifest)
     other_cfg_digest, other_cfg = blob(b'{"architecture":"arm64"}')
     other_manifest = json.dumps({"schemaVersion": 2, "config": {"digest": other_cfg_digest}, "layers": []}).encode()
-    other_digest, _ = blob(other_manifest)
+    other_digest, _blob = blob(other_manifest)
     members = [
         ("oci-layout", b'{"imageLayoutVersion":"1.0.0"}'),
         ("blobs/sha256/" + layer_digest[7:], layer),
@@ -78,7 +78,7 @@ def oci_members(nested_index=True, name_annotation="docker.io/vllm/vllm-openai:v
             {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": man_digest, "size": 1,
              "platform": {"os": "linux", "architecture": platform}},
         ]}).encode()
-        sub_digest, _ = blob(sub)
+        sub_digest, _blob = blob(sub)
         members.append(("blobs/sha256/" + sub_digest[7:], sub))
         top = {"mediaType": da.MT_OCI_INDEX, "digest": sub_digest, "size": len(sub), "annotations": ann}
     else:
@@ -271,7 +271,8 @@ def test_cli_image_id_parses_inspect():
 def _docker_ok():
     if not shutil.which("docker"):
         return False
-    return subprocess.run(["docker", "info"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+    return subprocess.run(["docker", "info"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                          check=False).returncode == 0
 
 
 @pytest.mark.skipif(not _docker_ok(), reason="needs a running Docker daemon")
@@ -295,7 +296,8 @@ def test_real_docker_save_roundtrip(tmp_path):
         assert info["images"][0]["repo_tags"] == [ref]
 
         def run(cmd):
-            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                               check=False)
             return p.returncode, p.stdout, p.stderr
 
         cli = da.DockerCli(run)
@@ -305,7 +307,8 @@ def test_real_docker_save_roundtrip(tmp_path):
         r = da.import_archive(saved, cli, tag=ref + "-extra")
         assert not r["changed"]
     finally:
-        subprocess.run(["docker", "rmi", "-f", ref, ref + "-extra"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(["docker", "rmi", "-f", ref, ref + "-extra"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       check=False)
 
 
 def test_counting_reader_counts():

@@ -45,7 +45,7 @@ def test_plain_container_gets_restart_no_then_stop():
 
 
 def test_second_release_is_a_no_op_and_keeps_the_original_record():
-    _, state = plan_release(empty_state(), [service('stack_api', 3)], [container(CID_B, 'x')])
+    _actions, state = plan_release(empty_state(), [service('stack_api', 3)], [container(CID_B, 'x')])
     # After the first run: service at 0, container stopped with restart=no.
     actions, again = plan_release(state, [service('stack_api', 0)], [container(CID_B, 'x', running=False, policy='no')])
     assert actions == []
@@ -53,7 +53,7 @@ def test_second_release_is_a_no_op_and_keeps_the_original_record():
 
 
 def test_rerun_after_partial_release_does_not_overwrite_recorded_values():
-    _, state = plan_release(empty_state(), [], [container(CID_B, 'x', policy='always')])
+    _actions, state = plan_release(empty_state(), [], [container(CID_B, 'x', policy='always')])
     # The update ran, the stop did not: a re-run must still remember 'always'.
     actions, again = plan_release(state, [], [container(CID_B, 'x', policy='no', running=True)])
     assert actions == [['stop', CID_B]]
@@ -66,9 +66,9 @@ def test_global_service_cannot_be_scaled():
 
 
 def test_restore_puts_back_exactly_what_was_recorded():
-    _, state = plan_release(empty_state(), [service('stack_api', 2)],
-                            [container(CID_B, 'x', policy='on-failure', retries=5),
-                             container(CID_A, 'y', running=False, policy='always')])
+    _actions, state = plan_release(empty_state(), [service('stack_api', 2)],
+                                   [container(CID_B, 'x', policy='on-failure', retries=5),
+                                    container(CID_A, 'y', running=False, policy='always')])
     actions, gone = plan_restore(state, {'stack_api'}, {CID_A, CID_B})
     assert gone == []
     assert ['service', 'scale', '--detach', 'stack_api=2'] in actions
@@ -79,7 +79,7 @@ def test_restore_puts_back_exactly_what_was_recorded():
 
 
 def test_restore_reports_workloads_that_disappeared():
-    _, state = plan_release(empty_state(), [service('old', 1)], [])
+    _actions, state = plan_release(empty_state(), [service('old', 1)], [])
     actions, gone = plan_restore(state, set(), set())
     assert actions == [] and gone == ['service old']
 

@@ -193,7 +193,7 @@ def test_library_version_from_path():
 def smi(build, *args):
     env = dict(os.environ, LD_LIBRARY_PATH=str(build))
     return subprocess.run([str(build / 'nvidia-smi')] + list(args), env=env, stdout=subprocess.PIPE,
-                          universal_newlines=True)
+                          universal_newlines=True, check=False)
 
 
 def mib(b):
@@ -214,8 +214,8 @@ def test_standin_nvidia_smi_agrees_with_module(build, world):
     apps = smi(build, '--query-compute-apps=pid,process_name,used_gpu_memory,gpu_uuid', '--format=csv')
     assert apps.stdout.splitlines() == ['pid, process_name, used_gpu_memory [MiB], gpu_uuid',
                                         '3777777, python3, 5120 MiB, %s' % r['gpus'][0]['uuid']]
-    assert smi(build, '-L').stdout.splitlines()[1] == 'GPU 1: %s (UUID: %s)' % (r['gpus'][1]['name'],
-                                                                              r['gpus'][1]['uuid'])
+    assert smi(build, '-L').stdout.splitlines()[1] == 'GPU 1: %s (UUID: %s)' % (
+        r['gpus'][1]['name'], r['gpus'][1]['uuid'])
     assert smi(build, '--query-gpu=bogus', '--format=csv').returncode == 2
 
 

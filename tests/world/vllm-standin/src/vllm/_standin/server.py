@@ -167,7 +167,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, fmt, *args):
         sys.stdout.write('INFO:     %s - "%s" %s\n' % (self.client_address[0], self.requestline,
-                                                        args[1] if len(args) > 1 else ""))
+                                                       args[1] if len(args) > 1 else ""))
 
     def _send(self, code, body, ctype="application/json"):
         data = body if isinstance(body, bytes) else (
