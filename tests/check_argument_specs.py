@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Fail when a role's meta/argument_specs.yml and defaults/main.yml list different variables.
 
 prometheus.prometheus runs the same check in CI: a variable documented but not defaulted (or the

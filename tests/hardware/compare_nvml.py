@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Compare airgap.vllm's NVML reader with nvidia-smi on a real GPU host.
 
 Usage: python3 tests/hardware/compare_nvml.py [OUTDIR]
@@ -7,7 +6,6 @@ then compares every field of _nvml.collect() with nvidia-smi --query-gpu / --que
 Writes OUTDIR/compare.json and OUTDIR/compare.txt; exit status 0 only when every field matches.
 Needs only python3 and the NVIDIA driver (no Ansible, no pip packages).
 """
-import ctypes
 import importlib.util
 import json
 import os
@@ -43,7 +41,7 @@ time.sleep(120)
 
 def smi(*args):
     p = subprocess.run(['nvidia-smi'] + list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       universal_newlines=True)
+                       universal_newlines=True, check=False)
     return p.returncode, p.stdout
 
 
@@ -120,7 +118,7 @@ def main():
     with open(os.path.join(outdir, 'compare.json'), 'w') as f:
         json.dump(report, f, indent=2, sort_keys=True)
     lines = ['%-5s %-42s %-45s %s' % ('same' if r['equal'] else 'DIFF', r['field'], r['nvml_info'],
-                                       r['nvidia_smi']) for r in rows]
+                                      r['nvidia_smi']) for r in rows]
     lines.append('ALL EQUAL' if ok else 'DIFFERENCES FOUND')
     with open(os.path.join(outdir, 'compare.txt'), 'w') as f:
         f.write('\n'.join(lines) + '\n')

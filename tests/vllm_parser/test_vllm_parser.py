@@ -12,7 +12,7 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "unit"))
-import conftest  # noqa: F401,E402  (makes ansible_collections.airgap.vllm importable)
+import conftest  # noqa: F401,E402 (makes ansible_collections.airgap.vllm importable)  # pylint: disable=unused-import
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P  # noqa: E402
 
@@ -26,7 +26,7 @@ def venv_python(tmp_path_factory):
     try:
         proc = subprocess.run(["bash", os.path.join(HERE, "setup-venv.sh")],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              universal_newlines=True, timeout=3600)
+                              universal_newlines=True, timeout=3600, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         pytest.skip("vLLM 0.27.1 venv could not be built: %s" % exc)
     if proc.returncode != 0:
