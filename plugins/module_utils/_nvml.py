@@ -14,6 +14,8 @@ import ctypes
 import os
 import re
 
+from ansible_collections.airgap.vllm.plugins.module_utils._files import read_text
+
 NVML_SUCCESS = 0
 NVML_ERROR_NAMES = {
     1: 'NVML_ERROR_UNINITIALIZED',
@@ -260,16 +262,8 @@ def container_id_from_cgroup(text):
     return found
 
 
-def _read(path):
-    try:
-        with open(path) as f:
-            return f.read()
-    except (IOError, OSError):
-        return None
-
-
 def process_details(nvml, pid, proc_root='/proc'):
-    comm = _read(os.path.join(proc_root, str(pid), 'comm'))
+    comm = read_text(os.path.join(proc_root, str(pid), 'comm'))
     name = comm.strip() if comm else None
     if not name:
         try:
@@ -278,7 +272,7 @@ def process_details(nvml, pid, proc_root='/proc'):
             name = None
     return {
         'name': name,
-        'container_id': container_id_from_cgroup(_read(os.path.join(proc_root, str(pid), 'cgroup'))),
+        'container_id': container_id_from_cgroup(read_text(os.path.join(proc_root, str(pid), 'cgroup'))),
     }
 
 

@@ -640,7 +640,9 @@ def _targets(params):
     t["num_spec"] = int(t["num_speculative_tokens"] or 0)
     if t["concurrency"] < 1 or t["num_spec"] < 0:
         raise TargetsError("concurrency must be >= 1 and num_speculative_tokens >= 0")
-    if str(t["context"]).lower() != "max":
+    if str(t["context"]).strip().lower() == "max":
+        t["context"] = "max"
+    else:
         t["context"] = parse_size(t["context"])
     t["max_num_batched_tokens"] = int(t["max_num_batched_tokens"]
                                       or default_batched_tokens(t["gpu_total_bytes"]))

@@ -33,16 +33,8 @@ options:
     description: Query the Docker engine (C(docker info)).
     type: bool
     default: true
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing to show as a diff.
-  idempotent:
-    support: full
-    description: Never changes anything.
+extends_documentation_fragment:
+  - airgap.vllm.attributes.read_only
 author:
   - airgap.vllm maintainers (@airgap-vllm)
 '''
@@ -83,15 +75,8 @@ docker:
 import platform
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.airgap.vllm.plugins.module_utils._files import read_text
 from ansible_collections.airgap.vllm.plugins.module_utils._hostinfo import host_facts, parse_docker_info
-
-
-def _read(path):
-    try:
-        with open(path) as f:
-            return f.read()
-    except (IOError, OSError):
-        return None
 
 
 def docker_facts(module):
@@ -122,7 +107,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    result = host_facts(_read(p['os_release_path']), _read(p['productinfo_path']),
+    result = host_facts(read_text(p['os_release_path']), read_text(p['productinfo_path']),
                         p['kernel_release'] or platform.release(), platform.python_version())
     result['docker'] = docker_facts(module) if p['docker'] else {'installed': None, 'running': None}
     module.exit_json(changed=False, **result)

@@ -29,16 +29,8 @@ options:
       - File giving the loaded kernel module's version (C(/sys/module/nvidia/version) is tried next).
     type: path
     default: /proc/driver/nvidia/version
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing to show as a diff.
-  idempotent:
-    support: full
-    description: Never changes anything.
+extends_documentation_fragment:
+  - airgap.vllm.attributes.read_only
 author:
   - airgap.vllm maintainers (@airgap-vllm)
 '''

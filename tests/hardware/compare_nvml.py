@@ -6,19 +6,22 @@ then compares every field of _nvml.collect() with nvidia-smi --query-gpu / --que
 Writes OUTDIR/compare.json and OUTDIR/compare.txt; exit status 0 only when every field matches.
 Needs only python3 and the NVIDIA driver (no Ansible, no pip packages).
 """
-import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SPEC = importlib.util.spec_from_file_location(
-    '_nvml', os.path.join(HERE, '..', '..', 'plugins', 'module_utils', '_nvml.py'))
-_nvml = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(_nvml)
+# Import the module_utils the way Ansible does (ansible_collections.airgap.vllm...), without Ansible
+# installed: a temporary collection tree linking to this work tree.
+_TREE = tempfile.mkdtemp(prefix='airgap-vllm-')
+os.makedirs(os.path.join(_TREE, 'ansible_collections', 'airgap'))
+os.symlink(os.path.abspath(os.path.join(HERE, '..', '..')), os.path.join(_TREE, 'ansible_collections', 'airgap', 'vllm'))
+sys.path.insert(0, _TREE)
+from ansible_collections.airgap.vllm.plugins.module_utils import _nvml  # noqa: E402 pylint: disable=wrong-import-position
 
 GPU_FIELDS = ['index', 'uuid', 'name', 'pci.bus_id', 'pci.device_id', 'memory.total', 'memory.used',
               'memory.free', 'memory.reserved', 'driver_version', 'compute_cap', 'persistence_mode']

@@ -183,3 +183,11 @@ def test_max_context_and_infeasible_alternatives():
     texts = [a["text"] for a in exc.value.alternatives]
     assert any(t.startswith("50 x ") for t in texts) and any("128K" in t for t in texts)
     assert any("--kv-offloading-size" in t for t in texts)
+
+
+@pytest.mark.parametrize("spelling", ["max", "MAX", " Max "])
+def test_max_context_in_any_case(spelling):
+    r = P.plan(dict(model_dir=FIXTURE, gpu_total_bytes=97887 * P.MIB, compute_capability="12.0",
+                    gpu_memory_utilization=0.95, concurrency=50, context=spelling,
+                    kv_cache_dtype="fp8_e4m3", num_speculative_tokens=3))
+    assert r["ledger"]["max_model_len"] % 1024 == 0
