@@ -1,4 +1,5 @@
 """After site.yml: the simulated Kylin GPU host serves a verified vLLM endpoint, offline."""
+import base64
 import json
 
 import pytest
@@ -67,14 +68,18 @@ def test_api_keys_stay_out_of_argv_logs_and_world_readable_files(host):
 
 
 def _get(host, path, key=None):
-    script = (
-        "import urllib.request, sys;"
-        "r = urllib.request.Request('http://127.0.0.1:8000%s');" % path
-        + ("r.add_header('Authorization', 'Bearer %s');" % key if key else "")
-        + "\ntry:\n    print(urllib.request.urlopen(r, timeout=10).read().decode())"
-        "\nexcept urllib.error.HTTPError as e:\n    print('HTTP', e.code)"
-    )
-    return host.check_output("python3 -c %s" % json.dumps(script))
+    """GET on the target's loopback with its own python3 (the target has no curl); 'HTTP <code>' on errors."""
+    script = "\n".join([
+        "import urllib.error, urllib.request",
+        "r = urllib.request.Request('http://127.0.0.1:8000%s')" % path,
+        "r.add_header('Authorization', 'Bearer %s')" % key if key else "",
+        "try:",
+        "    print(urllib.request.urlopen(r, timeout=10).read().decode())",
+        "except urllib.error.HTTPError as e:",
+        "    print('HTTP', e.code)",
+    ])
+    encoded = base64.b64encode(script.encode()).decode()
+    return host.check_output("python3 -c 'import base64; exec(base64.b64decode(\"%s\"))'" % encoded)
 
 
 def test_health_and_metrics_match_the_plan(host):

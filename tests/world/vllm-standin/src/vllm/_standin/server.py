@@ -16,6 +16,8 @@ from vllm._standin.engine import Engine, EngineCoreDied
 from vllm.logger import init_logger
 
 logger = init_logger("vllm.entrypoints.openai.api_server")
+# vLLM 0.27.1 logs the non-default args (API keys included) from this module (serve/utils/api_utils.py:273).
+args_logger = init_logger("vllm.entrypoints.serve.utils.api_utils")
 # vllm/entrypoints/openai/server_utils.py: only these prefixes need the API key.
 _PROTECTED = ("/v1", "/v2", "/inference", "/cohere")
 
@@ -234,7 +236,7 @@ class Handler(BaseHTTPRequestHandler):
 
 def serve(args, table):
     logger.info("vLLM API server version %s", __version__)
-    logger.info("non-default args: %s", cli.non_default(args, table))
+    args_logger.info("non-default args: %s", cli.non_default(args, table))
     a = args
     if a.enable_auto_tool_choice and not a.tool_call_parser:
         raise TypeError("Error: --enable-auto-tool-choice requires --tool-call-parser")
