@@ -1,0 +1,47 @@
+# -*- coding: utf-8 -*-
+# Copyright: airgap.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Decide, from `systemctl show`, whether waiting for a unit's endpoint still makes sense.
+
+A container that exits at once (vLLM refusing its flags, a missing GPU) turns a
+Restart=on-failure unit into a restart loop; the endpoint then never answers, and waiting
+out the whole health timeout only delays the rollback."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+SHOW_PROPERTIES = ('ActiveState', 'SubState', 'Result', 'NRestarts', 'ExecMainCode', 'ExecMainStatus')
+
+
+def parse_show(text):
+    """KEY=value lines of `systemctl show -p ...` into a dict."""
+    props = {}
+    for line in (text or '').splitlines():
+        if '=' in line:
+            key, value = line.split('=', 1)
+            props[key.strip()] = value.strip()
+    return props
+
+
+def restarts(props):
+    """NRestarts as an int, or None where systemd does not report it (before v235)."""
+    try:
+        return int(props.get('NRestarts', ''))
+    except ValueError:
+        return None
+
+
+def unit_gave_up(props, baseline_restarts):
+    """Why the unit's process is not going to answer, or None while it may still come up."""
+    state = '%s/%s' % (props.get('ActiveState', '?'), props.get('SubState', '?'))
+    detail = 'result %s, exit status %s' % (props.get('Result', '?'), props.get('ExecMainStatus', '?'))
+    if props.get('ActiveState') in ('failed', 'inactive'):
+        return 'the unit is %s (%s)' % (state, detail)
+    if props.get('SubState') == 'auto-restart':
+        return 'the process exited and systemd is restarting it (%s, %s)' % (state, detail)
+    now = restarts(props)
+    if baseline_restarts is not None and now is not None and now > baseline_restarts:
+        return 'the process exited and was restarted %d time(s) while waiting (%s)' % (
+            now - baseline_restarts, detail)
+    return None

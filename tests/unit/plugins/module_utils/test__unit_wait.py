@@ -1,0 +1,36 @@
+from ansible_collections.airgap.vllm.plugins.module_utils import _unit_wait as W
+
+RUNNING = "ActiveState=active\nSubState=running\nResult=success\nNRestarts=0\nExecMainStatus=0\n"
+
+
+def test_parse_show():
+    props = W.parse_show(RUNNING + "garbage line\n")
+    assert props["SubState"] == "running" and W.restarts(props) == 0
+
+
+def test_running_unit_keeps_waiting():
+    assert W.unit_gave_up(W.parse_show(RUNNING), 0) is None
+
+
+def test_auto_restart_gives_up_at_once():
+    props = W.parse_show(RUNNING.replace("SubState=running", "SubState=auto-restart")
+                         .replace("ExecMainStatus=0", "ExecMainStatus=1")
+                         .replace("Result=success", "Result=exit-code"))
+    reason = W.unit_gave_up(props, 0)
+    assert "restarting" in reason and "exit status 1" in reason and "exit-code" in reason
+
+
+def test_restart_counter_moved_gives_up():
+    props = W.parse_show(RUNNING.replace("NRestarts=0", "NRestarts=2"))
+    assert "2 time(s)" in W.unit_gave_up(props, 0)
+    assert W.unit_gave_up(props, 2) is None
+
+
+def test_failed_or_stopped_unit_gives_up():
+    assert "failed/failed" in W.unit_gave_up({"ActiveState": "failed", "SubState": "failed"}, 0)
+    assert "inactive" in W.unit_gave_up({"ActiveState": "inactive", "SubState": "dead"}, None)
+
+
+def test_old_systemd_without_counter():
+    props = W.parse_show(RUNNING.replace("NRestarts=0\n", ""))
+    assert W.restarts(props) is None and W.unit_gave_up(props, None) is None
