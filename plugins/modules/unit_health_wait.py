@@ -106,19 +106,22 @@ def main():
     props = unit_state(module, systemctl, p['unit'])
     baseline = restarts(props)
     status, polls = None, 0
+
+    def report():
+        return dict(changed=False, status=status, elapsed=int(time.time() - start), polls=polls,
+                    unit_state=props)
+
     while True:
         polls += 1
-        result = dict(changed=False, status=status, elapsed=int(time.time() - start), polls=polls,
-                      unit_state=props)
         reason = unit_gave_up(props, baseline)
         if reason:
-            module.fail_json(msg='%s will not answer %s: %s' % (p['unit'], p['url'], reason), **result)
-        status = result['status'] = http_status(p['url'])
+            module.fail_json(msg='%s will not answer %s: %s' % (p['unit'], p['url'], reason), **report())
+        status = http_status(p['url'])
         if status == 200:
-            module.exit_json(**result)
+            module.exit_json(**report())
         if time.time() - start >= p['timeout']:
             module.fail_json(msg='%s did not answer HTTP 200 within %ds (last status: %s)'
-                             % (p['url'], p['timeout'], status), **result)
+                             % (p['url'], p['timeout'], status), **report())
         time.sleep(max(1, p['interval']))
         props = unit_state(module, systemctl, p['unit'])
 
