@@ -11,7 +11,16 @@ How call sites are found
     A call site is a statement of the form ``<name>(.<name>)*.madvise(<arg mentioning MADV_POPULATE_WRITE>,
     ...)`` standing alone on its logical line. A site counts as guarded when it sits (lexically, without
     crossing a ``def``/``class``) in the body of a ``try`` that has an ``except`` catching OSError (or
-    a base of it, or bare) whose body is not only a ``raise``.
+    a base of it, or bare) whose body does not end in ``raise`` (a handler that only logs and re-raises
+    is no fallback).
+
+Upstream's own fix (vLLM 0.28.0 and later)
+    The call moved into a helper (``_madvise_populate_write``) and its caller (``_get_populate_write_fn``)
+    probes it inside ``try/except OSError`` and falls back to touching one byte per page. A site whose
+    enclosing function is only ever called from guarded places (at least one such call), and is otherwise
+    only referenced (e.g. ``return _madvise_populate_write``) from a function that holds such a guarded
+    call, counts as guarded by its caller. Wrapping it again would swallow the EINVAL upstream's probe
+    needs to see, silently disabling the pre-faulting fallback.
 
 How the result is validated before anything is written
     Always: the patched text is re-tokenized and re-analysed (same number of sites, all guarded).
@@ -166,10 +175,11 @@ class _Logical(object):
 class Site(object):
     """One matching call found in the source."""
 
-    __slots__ = ("start_row", "end_row", "guarded", "supported", "logical")
+    __slots__ = ("start_row", "end_row", "guarded", "supported", "logical", "guarded_by")
 
     def __init__(self, logical, supported, guarded):
         self.logical = logical
+        self.guarded_by = None  # name of the function whose callers guard this site (upstream's fix)
         self.start_row = logical.start_row
         self.end_row = logical.end_row
         self.supported = supported
@@ -287,7 +297,7 @@ def _try_has_fallback(lines, try_idx):
             return False
         if line.indent == level:
             if line.first == "except":
-                if _handler_catches_oserror(line.toks) and not _body_only_raises(lines, n):
+                if _handler_catches_oserror(line.toks) and not _handler_reraises(lines, n):
                     return True
             elif line.first not in ("else", "finally"):
                 return False
@@ -295,11 +305,17 @@ def _try_has_fallback(lines, try_idx):
     return False
 
 
-def _body_only_raises(lines, head_idx):
+def _handler_reraises(lines, head_idx):
+    """True when the handler's last statement is a `raise`: it logs (maybe) and re-raises, no fallback."""
     head = lines[head_idx]
-    if head.toks[-1].string != ":":  # `except OSError: pass` on one line
-        colon = [t.string for t in head.toks].index(":")
-        return head.toks[colon + 1].string == "raise"
+    if head.toks[-1].string != ":":  # `except OSError: pass` (or `...: log(); raise`) on one line
+        strings = [t.string for t in head.toks]
+        start = strings.index(":") + 1
+        for k in range(len(strings) - 1, start - 1, -1):
+            if strings[k] == ";":
+                start = k + 1
+                break
+        return start < len(strings) and strings[start] == "raise"
     body, body_indent = [], None
     for line in lines[head_idx + 1:]:
         if line.indent <= head.indent:
@@ -308,7 +324,51 @@ def _body_only_raises(lines, head_idx):
             body_indent = line.indent
         if line.indent == body_indent:
             body.append(line.first)
-    return bool(body) and all(first == "raise" for first in body)
+    return not body or body[-1] == "raise"
+
+
+def _enclosing_def(lines, idx):
+    """(index, name) of the innermost def around logical line idx, or (None, None)."""
+    cur = lines[idx].indent
+    for m in range(idx - 1, -1, -1):
+        head = lines[m]
+        if head.indent >= cur:
+            continue
+        cur = head.indent
+        toks = head.toks
+        if head.first == "def" and len(toks) > 1:
+            return m, toks[1].string
+        if head.first == "async" and len(toks) > 2 and toks[1].string == "def":
+            return m, toks[2].string
+        if head.first == "class" or cur == 0:
+            return None, None
+    return None, None
+
+
+def _guarded_by_callers(lines, idx):
+    """The name of the function holding line idx when every use of it is upstream's probe-and-fallback shape."""
+    def_idx, name = _enclosing_def(lines, idx)
+    if name is None:
+        return None
+    guarded_calls, unguarded_calls, refs = [], [], []
+    for n, line in enumerate(lines):
+        toks = line.toks
+        for i, tok in enumerate(toks):
+            if tok.type != tokenize.NAME or tok.string != name:
+                continue
+            prev = toks[i - 1].string if i else None
+            if prev in ("def", "."):
+                continue  # its definition, or an attribute of some other object
+            if i + 1 < len(toks) and toks[i + 1].string == "(":
+                (guarded_calls if _is_guarded(lines, n) else unguarded_calls).append(n)
+            else:
+                refs.append(n)
+    if not guarded_calls or unguarded_calls:
+        return None
+    probing = set(_enclosing_def(lines, n)[0] for n in guarded_calls)
+    if any(_enclosing_def(lines, n)[0] not in probing or _enclosing_def(lines, n)[0] is None for n in refs):
+        return None
+    return name
 
 
 def _insert_row(lines):
@@ -348,7 +408,11 @@ def analyse(text, spec, path="<source>"):
             if not any(t.type == tokenize.NAME and spec.constant in t.string for t in arg):
                 continue
             supported = close == len(toks) - 1 and _is_dotted_prefix(toks[:i - 1])
-            sites.append(Site(line, supported, _is_guarded(lines, idx)))
+            site = Site(line, supported, _is_guarded(lines, idx))
+            if not site.guarded:
+                site.guarded_by = _guarded_by_callers(lines, idx)
+                site.guarded = site.guarded_by is not None
+            sites.append(site)
     newline = "\r\n" if "\r\n" in text else "\n"
     return Analysis(sites, marker_found, string_rows, _insert_row(lines), newline)
 
@@ -568,11 +632,27 @@ def fingerprint(results):
     return digest.hexdigest()
 
 
+class PartialWriteError(SourcePatchError):
+    """Writing stopped part-way: `written` files were changed before the failure (changed=true)."""
+
+    def __init__(self, msg, written):
+        super(PartialWriteError, self).__init__(msg)
+        self.written = written
+
+
 def apply_tree(results):
-    """Write the files planned as patched. Returns the paths written."""
+    """Write the files planned as patched. Returns the paths written.
+
+    Raises PartialWriteError (carrying the paths already written) when a write fails after others
+    succeeded, so the caller can report changed=true: those files are patched on disk.
+    """
     written = []
     for item in results:
         if item["state"] == STATE_PATCHED:
-            write_atomic(item["path"], item["after"])
+            try:
+                write_atomic(item["path"], item["after"])
+            except (IOError, OSError) as exc:
+                raise PartialWriteError("%s: not written (%s); already patched this run: %s" % (
+                    item["path"], exc, ", ".join(written) or "none"), written)
             written.append(item["path"])
     return written

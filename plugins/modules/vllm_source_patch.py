@@ -22,7 +22,11 @@ description:
     C(OSError) with errno C(EINVAL) (kernels older than 5.14), logs a warning once and re-raises anything
     else. Single- and multi-line calls are found by tokenizing the source, not by line numbers.
   - Per file the outcome is C(patched), C(already_patched) (our marker is present and every call is guarded),
-    or C(upstream_fixed) (the vLLM release guards the calls itself; the file is left alone).
+    or C(upstream_fixed) (the vLLM release guards the calls itself; the file is left alone, byte for byte).
+    vLLM 0.28.0 and later moved the call into a helper (C(_madvise_populate_write)) that its caller
+    (C(_get_populate_write_fn)) probes inside C(try/except OSError), falling back to touching one byte per
+    page; such a file is C(upstream_fixed). A handler that only logs and re-raises is not a fix.
+  - When a write fails after other files were written, the task fails with RV(changed=true) and RV(written).
   - A file with neither the expected calls nor a known fix fails with C(anchor_not_found), naming the file and
     what was expected; nothing is written unless every file of every requested patch can be patched.
   - Validation before writing. The patched text is re-tokenized and re-checked. When the Python running the module
@@ -134,6 +138,11 @@ catalogue:
   returned: always
   type: list
   elements: dict
+written:
+  description: On a failure part-way through writing, the files already patched (then RV(changed) is true).
+  returned: failure
+  type: list
+  elements: str
 state:
   description: On failure, C(anchor_not_found) when a file lacks both the expected calls and a known fix.
   returned: failure
@@ -157,6 +166,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._source_patch import (
     CATALOGUE,
     STATE_PATCHED,
     AnchorNotFoundError,
+    PartialWriteError,
     SourcePatchError,
     apply_tree,
     fingerprint,
@@ -189,6 +199,10 @@ def main():
             apply_tree(planned)
     except AnchorNotFoundError as exc:
         module.fail_json(msg=str(exc), state=exc.state, file=exc.path, expected=exc.expected, **result)
+    except PartialWriteError as exc:
+        # Files written before the failure are patched on disk: that is a change.
+        result.update(changed=bool(exc.written), written=exc.written)
+        module.fail_json(msg=str(exc), **result)
     except (SourcePatchError, OSError, UnicodeDecodeError) as exc:
         module.fail_json(msg=str(exc), **result)
 

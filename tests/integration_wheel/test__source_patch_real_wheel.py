@@ -1,48 +1,111 @@
-"""vllm_source_patch logic on the real vllm==0.27.1 files (the wheel is cached between runs)."""
+"""vllm_source_patch logic on the real files of every vLLM release 0.27.1..0.33.0.
+
+Only the two patched files (and RECORD, to check their sha256) are read from each PyPI wheel, by HTTP
+range requests (tests/integration_wheel/wheel_files.py); they are cached outside the repository.
+"""
 import difflib
 import glob
 import os
 import shutil
 import subprocess
-import sys
-import zipfile
 
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _source_patch as sp
 
+import wheel_files
+
 pytestmark = pytest.mark.slow
 
 VERSION = "0.27.1"
-CACHE = os.path.join(os.environ.get("AIRGAP_CACHE") or os.path.expanduser("~/.cache/airgap-vllm"), "wheels")
 SPEC = sp.get_patch("madvise_populate_write")
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # Where each 0.27.1 call starts (first line of the statement), read from the wheel.
 EXPECTED_SITES = {SPEC.files[0]: [100, 111], SPEC.files[1]: [97]}
+OFFLOAD, EC = SPEC.files
+# Every vLLM release from 0.27.1 to 0.33.0 (PyPI has no patch releases in between), and what the
+# module must do with its two files. 0.28.0 fixed the offload region upstream (helper
+# `_madvise_populate_write` probed by `_get_populate_write_fn` inside try/except OSError); 0.30.0 the
+# EC region too.
+RELEASES = {
+    "0.27.1": {OFFLOAD: "patched", EC: "patched"},
+    "0.28.0": {OFFLOAD: "upstream_fixed", EC: "patched"},
+    "0.29.0": {OFFLOAD: "upstream_fixed", EC: "patched"},
+    "0.30.0": {OFFLOAD: "upstream_fixed", EC: "upstream_fixed"},
+    "0.31.0": {OFFLOAD: "upstream_fixed", EC: "upstream_fixed"},
+    "0.32.0": {OFFLOAD: "upstream_fixed", EC: "upstream_fixed"},
+    "0.33.0": {OFFLOAD: "upstream_fixed", EC: "upstream_fixed"},
+}
 
 
-def _wheel():
-    pattern = os.path.join(CACHE, "vllm-%s-*.whl" % VERSION)
-    found = glob.glob(pattern)
-    if not found:
-        os.makedirs(CACHE, exist_ok=True)
-        subprocess.check_call([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
-                               "vllm==%s" % VERSION, "-d", CACHE])
-        found = glob.glob(pattern)
-    assert found, "vllm %s wheel not in %s after pip download" % (VERSION, CACHE)
-    return found[0]
+def _release_files(version):
+    """{package-relative path: cached file} of the patch's files, read by HTTP range from the PyPI wheel."""
+    try:
+        found = wheel_files.wheel_files(version, ["/" + rel for rel in SPEC.files])
+    except wheel_files.Unreachable as exc:
+        pytest.skip("PyPI UNREACHABLE, the real-wheel test of vLLM %s did NOT run: %s" % (version, exc))
+    out = dict((name[len("vllm/"):], path) for name, path in found.items())
+    assert sorted(out) == sorted(SPEC.files), "vLLM %s moved the files: %s" % (version, sorted(found))
+    return out
+
+
+def _tree(version, dest):
+    """A vllm package tree under dest holding just the release's two files."""
+    root = os.path.join(str(dest), "vllm")
+    for rel, cached in _release_files(version).items():
+        os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+        shutil.copyfile(cached, os.path.join(root, rel))
+    return root
+
+
+@pytest.mark.parametrize("version", sorted(RELEASES, key=lambda v: tuple(int(x) for x in v.split("."))))
+def test_every_release_patches_exactly_the_unfixed_files(version, tmp_path):
+    root = _tree(version, tmp_path)
+    before = {rel: open(os.path.join(root, rel), "rb").read() for rel in SPEC.files}
+    planned = sp.plan_tree(root, [SPEC.name])
+    assert {p["relpath"]: p["state"] for p in planned} == RELEASES[version]
+    written = sp.apply_tree(planned)
+    assert sorted(written) == sorted(os.path.join(root, rel) for rel, st in RELEASES[version].items()
+                                     if st == "patched")
+    for rel, state in RELEASES[version].items():
+        after = open(os.path.join(root, rel), "rb").read()
+        if state == "upstream_fixed":
+            assert after == before[rel], "%s %s: an upstream-fixed file must stay byte-identical" % (version, rel)
+        else:
+            text = after.decode("utf-8")
+            compile(text, rel, "exec")
+            assert all(s.guarded for s in sp.analyse(text, SPEC, rel).sites)
+    again = sp.plan_tree(root, [SPEC.name])
+    assert sp.apply_tree(again) == []
+    assert {p["relpath"]: p["state"] for p in again} == {
+        rel: ("already_patched" if st == "patched" else st) for rel, st in RELEASES[version].items()}
+
+
+@pytest.mark.parametrize("version", ["0.28.0", "0.33.0"])
+def test_upstream_fallback_made_log_and_reraise_is_patched_again(version, tmp_path):
+    """Turn upstream's fallback into a handler that only logs and re-raises: that is no fix."""
+    root = _tree(version, tmp_path)
+    path = os.path.join(root, OFFLOAD)
+    text = sp.read_text(path)
+    fallback = "        return _fallback_populate_write\n"
+    assert fallback in text
+    broken = text.replace(fallback, "        raise\n", 1)
+    open(path, "w").write(broken)
+    planned = dict((p["relpath"], p["state"]) for p in sp.plan_tree(root, [SPEC.name]))
+    assert planned[OFFLOAD] == "patched"
 
 
 @pytest.fixture(scope="module")
 def wheel():
-    return _wheel()
+    return _release_files(VERSION)
 
 
 def _extract(wheel, dest):
-    with zipfile.ZipFile(wheel) as zf:
-        for rel in SPEC.files:
-            zf.extract("vllm/" + rel, str(dest))
-    return os.path.join(str(dest), "vllm")
+    root = os.path.join(str(dest), "vllm")
+    for rel, cached in wheel.items():
+        os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+        shutil.copyfile(cached, os.path.join(root, rel))
+    return root
 
 
 def _interpreters():
