@@ -28,6 +28,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._bundle import (
     BundleError,
     Progress,
     load_manifest,
+    parse_mode,
     validate_entries,
 )
 
@@ -60,6 +61,7 @@ class ActionModule(ActionBase):
                 raise AnsibleActionFail("%s is required" % key)
         src = os.path.expanduser(args["src"])
         try:
+            parse_mode(args.get("mode", "0644"))  # a bad mode fails now, not after the copy
             if args.get("artifacts"):
                 entries = validate_entries(args["artifacts"])
             else:
@@ -84,7 +86,9 @@ class ActionModule(ActionBase):
             probe = self._module(dict(common, _op="probe"), task_vars)["files"]
             todo = [p for p in probe if p["state"] != "current"]
             files = dict((p["path"], {"path": p["path"], "state": "current", "bytes_copied": 0,
-                                      "resumed_from": 0}) for p in probe)
+                                      "resumed_from": 0,
+                                      "restarted_stale_part": bool(p.get("restarted_stale_part"))})
+                         for p in probe)
             if self._play_context.check_mode:
                 for p in todo:
                     files[p["path"]]["state"] = "copied"
@@ -93,8 +97,14 @@ class ActionModule(ActionBase):
             # Missing or short source files fail here, before anything moves.
             for p in todo:
                 path = os.path.join(src, p["path"])
+                if os.path.islink(path) and not os.path.exists(path):
+                    raise AnsibleActionFail("bundle file %s is a dangling symlink (to %s): copy the real file "
+                                            "into the bundle" % (path, os.readlink(path)))
+                if not os.path.exists(path):
+                    raise AnsibleActionFail("bundle file %s is missing: copy it into the bundle again" % path)
                 if not os.path.isfile(path):
-                    raise AnsibleActionFail("bundle file %s is missing" % p["path"])
+                    raise AnsibleActionFail("bundle file %s is not a regular file (a directory?): the manifest "
+                                            "lists a file there; rebuild the bundle" % path)
                 if os.path.getsize(path) != p["size"]:
                     raise AnsibleActionFail("bundle file %s: size %d, manifest says %d" % (
                         p["path"], os.path.getsize(path), p["size"]))

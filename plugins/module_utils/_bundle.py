@@ -7,11 +7,16 @@ Design (why):
 - A 30 GB bundle on a USB disk is read at 100-300 MB/s; hashing is faster than that. So the
   dominant cost is reads from the medium. Verification hashes files in parallel with large
   `readinto` buffers (hashlib releases the GIL on big updates) and remembers the result in a stamp
-  cache keyed by (path, size, mtime_ns, inode, device): an unchanged file is not hashed again.
+  cache keyed by (path, size, mtime_ns, ctime_ns, inode, device): an unchanged file is not hashed
+  again. ctime is the key user space cannot set back (`touch -d` resets mtime, not ctime), so a file
+  edited in place with its mtime restored is hashed again.
 - Staging hashes while copying (each byte read from the medium once), into `<dest>.part`;
   an interrupted copy resumes from the `.part` (its prefix is re-hashed from the local
   destination disk, not the medium). Nothing is renamed into place until every file of the call
-  has matched the manifest, so a corrupt artifact leaves only `.part` files behind.
+  has matched the manifest, so a corrupt artifact leaves only `.part` files behind. If a rename fails
+  part-way, the ones already done are undone; the stamp file must be writable before anything moves.
+- Each `.part` has a `.part.json` sidecar naming the manifest entry (sha256, size) it was started for:
+  a part left over from an older bundle is discarded and restarted, not reported as a checksum mismatch.
 - Progress (percent, rate, ETA) is written to a log file that an operator can `tail -f`.
 """
 
@@ -24,11 +29,12 @@ import json
 import os
 import posixpath
 import re
+import stat
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 BUF_SIZE = 8 * 1024 * 1024
-STATES = ("ok", "missing", "size_mismatch", "checksum_mismatch", "unlisted")
+STATES = ("ok", "missing", "size_mismatch", "checksum_mismatch", "unlisted", "not_a_file")
 PAYLOAD_DIRS = ("artifacts", "collections", "wheels")
 KINDS = ("driver", "toolkit", "image", "model", "collection", "wheel", "file")
 _SHA = re.compile(r"^[0-9a-f]{64}$")
@@ -60,6 +66,8 @@ def validate_entries(entries):
         path = e.get("path")
         if not path or not isinstance(path, str):
             raise BundleError("artifact #%d has no path" % i)
+        if "\x00" in path:
+            raise BundleError("artifact #%d: path %r contains a NUL byte; fix the manifest entry" % (i, path))
         norm = posixpath.normpath(path)
         if norm.startswith("/") or norm == ".." or norm.startswith("../"):
             raise BundleError("artifact path %r must stay inside the bundle" % path)
@@ -134,12 +142,14 @@ def hash_file(path, offset=0, length=None, bufsize=BUF_SIZE, hasher=None, on_byt
 
 
 def file_key(path, st=None):
+    """What identifies one version of a file's bytes. ctime_ns cannot be set back from user space."""
     st = st or os.stat(path)
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino, "dev": st.st_dev}
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns,
+            "ino": st.st_ino, "dev": st.st_dev}
 
 
 class StampCache(object):
-    """sha256 of files remembered by (realpath, size, mtime_ns, inode, device); JSON on disk."""
+    """sha256 of files remembered by (realpath, size, mtime_ns, ctime_ns, inode, device); JSON on disk."""
 
     def __init__(self, path=None):
         self.path = path
@@ -147,16 +157,18 @@ class StampCache(object):
         self.dirty = False
         if path and os.path.exists(path):
             try:
-                with open(path) as f:
-                    data = json.load(f)
-                if isinstance(data, dict):
-                    self.entries = data.get("files", {})
+                with open(path, "rb") as f:
+                    data = json.loads(f.read().decode("utf-8"))
+                files = data.get("files") if isinstance(data, dict) else None
+                if isinstance(files, dict):
+                    # A broken cache (wrong JSON shape, [] / null / {"files": []}) only costs a re-hash.
+                    self.entries = dict((k, v) for k, v in files.items() if isinstance(v, dict))
             except (ValueError, IOError, OSError):
                 self.entries = {}  # a broken cache only costs a re-hash
 
     def get(self, path, st=None):
         rec = self.entries.get(os.path.realpath(path))
-        if not rec:
+        if not rec or not isinstance(rec, dict):
             return None
         try:
             key = file_key(path, st)
@@ -177,16 +189,40 @@ class StampCache(object):
         if self.entries.pop(os.path.realpath(path), None) is not None:
             self.dirty = True
 
+    def check_writable(self):
+        """Raise BundleError naming the stamp file and the fix unless save() can write it."""
+        if not self.path:
+            return
+        d = os.path.dirname(self.path) or "."
+        try:
+            if not os.path.isdir(d):
+                os.makedirs(d, 0o755)
+            if os.path.isdir(self.path):
+                raise OSError(21, "Is a directory")
+            tmp = "%s.probe.%d" % (self.path, os.getpid())
+            with open(tmp, "w"):
+                pass
+            os.unlink(tmp)
+        except (IOError, OSError) as e:
+            raise BundleError("stamp file %s cannot be written (%s): make its directory writable, or set "
+                              "stamp_file to another path (or \"\" to disable the cache); nothing was "
+                              "renamed into place" % (self.path, e.strerror or e))
+
     def save(self):
         if not self.path or not self.dirty:
             return False
         d = os.path.dirname(self.path)
-        if d and not os.path.isdir(d):
-            os.makedirs(d, 0o755)
         tmp = "%s.tmp.%d" % (self.path, os.getpid())
-        with open(tmp, "w") as f:
-            json.dump({"format": 1, "files": self.entries}, f, sort_keys=True)
-        os.rename(tmp, self.path)
+        try:
+            if d and not os.path.isdir(d):
+                os.makedirs(d, 0o755)
+            with open(tmp, "w") as f:
+                json.dump({"format": 1, "files": self.entries}, f, sort_keys=True)
+            os.rename(tmp, self.path)
+        except (IOError, OSError) as e:
+            raise BundleError("stamp file %s cannot be written (%s): make its directory writable, or set "
+                              "stamp_file to another path (or \"\" to disable the cache)"
+                              % (self.path, e.strerror or e))
         self.dirty = False
         return True
 
@@ -200,7 +236,10 @@ def _check_one(root, entry, stamps, bufsize):
     try:
         st = os.stat(path)
     except OSError:
-        res["state"] = "missing"
+        res["state"] = "missing"  # absent, or a dangling symlink
+        return res
+    if not stat.S_ISREG(st.st_mode):
+        res["state"] = "not_a_file"  # a directory, FIFO or device where the manifest lists a file
         return res
     res["size"] = st.st_size
     if st.st_size != entry["size"]:
@@ -243,20 +282,26 @@ def verify_bundle(root, entries, stamps=None, workers=4, bufsize=BUF_SIZE, scan_
         results = list(pool.map(lambda e: _check_one(root, e, stamps, bufsize), order))
     results.sort(key=lambda r: r["path"])
     for rel in find_unlisted(root, entries, scan_dirs or ()):
+        try:
+            size = os.path.getsize(os.path.join(root, rel))
+        except OSError:
+            size = None  # a dangling symlink: reported as unlisted, without a size
         results.append({"path": rel, "state": "unlisted", "kind": None, "expected_size": None,
-                        "expected_sha256": None, "size": os.path.getsize(os.path.join(root, rel)),
+                        "expected_sha256": None, "size": size,
                         "sha256": None, "hashed": False})
     summary = dict((s, 0) for s in STATES)
     for r in results:
         summary[r["state"]] += 1
-    summary["hashed_bytes"] = sum(r["size"] for r in results if r["hashed"])
+    summary["hashed_bytes"] = sum(r["size"] or 0 for r in results if r["hashed"])
     summary["hashed_files"] = sum(1 for r in results if r["hashed"])
     return results, summary
 
 
 def verify_failures(results, allow_unlisted=False):
     bad = [r for r in results if r["state"] != "ok" and not (allow_unlisted and r["state"] == "unlisted")]
-    return ["%s: %s" % (r["path"], r["state"].replace("_", " ")) for r in bad]
+    hints = {"missing": " (absent or a dangling symlink: copy the file into the bundle again)",
+             "not_a_file": " (the manifest lists a file; replace this directory/special file with it)"}
+    return ["%s: %s%s" % (r["path"], r["state"].replace("_", " "), hints.get(r["state"], "")) for r in bad]
 
 
 # ---------------------------------------------------------------- progress
@@ -343,6 +388,69 @@ def part_path(dest):
     return dest + ".part"
 
 
+def part_meta_path(dest):
+    return dest + ".part.json"
+
+
+def parse_mode(value):
+    """A file mode the way ansible.builtin.file takes it (type raw).
+
+    An int is the mode itself (YAML `mode: 0644` unquoted is the int 420 == 0o644); a string is octal
+    (`"0644"`, `"644"`). Anything else raises BundleError saying how to write it.
+    """
+    if isinstance(value, bool):
+        value = None
+    if isinstance(value, int):
+        mode = value
+    elif isinstance(value, str) and re.match(r"^0?o?[0-7]{1,4}$", value.strip()):
+        mode = int(value.strip().replace("o", ""), 8)
+    else:
+        raise BundleError("mode %r is not an octal file mode: write it as a quoted octal string, e.g. "
+                          "mode: \"0644\"" % (value,))
+    if not 0 <= mode <= 0o7777:
+        raise BundleError("mode %r is out of range (0 to 07777): write it as a quoted octal string, e.g. "
+                          "mode: \"0644\"" % (value,))
+    return mode
+
+
+def _part_meta(entry):
+    return {"sha256": entry["sha256"], "size": entry["size"]}
+
+
+def write_part_meta(dest, entry):
+    """Record which manifest entry the .part belongs to (written when the part is started)."""
+    with open(part_meta_path(dest), "w") as f:
+        json.dump(_part_meta(entry), f, sort_keys=True)
+
+
+def _remove(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def discard_part(dest):
+    _remove(part_path(dest))
+    _remove(part_meta_path(dest))
+
+
+def stale_part(dest, entry):
+    """True when dest.part exists but was started for another version of the file (or is unknown).
+
+    Such a part is left over from an older bundle: appending the new file to it could only produce a
+    checksum mismatch that wrongly blames the medium.
+    """
+    if not os.path.lexists(part_path(dest)):
+        return False
+    try:
+        with open(part_meta_path(dest), "rb") as f:
+            meta = json.loads(f.read().decode("utf-8"))
+    except (IOError, OSError, ValueError):
+        return True
+    return not isinstance(meta, dict) or meta != _part_meta(entry)
+
+
 def _part_size(dest):
     try:
         return os.path.getsize(part_path(dest))
@@ -350,9 +458,11 @@ def _part_size(dest):
         return 0
 
 
-def probe_part(dest, size, bufsize=BUF_SIZE):
-    """Resume point of dest.part: (offset, hasher over the prefix). A too-long part restarts from 0."""
+def probe_part(dest, size, bufsize=BUF_SIZE, entry=None):
+    """Resume point of dest.part: (offset, hasher over the prefix). A too-long or stale part restarts from 0."""
     part = part_path(dest)
+    if entry is not None and stale_part(dest, entry):
+        discard_part(dest)
     try:
         have = os.path.getsize(part)
     except OSError:
@@ -370,6 +480,9 @@ def dest_is_current(dest, entry, stamps):
         st = os.stat(dest)
     except OSError:
         return False, False
+    if not stat.S_ISREG(st.st_mode):
+        raise BundleError("%s is not a regular file (a directory or special file sits where %s must be "
+                          "staged): remove it and run again" % (dest, entry["path"]))
     if st.st_size != entry["size"]:
         return False, False
     cached = stamps.get(dest, st) if stamps is not None else None
@@ -388,10 +501,15 @@ def copy_resumable(src, dest, entry, progress=None, bufsize=BUF_SIZE, reader=Non
     Returns {'bytes_copied', 'resumed_from', 'sha256'}; does not rename (the caller commits).
     """
     size = entry["size"]
-    offset, h = probe_part(dest, size, bufsize)
+    stale = stale_part(dest, entry)
+    offset, h = probe_part(dest, size, bufsize, entry=entry)
     part = part_path(dest)
+    if not os.path.exists(part):
+        write_part_meta(dest, entry)
     if progress:
         progress.done = progress.start_at = offset
+        if stale:
+            progress.message("discarded a .part left from another version of this file; restarting")
         if offset:
             progress.message("resuming at %s" % human_bytes(offset))
     copied = 0
@@ -423,7 +541,7 @@ def copy_resumable(src, dest, entry, progress=None, bufsize=BUF_SIZE, reader=Non
     if progress:
         progress.finish()
     return {"bytes_copied": copied, "resumed_from": offset, "sha256": h.hexdigest(),
-            "size": offset + copied}
+            "size": offset + copied, "restarted_stale_part": stale}
 
 
 def stage_files(src_root, dest_root, entries, stamps=None, log_path=None, bufsize=BUF_SIZE,
@@ -452,8 +570,11 @@ def stage_files(src_root, dest_root, entries, stamps=None, log_path=None, bufsiz
         src = os.path.join(src_root, entry["path"])
         dest = os.path.join(dest_root, entry["path"])
         res = by_path[entry["path"]]
+        if not os.path.exists(src):
+            res["state"] = "missing"  # absent, or a dangling symlink
+            continue
         if not os.path.isfile(src):
-            res["state"] = "missing"
+            res["state"] = "not_a_file"
             continue
         src_size = os.path.getsize(src)
         if src_size != entry["size"]:
@@ -466,9 +587,10 @@ def stage_files(src_root, dest_root, entries, stamps=None, log_path=None, bufsiz
         out = copy_resumable(src, dest, entry, progress=progress, bufsize=bufsize)
         res["bytes_copied"] = out["bytes_copied"]
         res["resumed_from"] = out["resumed_from"]
+        res["restarted_stale_part"] = out["restarted_stale_part"]
         if out["size"] != entry["size"] or out["sha256"] != entry["sha256"]:
             # The part is the medium's bytes: keeping it would only resume into the same mismatch.
-            os.unlink(part_path(dest))
+            discard_part(dest)
             res["state"] = "checksum_mismatch"
             progress.message("CHECKSUM MISMATCH (got %s, manifest %s)" % (out["sha256"], entry["sha256"]))
         else:
@@ -478,15 +600,54 @@ def stage_files(src_root, dest_root, entries, stamps=None, log_path=None, bufsiz
 
 
 def _commit(results, pending, stamps, mode):
-    """Rename every verified part into place, or none of them."""
+    """Rename every verified part into place, or none of them.
+
+    The stamp file is checked writable first. Each existing destination is moved aside before its
+    part is renamed in; if any step fails, every file already renamed goes back to being a `.part`
+    (verified, so the next run only commits it) and the previous files are put back.
+    """
     bad = [r for r in results if r["state"] not in ("current", "copied")]
     if bad:
         raise StageError("bundle files failed verification, nothing was put in place: %s" % ", ".join(
             "%s (%s)" % (r["path"], r["state"].replace("_", " ")) for r in bad), results)
-    for dest, digest in pending:
-        os.chmod(part_path(dest), mode)
-        os.rename(part_path(dest), dest)
-        if stamps is not None:
+    if not pending:
+        return
+    if stamps is not None:
+        stamps.check_writable()
+    done = []  # (dest, backup or None)
+    try:
+        for dest, digest in pending:
+            os.chmod(part_path(dest), mode)
+            backup = None
+            if os.path.lexists(dest):
+                backup = dest + ".airgap-old"
+                os.rename(dest, backup)
+            try:
+                os.rename(part_path(dest), dest)
+            except Exception:
+                if backup:
+                    os.rename(backup, dest)
+                raise
+            done.append((dest, backup))
+    except (IOError, OSError) as e:
+        undone = []
+        for dest, backup in reversed(done):
+            try:
+                os.rename(dest, part_path(dest))
+                if backup:
+                    os.rename(backup, dest)
+                undone.append(dest)
+            except OSError:
+                pass
+        raise StageError("renaming the verified files into place failed (%s); the %d already renamed were "
+                         "put back, nothing changed: fix the destination and run again" % (e, len(undone)),
+                         results)
+    for dest, backup in done:
+        if backup:
+            _remove(backup)
+        _remove(part_meta_path(dest))
+    if stamps is not None:
+        for dest, digest in pending:
             stamps.put(dest, digest)
 
 
@@ -506,24 +667,32 @@ def probe_dest(dest_root, entries, stamps, keep_free=0):
         dest = _inside(dest_root, entry["path"])
         current, hashed = dest_is_current(dest, entry, stamps)
         offset = 0
+        stale = False
         if not current:
+            stale = stale_part(dest, entry)
+            if stale:
+                discard_part(dest)
             try:
                 offset = os.path.getsize(part_path(dest))
             except OSError:
                 offset = 0
             if offset > entry["size"]:
-                os.unlink(part_path(dest))
+                discard_part(dest)
                 offset = 0
         out.append({"path": entry["path"], "size": entry["size"], "state": "current" if current else "partial",
-                    "offset": offset, "hashed_dest": hashed})
+                    "offset": offset, "hashed_dest": hashed, "restarted_stale_part": stale})
     needed = sum(o["size"] - o["offset"] for o in out if o["state"] != "current")
     if needed:
         check_space(dest_root, needed, keep_free)
     return out
 
 
-def append_chunk(dest_root, rel, chunk, offset, dir_mode=0o755):
-    """Append an uploaded chunk to <rel>.part, refusing if the part is not exactly at `offset`."""
+def append_chunk(dest_root, rel, chunk, offset, dir_mode=0o755, entry=None):
+    """Append an uploaded chunk to <rel>.part, refusing if the part is not exactly at `offset`.
+
+    `entry` (the manifest entry) is recorded next to a part that starts here, so a later run can
+    tell a part of this file version from one left over by an older bundle.
+    """
     dest = _inside(dest_root, rel)
     part = part_path(dest)
     parent = os.path.dirname(dest)
@@ -532,6 +701,8 @@ def append_chunk(dest_root, rel, chunk, offset, dir_mode=0o755):
     have = os.path.getsize(part) if os.path.exists(part) else 0
     if have != offset:
         raise BundleError("%s: part is at %d bytes, chunk starts at %d; probe again" % (rel, have, offset))
+    if have == 0 and entry is not None:
+        write_part_meta(dest, entry)
     fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         with open(chunk, "rb", buffering=0) as f:
@@ -569,7 +740,7 @@ def commit_parts(dest_root, entries, stamps, mode=0o644, check_mode=False):
             digest = hash_file(part)[0].hexdigest()
             if digest != entry["sha256"]:
                 res["state"] = "checksum_mismatch"
-                os.unlink(part)
+                discard_part(dest)
             else:
                 pending.append((dest, digest))
         results.append(res)

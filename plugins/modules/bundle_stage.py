@@ -19,7 +19,12 @@ description:
     re-hashed from the destination disk, not from the medium).
   - Nothing is renamed into place until every file of the run matches the manifest's size and sha256.
     A corrupt artifact fails the task, naming the file, with the destination unchanged.
-  - A converged re-run moves 0 bytes and, thanks to a stamp cache (path, size, mtime, inode), hashes nothing.
+  - A converged re-run moves 0 bytes and, thanks to a stamp cache (path, size, mtime, ctime, inode, device),
+    hashes nothing. A file edited in place with its mtime set back has a new ctime and is hashed again.
+  - All or nothing - if renaming one verified file into place fails, the ones already renamed are put
+    back; an unwritable O(stamp_file) fails before anything is renamed.
+  - A C(.part) left over from an older bundle (its C(.part.json) names another sha256) is discarded and
+    copied again, not reported as a checksum mismatch.
   - Progress lines (percent, rate, ETA) go to O(log_path); C(tail -f) it while a run is going.
   - With O(remote_src=false) (the default) the bundle is on the controller; the action plugin streams
     it in O(chunk_size) pieces, each appended on the target to the C(.part) file, then verified on the
@@ -67,8 +72,10 @@ options:
     type: int
     default: 0
   mode:
-    description: Mode of staged files (octal string).
-    type: str
+    description:
+      - Mode of staged files, taken as M(ansible.builtin.file) takes it - a quoted octal string
+        (V("0644")) or an integer (YAML C(mode: 0644) unquoted is the integer 420, that is 0644).
+    type: raw
     default: "0644"
   _op:
     description: Internal step of the action plugin's protocol; do not set.
@@ -133,6 +140,9 @@ files:
     resumed_from:
       description: Offset a previous interrupted copy had reached.
       type: int
+    restarted_stale_part:
+      description: A C(.part) from another version of the file was found and copied again from the start.
+      type: bool
 bytes_copied:
   description: Total bytes moved this run (0 on a converged re-run).
   returned: always
@@ -150,10 +160,18 @@ from ansible_collections.airgap.vllm.plugins.module_utils._bundle import (
     append_chunk,
     commit_parts,
     load_manifest,
+    parse_mode,
     probe_dest,
     stage_files,
     validate_entries,
 )
+
+
+def _save(module, stamps):
+    try:
+        stamps.save()
+    except BundleError as e:
+        module.fail_json(msg=str(e))
 
 
 def main():
@@ -167,7 +185,7 @@ def main():
             stamp_file=dict(type="path", default="/var/cache/airgap-vllm/stage-stamps.json"),
             log_path=dict(type="path", default="/var/log/airgap-vllm-stage.log"),
             chunk_size=dict(type="int", default=268435456),
-            mode=dict(type="str", default="0644"),
+            mode=dict(type="raw", default="0644"),
             min_free_bytes=dict(type="int", default=0),
             # Internal protocol of the action plugin (remote_src=false): probe, append, commit.
             _op=dict(type="str", choices=["stage", "probe", "append", "commit"], default="stage"),
@@ -178,24 +196,26 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    mode = int(p["mode"], 8)
+    stamps = StampCache(None)
     try:
+        mode = parse_mode(p["mode"])
         entries = validate_entries(p["artifacts"]) if p["artifacts"] else None
         stamps = StampCache(p["stamp_file"] or None)
         if p["_op"] == "probe":
             files = probe_dest(p["dest"], entries, stamps, keep_free=p["min_free_bytes"])
             if not module.check_mode:
-                stamps.save()
+                _save(module, stamps)
             module.exit_json(changed=False, files=files)
         if p["_op"] == "append":
             if module.check_mode:
                 module.fail_json(msg="append is never called in check mode")
-            size = append_chunk(p["dest"], p["_path"], p["_chunk"], p["_offset"])
+            entry = [e for e in entries or [] if e["path"] == p["_path"]]
+            size = append_chunk(p["dest"], p["_path"], p["_chunk"], p["_offset"], entry=entry[0] if entry else None)
             module.exit_json(changed=True, part_size=size)
         if p["_op"] == "commit":
             files = commit_parts(p["dest"], entries, stamps, mode=mode, check_mode=module.check_mode)
             if not module.check_mode:
-                stamps.save()
+                _save(module, stamps)
             module.exit_json(changed=bool(files), files=files)
         if not p["remote_src"]:
             module.fail_json(msg="remote_src=false needs the airgap.vllm.bundle_stage action plugin")
@@ -204,14 +224,17 @@ def main():
         results = stage_files(p["src"], p["dest"], entries, stamps=stamps, log_path=p["log_path"] or None,
                               check_mode=module.check_mode, mode=mode, keep_free=p["min_free_bytes"])
     except StageError as e:
-        stamps.save()
+        try:
+            stamps.save()
+        except BundleError as save_error:
+            e = StageError("%s; %s" % (e, save_error), e.results)
         module.fail_json(msg=str(e), files=e.results, bytes_copied=sum(r.get("bytes_copied", 0) for r in e.results))
     except BundleError as e:
         module.fail_json(msg=str(e))
     except (IOError, OSError) as e:
         module.fail_json(msg="staging failed: %s" % e)
     if not module.check_mode:
-        stamps.save()
+        _save(module, stamps)
     module.exit_json(changed=any(r["state"] == "copied" for r in results), files=results,
                      bytes_copied=sum(r["bytes_copied"] for r in results))
 

@@ -14,11 +14,13 @@ short_description: Verify an offline bundle against its manifest, fast and only 
 version_added: 0.1.0
 description:
   - Checks every artifact listed in the bundle manifest (size, then sha256) and reports each file's
-    state - V(ok), V(missing), V(size_mismatch), V(checksum_mismatch), or V(unlisted) for a file under
+    state - V(ok), V(missing) (also a dangling symlink), V(not_a_file) (a directory or special file where
+    the manifest lists a file), V(size_mismatch), V(checksum_mismatch), or V(unlisted) for a file under
     C(artifacts/), C(collections/) or C(wheels/) that the manifest does not name.
   - Hashes files in parallel with large reads (throughput close to C(sha256sum); see bench/).
-  - Remembers each hash in a stamp cache keyed by path, size, mtime, inode and device, so an
-    unchanged file is not read again on the next run.
+  - Remembers each hash in a stamp cache keyed by path, size, mtime, ctime, inode and device, so an
+    unchanged file is not read again on the next run. ctime cannot be set back from user space: a file
+    edited in place with its mtime restored is hashed again.
   - Fails, naming the files, when any file is not V(ok); it changes nothing on the host except the
     stamp cache, so a playbook stops before the host is touched.
 author:
@@ -91,7 +93,7 @@ files:
       description: Path relative to the bundle root.
       type: str
     state:
-      description: V(ok), V(missing), V(size_mismatch), V(checksum_mismatch) or V(unlisted).
+      description: V(ok), V(missing), V(not_a_file), V(size_mismatch), V(checksum_mismatch) or V(unlisted).
       type: str
     hashed:
       description: Whether the file was read this run (false on a stamp-cache hit).
@@ -112,7 +114,8 @@ summary:
   description: Count per state, plus C(hashed_files) and C(hashed_bytes) read this run.
   returned: always
   type: dict
-  sample: {ok: 5, missing: 0, size_mismatch: 0, checksum_mismatch: 0, unlisted: 0, hashed_files: 0, hashed_bytes: 0}
+  sample: {ok: 5, missing: 0, size_mismatch: 0, checksum_mismatch: 0, unlisted: 0, not_a_file: 0, hashed_files: 0,
+           hashed_bytes: 0}
 failures:
   description: Human-readable list of the files that are wrong.
   returned: always
@@ -161,8 +164,8 @@ def main():
     if not module.check_mode:
         try:
             stamps.save()
-        except (IOError, OSError) as e:
-            module.warn("stamp cache %s not written: %s" % (p["stamp_file"], e))
+        except (BundleError, IOError, OSError) as e:
+            module.warn("stamp cache not written (the next run hashes again): %s" % e)
     failures = verify_failures(results, p["allow_unlisted"])
     out = dict(changed=False, files=results, summary=summary, failures=failures)
     if failures:
