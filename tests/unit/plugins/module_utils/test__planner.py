@@ -23,7 +23,8 @@ def test_describe_nested_hybrid(shape):
 
 
 def test_layer_types_list_equals_interval():
-    text = {"hidden_size": 64, "num_hidden_layers": 8, "num_attention_heads": 4,
+    text = {"architectures": ["Qwen3NextForCausalLM"],
+            "hidden_size": 64, "num_hidden_layers": 8, "num_attention_heads": 4,
             "layer_types": ["linear_attention"] * 3 + ["full_attention"] + ["linear_attention"] * 3
             + ["full_attention"], "linear_num_key_heads": 2, "linear_num_value_heads": 4,
             "linear_key_head_dim": 8, "linear_value_head_dim": 8, "linear_conv_kernel_dim": 4}
@@ -61,9 +62,13 @@ def test_hybrid_block_size(tok, expected):
 
 
 def test_grouping():
-    assert P.group_layers(17, 48) == {"group_size": 17, "full_groups": 1, "linear_groups": 3}
-    assert P.group_layers(13, 12) == {"group_size": 13, "full_groups": 1, "linear_groups": 1}
-    assert P.group_layers(32, 0) == {"group_size": 32, "full_groups": 1, "linear_groups": 0}
+    def g(size, full, lin, sw=0):
+        return {"group_size": size, "full_groups": full, "linear_groups": lin,
+                "sliding_groups": sw}
+    assert P.group_layers(17, 48) == g(17, 1, 3)
+    assert P.group_layers(13, 12) == g(13, 1, 1)
+    assert P.group_layers(32, 0) == g(32, 1, 0)
+    assert P.group_layers(10, 0, 52) == g(10, 1, 0, 6)  # Gemma 3 27B: 8 padding layers
 
 
 def test_blocks_and_fit():

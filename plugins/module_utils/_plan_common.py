@@ -1,0 +1,101 @@
+# -*- coding: utf-8 -*-
+# Copyright: airgap.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Shared constants, errors and small helpers of the launch planner (vLLM 0.27.1).
+
+Pure, stdlib only, Python 3.7-clean.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import re
+
+__metaclass__ = type
+
+GIB = 1 << 30
+MIB = 1 << 20
+
+VLLM_VERSION = "0.27.1"
+
+# Bytes per element. fp8*/int8 kinds are 1 byte (v1/kv_cache_interface.py get_dtype_size).
+DTYPE_BYTES = {
+    "float32": 4, "float": 4, "fp32": 4,
+    "bfloat16": 2, "bf16": 2, "float16": 2, "half": 2, "fp16": 2,
+    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "float8_e4m3fn": 1,
+    "int8": 1, "uint8": 1,
+}
+# --kv-cache-dtype choices this planner sizes (config/cache.py CacheDType). The quantized
+# per-token-head / nvfp4 / turboquant layouts carry extra scale bytes we do not model.
+KV_CACHE_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
+
+
+class PlanError(Exception):
+    """Base class: the planner cannot produce a plan."""
+
+
+class ModelConfigError(PlanError):
+    """config.json / weight index missing, unreadable or of an unsupported shape."""
+
+
+class TargetsError(PlanError):
+    """A target is invalid (unknown parser, bad dtype, ...)."""
+
+
+class InfeasibleError(PlanError):
+    """The targets do not fit; ``alternatives`` lists plans that do."""
+
+    def __init__(self, message, alternatives=None):
+        super(InfeasibleError, self).__init__(message)
+        self.alternatives = list(alternatives or [])
+
+
+def cdiv(a, b):
+    return -(-a // b)
+
+
+def dtype_bytes(name):
+    key = str(name).replace("torch.", "").lower()
+    if key not in DTYPE_BYTES:
+        raise TargetsError("unknown dtype %r" % (name,))
+    return DTYPE_BYTES[key]
+
+
+def parse_size(value, what="context"):
+    """vLLM-style integer with suffix: lower case decimal (200k), upper case binary (200K)."""
+    if isinstance(value, bool):
+        raise TargetsError("%s: %r is not a token count" % (what, value))
+    if isinstance(value, int):
+        return value
+    text = str(value).strip()
+    m = re.match(r"^(\d+(?:\.\d+)?)([kmgKMG]?)$", text)
+    if not m:
+        raise TargetsError("%s: cannot read %r as a token count (give a number such as 131072, "
+                           "128K = 131072, 128k = 128000, or 'max')" % (what, value))
+    num, suffix = float(m.group(1)), m.group(2)
+    mult = {"": 1, "k": 10 ** 3, "m": 10 ** 6, "g": 10 ** 9,
+            "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[suffix]
+    return int(num * mult)
+
+
+def parse_compute_capability(value):
+    """'8.9' / '12.0' / 8.9 / (12, 0) -> (major, minor); a clear TargetsError otherwise."""
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        parts = [str(v) for v in value]
+    else:
+        parts = str(value if value is not None else "").strip().split(".")
+    if len(parts) == 1 and parts[0].isdigit() and len(parts[0]) in (2, 3):
+        parts = [parts[0][:-1], parts[0][-1]]  # 89 -> 8.9, 120 -> 12.0 (vLLM's to_int form)
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        raise TargetsError(
+            "compute_capability %r is not a CUDA compute capability: give MAJOR.MINOR such as "
+            "'8.9' (Ada), '9.0' (Hopper), '10.0' or '12.0' (Blackwell); "
+            "airgap.vllm.nvml_info reports it per GPU" % (value,))
+    return int(parts[0]), int(parts[1])
+
+
+def fmt_gib(n):
+    return "%.2f GiB" % (n / GIB)
+
+
+def fmt_tokens(n):
+    return "%dK" % (n // 1024) if n % 1024 == 0 else "{:,}".format(n)

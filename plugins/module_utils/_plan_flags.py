@@ -1,0 +1,182 @@
+# -*- coding: utf-8 -*-
+# Copyright: airgap.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The `vllm serve` argv, container options and environment of a launch plan (vLLM 0.27.1).
+
+Pure, stdlib only, Python 3.7-clean. Every input that changes the ledger reaches the argv here.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import json
+import math
+import os
+import re
+
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_memory import (
+    default_batched_tokens,
+)
+
+__metaclass__ = type
+
+# Registered names in vLLM 0.27.1: reasoning/__init__.py _REASONING_PARSERS_TO_REGISTER and
+# tool_parsers/__init__.py _TOOL_PARSERS_TO_REGISTER. An unknown name makes vLLM exit at start.
+REASONING_PARSERS = frozenset((
+    "cohere_command3", "cohere_command4", "deepseek_r1", "deepseek_v3", "deepseek_v4",
+    "ernie45", "gemma4", "glm45", "glm47", "granite", "holo2", "hunyuan_a13b", "hy_v3",
+    "inkling", "kimi_k2", "kimi_k3", "mimo", "minimax_m2", "minimax_m2_append_think",
+    "minimax_m3", "mistral", "nemotron_v3", "olmo3", "openai_gptoss", "poolside_v1",
+    "qwen3", "seed_oss", "step3", "step3p5",
+))
+TOOL_CALL_PARSERS = frozenset((
+    "apertus", "cohere_command3", "cohere_command4", "deepseek_v3", "deepseek_v31",
+    "deepseek_v32", "deepseek_v4", "ernie45", "functiongemma", "gemma4", "gigachat3",
+    "glm45", "glm47", "granite", "granite-20b-fc", "granite4", "hermes", "hunyuan_a13b",
+    "hy_v3", "inkling", "internlm", "jamba", "kimi_k2", "kimi_k3", "lfm2", "llama3_json",
+    "llama4_json", "llama4_pythonic", "longcat", "mimo", "minicpm5", "minimax_m2",
+    "minimax_m3", "mistral", "olmo3", "openai", "phi4_mini_json", "poolside_v1",
+    "pythonic", "qwen3_coder", "qwen3_xml", "seed_oss", "step3", "step3p5", "xlam",
+))
+
+
+def _flag(args, why):
+    return {"args": [str(a) for a in args], "reason": why}
+
+
+def compact_json(obj):
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True)
+
+
+def build_flags(t, ctx, kv_pool):
+    """The argv as (args, reason) pairs. ``t`` are the resolved targets."""
+    f = [_flag([t.get("model_path") or t["model_dir"]],
+               "absolute local model directory: no Hub lookup")]
+    name = t["served_model_name"] or os.path.basename(
+        str(t.get("model_path") or t["model_dir"]).rstrip("/"))
+    f.append(_flag(["--served-model-name", name], "stable name for clients and metric labels"))
+    if t["host"]:
+        f.append(_flag(["--host", t["host"]], "bind address"))
+    if t["port"]:
+        f.append(_flag(["--port", t["port"]], "listen port"))
+    if t["api_keys_config_path"]:
+        f.append(_flag(["--config", t["api_keys_config_path"]],
+                       "API keys from a YAML file (api-key list): never in argv or ps"))
+    f.append(_flag(["--tensor-parallel-size", t["tp"]], "GPUs the model is split across"))
+    f.append(_flag(["--max-model-len", ctx], "context length; see ledger max_model_len_how"))
+    f.append(_flag(["--max-num-seqs", t["concurrency"]], "target concurrency"))
+    f.append(_flag(["--gpu-memory-utilization", t["gpu_memory_utilization"]],
+                   "fraction of total GPU memory this instance may take"))
+    if t["pin_kv_cache_memory"]:
+        f.append(_flag(["--kv-cache-memory-bytes", kv_pool],
+                       "fix the KV pool to the measured budget (skips profiling-based sizing)"))
+    f.append(_flag(["--kv-cache-dtype", t["kv_cache_dtype"]],
+                   "fp8 KV halves bytes per token" if t["kv_cache_dtype"].startswith("fp8")
+                   else ("KV dtype from the checkpoint's kv_cache_scheme" if t.get(
+                       "kv_from_scheme") else "KV in the model dtype")))
+    if t["attention_backend"] == "FLASHINFER":
+        f.append(_flag(["--attention-config", compact_json({"use_trtllm_attention": False})],
+                       "vLLM picks FlashInfer here; without this it probes NVIDIA's artifact "
+                       "server for TRT-LLM cubins (utils/flashinfer.py:346, 5 s timeout) on a "
+                       "network that does not reach it"))
+    if t["max_num_batched_tokens"] != default_batched_tokens(t["gpu_total_bytes"]):
+        f.append(_flag(["--max-num-batched-tokens", t["max_num_batched_tokens"]],
+                       "prefill chunk size (sizes the activation peak)"))
+    if t["enforce_eager"]:
+        f.append(_flag(["--enforce-eager"], "no CUDA graphs (the ledger counts none)"))
+    if t["prefix_caching_asked"] is True:
+        f.append(_flag(["--enable-prefix-caching"], "prefix caching asked for"))
+    elif t["prefix_caching_asked"] is False:
+        f.append(_flag(["--no-enable-prefix-caching"], "prefix caching switched off as asked"))
+    if t["num_spec"]:
+        f.append(_flag(["--speculative-config", compact_json(
+            {"method": "mtp", "num_speculative_tokens": t["num_spec"]})],
+            "MTP head drafts %d tokens per step" % t["num_spec"]))
+    if t["kv_offloading_gib"]:
+        f.append(_flag(["--kv-offloading-size", t["kv_offloading_gib"],
+                        "--kv-offloading-backend", "native"],
+                       "idle sessions' KV goes to host RAM (GiB, total across ranks)"))
+    if t["language_model_only"]:
+        f.append(_flag(["--language-model-only"], "vision tower not loaded: more KV memory"))
+    elif t.get("max_image_pixels"):
+        f.append(_flag(["--mm-processor-kwargs", compact_json(
+            {"max_pixels": int(t["max_image_pixels"])})],
+            "largest image the encoder profile reserves for (qwen3_vl.py:907 max_pixels "
+            "overrides the processor's longest_edge)"))
+    if t["reasoning_parser"]:
+        f.append(_flag(["--reasoning-parser", t["reasoning_parser"]],
+                       "thinking goes to the reasoning field"))
+    if t["tool_call_parser"]:
+        f.append(_flag(["--enable-auto-tool-choice", "--tool-call-parser",
+                        t["tool_call_parser"]], "tool calls parsed into tool_calls"))
+    if t["chat_template_kwargs"]:
+        f.append(_flag(["--default-chat-template-kwargs", compact_json(t["chat_template_kwargs"])],
+                       "server-side chat template defaults"))
+    return f
+
+
+def api_key_config_yaml(path):
+    """Content of the --config YAML: keys are referenced by a Jinja lookup the caller fills
+    with no_log; the planner never sees or echoes a key."""
+    return {"path": path,
+            "template": "api-key:\n{% for k in vllm_api_keys %}  - {{ k | to_json }}\n"
+                        "{% endfor %}",
+            "mode": "0600"}
+
+
+def _version_tuple(text):
+    nums = re.findall(r"\d+", str(text or ""))
+    return tuple(int(n) for n in nums[:3]) if nums else None
+
+
+def docker_decisions(kernel, docker_version, offload_gib):
+    """Container options with a reason each, plus whether the madvise patch is needed."""
+    opts, reasons = [], {}
+    kv = _version_tuple(kernel)
+    dv = _version_tuple(docker_version)
+    if dv is not None and dv < (19, 3):
+        opts += ["--runtime", "nvidia"]
+        reasons["--runtime nvidia"] = "Docker %s predates --gpus (19.03)" % docker_version
+    else:
+        opts += ["--gpus", "all"]
+        reasons["--gpus all"] = "Docker >= 19.03 passes GPUs through nvidia-container-toolkit"
+    # Docker's default seccomp profile allows clone3 (returns ENOSYS) from 20.10.10; older
+    # profiles answer EPERM and glibc >= 2.34 in the image then fails pthread_create.
+    if kv is not None and dv is not None and kv < (5, 3) and dv < (20, 10, 10):
+        opts += ["--security-opt", "seccomp=unconfined"]
+        reasons["--security-opt seccomp=unconfined"] = (
+            "kernel %s lacks clone3 and Docker %s's seccomp profile answers it with EPERM, so "
+            "pthread_create fails in the image (fixed profile from Docker 20.10.10)"
+            % (kernel, docker_version))
+    if offload_gib:
+        shm = int(math.ceil(offload_gib)) + 8
+        opts += ["--shm-size", "%dg" % shm]
+        reasons["--shm-size %dg" % shm] = (
+            "native KV offload maps /dev/shm/vllm_offload_*.mmap of %s GiB; tmpfs must exceed "
+            "it or writes SIGBUS (offload + 8g)" % offload_gib)
+    needs_patch = bool(offload_gib) and kv is not None and kv < (5, 14)
+    return opts, reasons, needs_patch
+
+
+OFFLINE_ENV = (
+    ("HF_HUB_OFFLINE", "1", "use the local snapshot, never call the Hub"),
+    ("TRANSFORMERS_OFFLINE", "1", "transformers never reaches the network"),
+    ("HF_HUB_DISABLE_TELEMETRY", "1", "no Hub telemetry"),
+    ("VLLM_NO_USAGE_STATS", "1", "usage stats POST would hang on a black-holed network"),
+    ("VLLM_DO_NOT_TRACK", "1", "same, vLLM's own switch"),
+    ("DO_NOT_TRACK", "1", "same, the generic switch"),
+    ("FLASHINFER_NO_DOWNLOAD", "1", "cubin downloads fail fast instead of retrying"),
+    ("VLLM_HOST_IP", "127.0.0.1", "get_ip() would probe a public address"),
+    ("VLLM_MEDIA_FETCH_MAX_RETRIES", "1", "remote media URLs fail fast"),
+)
+
+
+def plan_env(backend):
+    """Container environment: the offline set, with the backend's own need spelled out."""
+    env = dict((k, v) for k, v, _why in OFFLINE_ENV)
+    reasons = dict((k, why) for k, _value, why in OFFLINE_ENV)
+    if backend == "FLASHINFER":
+        reasons["FLASHINFER_NO_DOWNLOAD"] = (
+            "attention backend is FlashInfer: any TRT-LLM/cuDNN cubin fetch fails at once "
+            "instead of retrying for minutes (with --attention-config use_trtllm_attention "
+            "false none is attempted)")
+    return env, reasons

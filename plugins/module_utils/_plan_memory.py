@@ -1,0 +1,195 @@
+# -*- coding: utf-8 -*-
+# Copyright: airgap.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Attention backend choice and the non-KV memory estimate of the launch planner (vLLM 0.27.1).
+
+Pure, stdlib only, Python 3.7-clean. Anything vLLM measures at start-up instead of computing
+(activation peak, CUDA graphs, non-torch memory) is an *estimate* built from named components;
+a measured KV budget replaces it (see docs/launch-planning.md).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import (
+    GIB,
+    MIB,
+    cdiv,
+    fmt_gib,
+    parse_compute_capability,
+)
+
+__metaclass__ = type
+
+# Non-torch memory. vLLM takes its baseline snapshot AFTER the CUDA context and NCCL exist
+# (v1/worker/gpu_worker.py:371-396), so only the growth after it (cuBLAS/cuBLASLt workspaces,
+# lazily loaded kernel images) is counted; see docs/launch-planning.md for the error bars.
+CUDA_CONTEXT_BYTES = 512 * MIB
+# Extra non-torch memory per rank when TP > 1 (NCCL channels + custom all-reduce buffers).
+TP_COMM_BYTES = 256 * MIB
+# FlashInfer workspace per metadata builder: max(VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE = 394 MiB
+# (envs.py:205), batched tokens x q heads x head_dim x 16) (v1/attention/backends/flashinfer.py:
+# 938-960). One builder per attention group, i.e. per KV-cache group using FlashInfer
+# (v1/worker/gpu_model_runner.py:7135 initialize_metadata_builders). Allocated when metadata is
+# first built: in profile_cudagraph_memory's captures (gpu_model_runner.py:6647), so vLLM
+# counts it through its CUDA-graph estimate, before the KV pool.
+FLASHINFER_WORKSPACE_BYTES = 394 * MIB
+FLASHINFER_PREFILL_BYTES_PER_ELEM = 16  # flashinfer.py:86
+# Per captured CUDA graph (executable graph + its node parameters), FULL and PIECEWISE each.
+CUDAGRAPH_PER_GRAPH_BYTES = 4 * MIB
+# Default Qwen3-VL/Qwen3.5 image processor: longest_edge 16777216 pixels.
+DEFAULT_MAX_IMAGE_PIXELS = 16777216
+# GDN chunked prefill keeps one fp32 state per 64-token chunk (fla chunk_gated_delta_rule).
+GDN_CHUNK = 64
+
+# v1/attention/backends/flash_attn.py:74 / flashinfer.py:345 supported_kv_cache_dtypes
+FLASH_ATTN_KV_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3")
+FLASHINFER_KV_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
+FLASHINFER_HEAD_SIZES = (64, 128, 256, 512)  # flashinfer.py get_supported_head_sizes
+
+
+def _flash_attn_ok(cc, kv_dtype, head_dim):
+    """flash_attn.py:171-230: cc >= 8.0; head size % 8 == 0 and <= 256 (512 needs FA4);
+    quantized KV only with FA3 on SM90 or FA4 on SM100 (fa_utils.py:296
+    flash_attn_supports_kv_cache_dtype; fp8_e5m2 never)."""
+    if cc < (8, 0) or head_dim % 8 or head_dim > 256:
+        return False
+    if kv_dtype not in FLASH_ATTN_KV_DTYPES:
+        return False
+    if kv_dtype.startswith("fp8"):
+        return cc[0] in (9, 10)
+    return True
+
+
+def _flashinfer_ok(cc, kv_dtype, head_dim):
+    """flashinfer.py:442-470: 8.0 <= cc <= 12.1, head size in (64, 128, 256, 512)."""
+    return ((8, 0) <= cc <= (12, 1) and kv_dtype in FLASHINFER_KV_DTYPES
+            and head_dim in FLASHINFER_HEAD_SIZES)
+
+
+def attention_backend(compute_capability, kv_dtype, head_dim=128):
+    """The backend vLLM 0.27.1 picks for a non-MLA decoder: the first valid entry of
+    platforms/cuda.py:83 _get_backend_priorities (SM 10.x: FlashInfer, FlashAttention, Triton;
+    every other CUDA capability: FlashAttention, FlashInfer, Triton), validity as each backend's
+    supports_* methods say (get_valid_backends, cuda.py:359). So: 10.x -> FlashInfer; fp8 KV on
+    8.x and 12.x -> FlashInfer (FlashAttention takes fp8 only as FA3 on 9.x / FA4 on 10.x);
+    fp8_e5m2 anywhere -> FlashInfer; otherwise FlashAttention."""
+    cc = parse_compute_capability(compute_capability)
+    kv = str(kv_dtype)
+    if kv in ("bfloat16", "float16", "float32", "half", "bf16"):
+        kv = "auto"  # an unquantized KV dtype is valid wherever "auto" is
+    order = ["FLASHINFER", "FLASH_ATTN"] if cc[0] == 10 else ["FLASH_ATTN", "FLASHINFER"]
+    for name in order:
+        ok = _flash_attn_ok if name == "FLASH_ATTN" else _flashinfer_ok
+        if ok(cc, kv, head_dim):
+            return name
+    return "TRITON_ATTN"
+
+
+def default_batched_tokens(total_bytes):
+    """engine/arg_utils.py:2544 API server defaults: >= 70 GiB cards 8192, else 2048."""
+    return 8192 if total_bytes >= 70 * GIB else 2048
+
+
+def cudagraph_capture_sizes(max_num_seqs, num_spec, max_batched):
+    """config/vllm.py:1833 max = min(max_num_seqs * (1 + num_spec) * 2, 512, batched tokens);
+    sizes 1, 2, 4, then multiples of 8 to 256, then multiples of 16."""
+    top = min(max_num_seqs * (1 + num_spec) * 2, 512, max_batched)
+    sizes = [s for s in (1, 2, 4) if s <= top]
+    sizes += list(range(8, min(top, 256) + 1, 8))
+    sizes += list(range(272, top + 1, 16))
+    return sizes
+
+
+def lm_token_transient_bytes(shape, act_bytes=2):
+    """Transient bytes per scheduled token inside one decoder layer at its peak: the MLP's
+    gate_up output (2I) + activation output (I), each in the activation dtype, + the activation
+    output's fp8-quantized copy (I bytes), plus hidden/residual buffers (4 x hidden) that live
+    across layers: 7*I + 8*H bytes in bf16."""
+    h, inter = shape["hidden_size"], shape["intermediate_size"]
+    mlp = (2 * inter + inter) * act_bytes + inter
+    return mlp + 4 * h * act_bytes
+
+
+def flashinfer_workspace(shape, t, n_groups):
+    per = max(FLASHINFER_WORKSPACE_BYTES,
+              t["max_num_batched_tokens"] * (shape["num_heads"] // t["tp"]) * shape["head_dim"]
+              * FLASHINFER_PREFILL_BYTES_PER_ELEM)
+    return per * n_groups, per
+
+
+def _encoder_peak(shape, t):
+    v = shape["vision"]
+    if not v or t["language_model_only"]:
+        return 0, None, 0
+    vh, vi = int(v.get("hidden_size", 0)), int(v.get("intermediate_size", 0))
+    patch = int(v.get("patch_size", 14))
+    merge = int(v.get("spatial_merge_size", 2)) ** 2
+    if "image_size" in v and "depth" not in v:
+        # SigLIP (Gemma 3): one fixed-size image, (image_size / patch)^2 patches, 256 tokens.
+        patches = (int(v["image_size"]) // patch) ** 2
+        out_tokens = int(shape.get("mm_tokens_per_image") or 256)
+        pix_bytes = 3 * patch * patch * 4
+    else:
+        pixels = int(t.get("max_image_pixels") or DEFAULT_MAX_IMAGE_PIXELS)
+        patches = pixels // (patch * patch)
+        out_tokens = patches // merge
+        pix_bytes = int(v.get("in_channels", 3)) * int(v.get("temporal_patch_size", 2)) \
+            * patch * patch * 4
+    # One ViT block at its peak: qkv (3h) + attention out (h) + fc1/act (2i) + 2h residual.
+    per_patch = (3 * vh + vh + 2 * vi + 2 * vh) * 2 + pix_bytes
+    enc_cache = out_tokens * shape["hidden_size"] * 2
+    enc_peak = patches // t["tp"] * per_patch + enc_cache
+    how = "encoder profile: 1 image of %d patches (%d tokens) x %.0f KiB/patch" % (
+        patches, out_tokens, per_patch / 1024.0)
+    if v.get("_defaulted"):
+        how += " (vision %s from vLLM's config defaults)" % ", ".join(v["_defaulted"])
+    return enc_peak, how, enc_cache
+
+
+def estimate_non_kv(shape, weights, t, attn_groups=1):
+    """Named components of what vLLM profiles as non-KV memory (gpu_worker.py:541):
+    weights + non-torch + torch peak transient + CUDA-graph estimate. Returns a list of
+    (key, bytes, how) tuples, per GPU."""
+    tp = t["tp"]
+    items = [("weights", weights["loaded"] // tp, weights["how"])]
+    non_torch = CUDA_CONTEXT_BYTES + (TP_COMM_BYTES if tp > 1 else 0)
+    items.append(("non_torch", non_torch, "CUDA context + cuBLAS workspaces %s%s" % (
+        fmt_gib(CUDA_CONTEXT_BYTES), (" + NCCL/all-reduce %s" % fmt_gib(TP_COMM_BYTES))
+        if tp > 1 else "")))
+    if t["attention_backend"] == "FLASHINFER":
+        ws, per = flashinfer_workspace(shape, t, attn_groups)
+        items.append(("attention_workspace", ws,
+                      "FlashInfer workspace max(394 MiB, tokens x heads x head_dim x 16) = %s "
+                      "(flashinfer.py:938) x %d attention group(s) (gpu_model_runner.py:7135)"
+                      % (fmt_gib(per), attn_groups)))
+
+    tokens = t["max_num_batched_tokens"]
+    per_tok = lm_token_transient_bytes(shape)
+    lm = tokens * per_tok
+    if shape["gdn"]:
+        g = shape["gdn"]
+        lm += cdiv(tokens, GDN_CHUNK) * (g["v_heads"] // tp) * g["k_dim"] * g["v_dim"] * 4
+    # Profile sampler: one fp32 logits row per request (gpu_model_runner.py:5923, 6257), the
+    # sampler's probs and top-k/top-p sort keys and int64 indices beside it: ~20 bytes/entry;
+    # with spec decode the rejection sampler scores (1 + num_spec) rows per request.
+    rows = min(t["max_num_seqs"], tokens) * (1 + t["num_spec"])
+    sampler = rows * (shape["vocab_size"] // tp) * 20
+    lm_peak = lm + sampler
+    lm_how = "%d batched tokens x %s/token + GDN chunk states + sampler %d rows x vocab" % (
+        tokens, "%.0f KiB" % (per_tok / 1024.0), rows)
+
+    enc_peak, enc_how, enc_cache = _encoder_peak(shape, t)
+    lm_peak += enc_cache  # the encoder outputs stay cached through the LM dummy run
+    if enc_peak > lm_peak:
+        items.append(("activation_peak", enc_peak, enc_how + " (exceeds LM peak %s)"
+                      % fmt_gib(lm_peak)))
+    else:
+        items.append(("activation_peak", lm_peak, lm_how))
+
+    sizes = [] if t["enforce_eager"] else cudagraph_capture_sizes(
+        t["max_num_seqs"], t["num_spec"], tokens)
+    if sizes:
+        cg = len(sizes) * 2 * CUDAGRAPH_PER_GRAPH_BYTES + max(sizes) * per_tok
+        items.append(("cuda_graphs", cg, "%d capture sizes (max %d) x FULL+PIECEWISE x %s"
+                      % (len(sizes), max(sizes), fmt_gib(CUDAGRAPH_PER_GRAPH_BYTES))))
+    return items
