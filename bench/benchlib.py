@@ -287,12 +287,20 @@ def fmt_value(value, unit):
     if unit == "x":
         return format(value, "#.3g") + "x" if value < 1000 else "%.0fx" % value
     if unit == "s":
-        return "%.3g s" % value if value >= 0.001 else "%.3g ms" % (value * 1000)
+        return "%.3g s" % value if value >= 1 else "%.3g ms" % (value * 1000)
     if unit == "ms":
         return "%.3g ms" % value
     if unit == "%":
         return "%.1f %%" % value
     return ("%.4g %s" % (value, unit)).strip()
+
+
+def fmt_margin(m):
+    if m is None:
+        return "-"
+    if m == float("inf"):
+        return "inf"
+    return ("%.0fx" % m) if m >= 100 else ("%.2gx" % m)
 
 
 def load_results(path):
@@ -312,7 +320,7 @@ def summary_table(records, markdown=False):
         m = r.get("margin")
         rows.append(["%s.%s" % (r["bench"], r["key"]), fmt_value(r.get("value"), r.get("unit", "")),
                      r.get("target") or "-", r.get("verdict", "info"),
-                     ("%.2gx" % m) if m not in (None, float("inf")) else ("inf" if m else "-"), r.get("what", "")])
+                     fmt_margin(m), r.get("what", "")])
     head = ["result", "value", "target", "verdict", "margin", "what"]
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

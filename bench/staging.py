@@ -107,7 +107,7 @@ def resume(d, size):
 def main():
     small = B.small()
     if small:
-        large, many, resume_size, repeats = [8 * B.MIB] * 3, [64 * 1024] * 200, 32 * B.MIB, 1
+        large, many, resume_size, repeats = [4 * B.MIB] * 3, [16 * 1024] * 100, 16 * B.MIB, 1
     else:
         large, many, resume_size, repeats = [1 * B.GIB] * 3, [256 * 1024] * 4000, 2 * B.GIB, 3
     d = B.scratch(NAME)
