@@ -1,0 +1,293 @@
+"""Model families, backends and flags of the launch planner, checked against vLLM 0.27.1's own code.
+
+How the expected numbers were obtained: every KV figure below (block size, num_gpu_blocks, blocks per
+request, "GPU KV cache size" tokens, the refusal and its "estimated maximum model length") was computed
+by vLLM 0.27.1's own functions in the CPU venv (tests/vllm_parser/setup-venv.sh) through
+tests/vllm_parser/kv_reference.py, which builds the real FullAttentionSpec / SlidingWindowSpec / MambaSpec
+and calls vllm.v1.core.kv_cache_utils.get_kv_cache_configs + get_kv_cache_capacity. The backend
+priority lists come from vllm.platforms.cuda._get_backend_priorities run in the same venv; the
+kv_cache_scheme results from CompressedTensorsConfig.from_config / get_kv_cache_quant_algo_string.
+tests/vllm_parser/test_planner_vs_vllm.py recomputes all of them live and compares with the planner.
+"""
+import copy
+import json
+import os
+
+import pytest
+
+from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")
+ADA_48 = 49140 * P.MIB
+PRO_96 = 97887 * P.MIB
+H200 = 143771 * P.MIB
+
+# Gemma 3 27B (google/gemma-3-27b-it config.json, trimmed to the keys vLLM's sizing reads).
+GEMMA3 = {
+    "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+    "mm_tokens_per_image": 256,
+    "text_config": {"model_type": "gemma3_text", "hidden_size": 5376, "intermediate_size": 21504,
+                    "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128,
+                    "num_hidden_layers": 62, "sliding_window": 1024, "vocab_size": 262208,
+                    "max_position_embeddings": 131072},
+    "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152,
+                      "intermediate_size": 4304, "image_size": 896, "patch_size": 14,
+                      "num_hidden_layers": 27},
+    "torch_dtype": "bfloat16",
+}
+# A Qwen3-8B-shaped llm-compressor FP8 checkpoint that declares kv_cache_scheme.
+QWEN3_SCHEME = {
+    "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096,
+    "intermediate_size": 12288, "num_attention_heads": 32, "num_key_value_heads": 8,
+    "head_dim": 128, "num_hidden_layers": 36, "vocab_size": 151936,
+    "max_position_embeddings": 40960, "torch_dtype": "bfloat16",
+    "quantization_config": {
+        "quant_method": "compressed-tensors", "format": "float-quantized",
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+            "num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True,
+            "dynamic": False}}},
+        "kv_cache_scheme": {"num_bits": 8, "type": "float", "strategy": "tensor",
+                            "symmetric": True, "dynamic": False}},
+}
+
+
+def fixture_config():
+    with open(os.path.join(FIXTURE, "config.json")) as fh:
+        return json.load(fh)
+
+
+def bf16_qwen35():
+    """The fixture without its FP8 quantization_config: a bf16 checkpoint of the same shape."""
+    cfg = fixture_config()
+    cfg.pop("quantization_config", None)
+    return cfg
+
+
+def plan(config, **kw):
+    base = dict(model_dir="/models/m", gpu_total_bytes=PRO_96, compute_capability="12.0",
+                gpu_memory_utilization=0.92)
+    base.update(kw)
+    return P.plan(base, config=config, weight_bytes=kw.pop("weight_bytes", 20 * P.GIB),
+                  weight_source="test")
+
+
+# --- 1. models ---------------------------------------------------------------------------------
+
+def test_gemma3_sliding_window_groups_like_vllm():
+    """vLLM (kv_reference.py case gemma3-96): 10 full + 52 sliding layers -> 7 groups of 10
+    (6 sliding groups, 8 padding layers), 40 GiB -> 32768 blocks of 16, 14726 blocks per
+    131072-token request (8192 full + 6 x 1090 sliding, in flight 2 x 8192), 291,658 tokens."""
+    r = plan(GEMMA3, measured_kv_cache_bytes=40 * P.GIB, context=131072, concurrency=2,
+             kv_cache_dtype="auto")
+    L = r["ledger"]
+    assert (L["full_attention_layers"], L["sliding_attention_layers"]) == (10, 52)
+    assert (L["group_size"], L["kv_cache_groups"], L["sliding_groups"]) == (10, 7, 6)
+    assert (L["block_size"], L["num_gpu_blocks"]) == (16, 32768)
+    assert L["blocks_per_full_request"] == 14726
+    assert L["gpu_kv_cache_tokens"] == 291658
+    assert L["max_concurrency_at_len"] == 2.23
+    assert L["sliding_in_flight_tokens"] == 16384
+    assert L["prefix_caching"] is True  # not a hybrid (GDN) model: vLLM's default is on
+
+
+def test_gemma3_refusal_and_longest_length_like_vllm():
+    """vLLM (case gemma3-48): 12 GiB, 2048 batched tokens (in flight 4096) refuses 131072
+    and says "the estimated maximum model length is 126464". Sized as 62 full layers (the old
+    planner) vLLM's own code gives 25360: the sliding groups are what makes Gemma 3 fit."""
+    with pytest.raises(P.InfeasibleError) as exc:
+        plan(GEMMA3, gpu_total_bytes=ADA_48, compute_capability="8.9",
+             measured_kv_cache_bytes=12 * P.GIB, context=131072)
+    assert "Longest length that starts: 126464" in str(exc.value)
+    r = plan(GEMMA3, gpu_total_bytes=ADA_48, compute_capability="8.9",
+             measured_kv_cache_bytes=12 * P.GIB, context="max")
+    assert r["ledger"]["longest_single_request"] == 126464
+
+
+def test_gemma_layer_types_follow_transformers_defaults():
+    """transformers Gemma3TextConfig(num_hidden_layers=62, sliding_window=1024).layer_types and
+    Gemma2Config(num_hidden_layers=46).layer_types, read in the vLLM venv."""
+    g3 = P.describe_model(GEMMA3)
+    assert (g3["num_full_layers"], g3["num_sliding_layers"], g3["sliding_window"]) == (10, 52, 1024)
+    g2 = {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "hidden_size": 4608,
+          "intermediate_size": 36864, "num_attention_heads": 32, "num_key_value_heads": 16,
+          "head_dim": 128, "num_hidden_layers": 46, "sliding_window": 4096}
+    d = P.describe_model(g2)
+    assert (d["num_full_layers"], d["num_sliding_layers"]) == (23, 23)
+
+
+def test_kv_cache_scheme_auto_becomes_fp8():
+    """CompressedTensorsConfig.from_config(...).kv_cache_scheme is set, so attention.py:284 turns
+    auto into fp8; vLLM (case qwen3-scheme): 36 layers x 8 kv heads x 256 x 1 B, 10 GiB ->
+    9102 blocks, 2048 per 32768-token request, 145,632 tokens (bf16 would give half)."""
+    r = plan(QWEN3_SCHEME, measured_kv_cache_bytes=10 * P.GIB, context=32768,
+             compute_capability="9.0")
+    L = r["ledger"]
+    assert L["kv_dtype"] == "fp8" and "kv_cache_scheme" in L["kv_dtype_how"]
+    assert (L["num_gpu_blocks"], L["blocks_per_full_request"]) == (9102, 2048)
+    assert L["gpu_kv_cache_tokens"] == 145632
+    assert L["attention_backend"] == "FLASH_ATTN"  # FA3 takes fp8 on Hopper
+    argv = r["argv"]
+    assert argv[argv.index("--kv-cache-dtype") + 1] == "auto"
+
+
+def test_modelopt_kv_algo_becomes_fp8_e4m3():
+    """get_kv_cache_quant_algo_string({"quant_method": "modelopt", ... "FP8"}) == "fp8_e4m3"."""
+    cfg = copy.deepcopy(QWEN3_SCHEME)
+    cfg["quantization_config"] = {"quant_method": "modelopt",
+                                  "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}
+    assert P.describe_model(cfg)["kv_cache_scheme_dtype"] == "fp8_e4m3"
+
+
+def test_mla_refused_with_the_reason():
+    cfg = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
+           "hidden_size": 7168, "num_hidden_layers": 61, "num_attention_heads": 128,
+           "kv_lora_rank": 512, "qk_rope_head_dim": 64}
+    with pytest.raises(P.ModelConfigError) as exc:
+        plan(cfg, context=32768)
+    assert "multi-head latent attention" in str(exc.value)
+    # declaring a layout does not make MLA plannable: its page is a latent, not K and V
+    with pytest.raises(P.ModelConfigError):
+        plan(cfg, context=32768, layer_layout={"full_attention": 61})
+
+
+def test_unknown_architecture_refused_unless_layout_declared():
+    cfg = {"architectures": ["FancyNewForCausalLM"], "model_type": "fancy", "hidden_size": 4096,
+           "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+           "head_dim": 128, "vocab_size": 32000}
+    with pytest.raises(P.ModelConfigError) as exc:
+        plan(cfg, context=8192)
+    assert "FancyNewForCausalLM" in str(exc.value) and "layer_layout" in str(exc.value)
+    r = plan(cfg, context=8192, layer_layout={"full_attention": 32},
+             measured_kv_cache_bytes=10 * P.GIB, compute_capability="9.0")
+    assert r["ledger"]["model_family"] == "declared by layer_layout"
+    assert r["ledger"]["num_gpu_blocks"] == 10 * P.GIB // (16 * 8 * 256 * 2) // 32
+    with pytest.raises(P.ModelConfigError):
+        plan(cfg, context=8192, layer_layout={"full_attention": 30})  # 30 != 32 layers
+
+
+def test_vision_defaults_from_vllm_config_class():
+    """transformers_utils/configs/qwen3_5.py Qwen3_5VisionConfig: intermediate_size 4304."""
+    cfg = fixture_config()
+    del cfg["vision_config"]["intermediate_size"]
+    shape = P.describe_model(cfg)
+    assert shape["vision"]["intermediate_size"] == 4304
+    assert shape["vision"]["_defaulted"] == ["intermediate_size"]
+    full = P.describe_model(fixture_config())
+    assert P.vision_tower_bytes(shape["vision"]) == P.vision_tower_bytes(full["vision"])
+
+
+# --- 2. backends -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cc,kv,backend", [
+    ("8.9", "bfloat16", "FLASH_ATTN"), ("8.9", "fp8_e4m3", "FLASHINFER"),
+    ("9.0", "fp8_e4m3", "FLASH_ATTN"), ("9.0", "fp8_e5m2", "FLASHINFER"),
+    ("10.0", "bfloat16", "FLASHINFER"), ("10.0", "fp8_e4m3", "FLASHINFER"),
+    ("12.0", "bfloat16", "FLASH_ATTN"), ("12.0", "fp8_e4m3", "FLASHINFER"),
+])
+def test_backend_per_capability(cc, kv, backend):
+    """Priority order from vllm.platforms.cuda._get_backend_priorities (venv): 10.x FlashInfer
+    first, else FlashAttention first; FlashAttention takes fp8 only as FA3 on 9.x / FA4 on 10.x
+    (fa_utils.py:296), never fp8_e5m2; FlashInfer covers 8.0-12.1 with fp8_e5m2."""
+    assert P.attention_backend(cc, kv, 256) == backend
+
+
+def test_blackwell_fp8_plan():
+    """RTX PRO 6000 (SM 12.0), fixture, fp8, MTP 3, prefix caching: FlashInfer with its
+    workspace max(394 MiB, 8192 x 24 x 256 x 16 = 768 MiB), use_trtllm_attention false in the
+    argv. KV from vLLM (case blackwell-fp8, 58 GiB): block 1600, 1117 blocks, 143 per 204800
+    request (128 + 3 x 5 align), 1,599,731 tokens."""
+    r = plan(fixture_config(), measured_kv_cache_bytes=58 * P.GIB, context=204800,
+             kv_cache_dtype="fp8_e4m3", num_speculative_tokens=3, prefix_caching=True)
+    L = r["ledger"]
+    assert L["attention_backend"] == "FLASHINFER"
+    ws = [c["bytes"] for c in L["components"] if c["name"] == "attention_workspace"]
+    assert ws == [8192 * 24 * 256 * 16]
+    assert (L["block_size"], L["num_gpu_blocks"], L["blocks_per_full_request"]) == (1600, 1117, 143)
+    assert L["gpu_kv_cache_tokens"] == 1599731
+    argv = r["argv"]
+    assert json.loads(argv[argv.index("--attention-config") + 1]) == {"use_trtllm_attention": False}
+    assert r["env"]["FLASHINFER_NO_DOWNLOAD"] == "1"
+    assert "FlashInfer" in r["env_reasons"]["FLASHINFER_NO_DOWNLOAD"]
+
+
+def test_hopper_fp8_e5m2_plan():
+    """H200 (SM 9.0), bf16 checkpoint, fp8_e5m2 KV: FlashAttention refuses e5m2, so FlashInfer.
+    vLLM (case hopper-e5m2, 20 GiB, MTP 3, no prefix caching): block 1600, 385 blocks,
+    94 per 131072-token request (82 + 3 x 4), 536,837 tokens."""
+    r = plan(bf16_qwen35(), gpu_total_bytes=H200, compute_capability="9.0",
+             measured_kv_cache_bytes=20 * P.GIB, context=131072, kv_cache_dtype="fp8_e5m2",
+             num_speculative_tokens=3)
+    L = r["ledger"]
+    assert L["attention_backend"] == "FLASHINFER"
+    assert (L["block_size"], L["num_gpu_blocks"], L["blocks_per_full_request"]) == (1600, 385, 94)
+    assert L["gpu_kv_cache_tokens"] == 536837
+    assert "--attention-config" in r["argv"]
+
+
+def test_fp8_e5m2_with_fp8_checkpoint_refused_as_vllm_does():
+    """attention.py:198-213 raises 'fp8_e5m2 kv-cache is not supported with fp8 checkpoints.'"""
+    with pytest.raises(P.TargetsError) as exc:
+        plan(fixture_config(), compute_capability="9.0", kv_cache_dtype="fp8_e5m2", context=8192)
+    assert "fp8_e5m2 kv-cache is not supported with fp8 checkpoints" in str(exc.value)
+
+
+# --- 3. every ledger input reaches the argv ----------------------------------------------------
+
+def test_enforce_eager_and_image_pixels_reach_argv():
+    r = plan(fixture_config(), context=32768, enforce_eager=True, max_image_pixels=4194304)
+    argv = r["argv"]
+    assert "--enforce-eager" in argv
+    assert json.loads(argv[argv.index("--mm-processor-kwargs") + 1]) == {"max_pixels": 4194304}
+    assert not [c for c in r["ledger"]["components"] if c["name"] == "cuda_graphs"]
+    lmo = plan(fixture_config(), context=32768, language_model_only=True, max_image_pixels=1)
+    assert "--mm-processor-kwargs" not in lmo["argv"]  # no encoder, nothing to bound
+
+
+def test_prefix_caching_flag_only_when_asked():
+    unset = plan(fixture_config(), context=32768)["argv"]
+    assert "--no-enable-prefix-caching" not in unset and "--enable-prefix-caching" not in unset
+    assert "--no-enable-prefix-caching" in plan(fixture_config(), context=32768,
+                                                prefix_caching=False)["argv"]
+    assert "--enable-prefix-caching" in plan(fixture_config(), context=32768,
+                                             prefix_caching=True)["argv"]
+
+
+def test_pin_needs_a_measured_budget():
+    with pytest.raises(P.TargetsError) as exc:
+        plan(fixture_config(), context=32768, pin_kv_cache_memory=True)
+    assert "measured_kv_cache_bytes" in str(exc.value)
+    r = plan(fixture_config(), context=32768, pin_kv_cache_memory=True,
+             measured_kv_cache_bytes=30 * P.GIB)
+    argv = r["argv"]
+    assert argv[argv.index("--kv-cache-memory-bytes") + 1] == str(30 * P.GIB)
+
+
+# --- issue 12 item 9: clear errors, never a traceback or --max-model-len 0 ----------------------
+
+@pytest.mark.parametrize("cc", ["abc", "", "8", "8.x", "9.0.1", "sm_90"])
+def test_non_numeric_compute_capability(cc):
+    with pytest.raises(P.TargetsError) as exc:
+        plan(fixture_config(), context=32768, compute_capability=cc)
+    assert "compute_capability" in str(exc.value) and "8.9" in str(exc.value)
+
+
+@pytest.mark.parametrize("config", [
+    dict(QWEN3_SCHEME, num_attention_heads=0),
+    dict(fixture_config(), text_config=dict(fixture_config()["text_config"],
+                                             num_attention_heads=0)),
+    dict(QWEN3_SCHEME, num_key_value_heads=0),
+    dict(QWEN3_SCHEME, num_attention_heads="many"),
+])
+def test_zero_or_bad_attention_heads(config):
+    with pytest.raises(P.ModelConfigError) as exc:
+        plan(config, context=8192)
+    assert "num_attention_heads" in str(exc.value) or "num_key_value_heads" in str(exc.value)
+
+
+@pytest.mark.parametrize("config", [QWEN3_SCHEME, fixture_config()])
+@pytest.mark.parametrize("ctx", [0, "0", "0K", -5])
+def test_context_zero_refused(config, ctx):
+    with pytest.raises(P.TargetsError) as exc:
+        plan(config, context=ctx)
+    assert "context" in str(exc.value)
