@@ -10,17 +10,27 @@
   is skipped without reading 24 GB again.
 - The result is validated the way vLLM 0.27.1 needs it offline (config.json, the safetensors index
   and every shard it names, tokenizer, chat template, processor config), naming the missing file.
+- Hostile sources: a directory source never has a symlink followed out of it, a device, FIFO or socket
+  is refused, and a file that is not world-readable in the source is imported 0640, never 0644.
+  The given sha256 is checked against the source (the archive's bytes; for a directory the bundle's
+  digest of its files' "sha256  path" lines) before anything is swapped in.
+- Never losing the only good copy: the swap is rename(dest -> .replaced), rename(.importing -> dest).
+  A run killed between the two leaves no model under its name: the next run first puts
+  `.replaced` back. A model directory that is itself a symlink is imported at the link's target.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
 import json
 import os
 import shutil
+import stat
 import struct
 import tarfile
+import zlib
 
 STAMP = ".airgap-vllm-model.json"
 INDEX = "model.safetensors.index.json"
@@ -71,6 +81,10 @@ def validate_model_dir(path, language_model_only=False):
         weight_map = index.get("weight_map") if isinstance(index, dict) else None
         if not isinstance(weight_map, dict) or not weight_map:
             raise ModelError("%s: no weight_map" % index_path)
+        bad = [v for v in weight_map.values() if not isinstance(v, str)]
+        if bad:
+            raise ModelError("%s: weight_map names shard %r, which is not a file name string; fix or re-export "
+                             "the index" % (index_path, bad[0]))
         shards = sorted(set(weight_map.values()))
         total = (index.get("metadata") or {}).get("total_size")
     elif os.path.exists(os.path.join(path, "model.safetensors")):
@@ -102,10 +116,11 @@ def validate_model_dir(path, language_model_only=False):
 
 def read_stamp(dest):
     try:
-        with open(os.path.join(dest, STAMP)) as f:
-            return json.load(f)
+        with open(os.path.join(dest, STAMP), "rb") as f:
+            data = json.loads(f.read().decode("utf-8"))
     except (IOError, OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None  # a stamp of another shape: import again
 
 
 def _safe_members(tar, src):
@@ -128,6 +143,12 @@ def _safe_members(tar, src):
         tops.add(norm.split("/", 1)[0])
         members.append(m)
         total += m.size if m.isfile() else 0
+    # tarfile stops quietly at a truncated header or member: a complete archive ends with two zero blocks.
+    tar.fileobj.seek(tar.offset)
+    if tar.fileobj.read(1024) != b"\0" * 1024:
+        raise ModelError("%s: not a readable tar archive (it ends before its end-of-archive marker, after %d "
+                         "members): it is truncated or corrupt; stage the bundle again (bundle_verify names a "
+                         "damaged file)" % (src, len(members)))
     strip = None
     if len(tops) == 1:
         top = tops.pop()
@@ -137,15 +158,91 @@ def _safe_members(tar, src):
     return members, strip, total
 
 
+_BAD_ARCHIVE = (tarfile.TarError, EOFError, zlib.error, OSError, ValueError)
+
+
+def _bad_archive(src, exc):
+    return ModelError("%s: not a readable tar archive (%s: %s): it is truncated or corrupt; stage the bundle "
+                      "again (bundle_verify names a damaged file)" % (src, type(exc).__name__, " ".join(str(exc).split())))
+
+
+def _inside(real_root, real):
+    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+def scan_dir(src):
+    """Every file of a directory source: list of (rel, path to read, size, private).
+
+    Symlinks are followed only when they stay inside the source; a link out of it, a link to a
+    directory, a device, FIFO or socket raises ModelError naming it.
+    """
+    real_root = os.path.realpath(src)
+    out = []
+    for dirpath, dirnames, filenames in os.walk(src):
+        dirnames.sort()
+        for name in list(dirnames):
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path):
+                raise ModelError("%s is a symlink to a directory (%s); copy the model into a plain directory "
+                                 "first (cp -rL) or import its tar" % (path, os.readlink(path)))
+        for name in sorted(filenames):
+            path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, src)
+            read = path
+            if os.path.islink(path):
+                real = os.path.realpath(path)
+                if not _inside(real_root, real):
+                    raise ModelError("%s is a symlink to %s, outside the model source %s: refusing to follow "
+                                     "it; copy the model into a plain directory first (cp -rL) or import its "
+                                     "tar" % (path, real, src))
+                read = real
+            try:
+                st = os.stat(read)
+            except OSError:
+                raise ModelError("%s is a dangling symlink; fix or remove it in the model source" % path)
+            if stat.S_ISDIR(st.st_mode):
+                raise ModelError("%s is a symlink to a directory; copy the model into a plain directory "
+                                 "first (cp -rL)" % path)
+            if not stat.S_ISREG(st.st_mode):
+                raise ModelError("%s is a device, FIFO or socket, not a regular file: only files and directories "
+                                 "are imported; remove it from the model source" % path)
+            out.append((rel, read, st.st_size, not st.st_mode & stat.S_IROTH))
+    return out
+
+
 def source_size(src):
     if os.path.isdir(src):
-        total = 0
-        for dirpath, _dirs, filenames in os.walk(src):
-            for name in filenames:
-                total += os.path.getsize(os.path.join(dirpath, name))
-        return total
-    with tarfile.open(src, "r:*") as tar:
-        return _safe_members(tar, src)[2]
+        return sum(item[2] for item in scan_dir(src))
+    try:
+        with tarfile.open(src, "r:*") as tar:
+            return _safe_members(tar, src)[2]
+    except ModelError:
+        raise
+    except _BAD_ARCHIVE as exc:
+        raise _bad_archive(src, exc)
+
+
+def file_sha256(path, bufsize=8 * 1024 * 1024):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(bufsize)
+            if not block:
+                break
+            h.update(block)
+    return h.hexdigest()
+
+
+def directory_digests(src, lines):
+    """The digests a directory source may carry: the bundle's (paths as staged, `<parent>/<dir>/<rel>`)
+    and the plain one (paths relative to the directory). `lines` is [(rel, sha256)]."""
+    prefix = "%s/%s/" % (os.path.basename(os.path.dirname(os.path.abspath(src))), os.path.basename(
+        os.path.abspath(src)))
+    out = []
+    for pre in (prefix, ""):
+        text = "\n".join(sorted("%s  %s%s" % (sha, pre, rel.replace(os.sep, "/")) for rel, sha in lines))
+        out.append(hashlib.sha256(text.encode("utf-8")).hexdigest())
+    return out
 
 
 def free_bytes(path):
@@ -154,6 +251,17 @@ def free_bytes(path):
 
 
 def _extract(src, tmp):
+    """Extract; returns the set of relative paths that were private (not world-readable) in the archive."""
+    try:
+        return _extract_members(src, tmp)
+    except ModelError:
+        raise
+    except (tarfile.TarError, EOFError, zlib.error) as exc:
+        raise _bad_archive(src, exc)
+
+
+def _extract_members(src, tmp):
+    private = set()
     with tarfile.open(src, "r:*") as tar:
         members, strip = _safe_members(tar, src)[:2]
         for m in members:
@@ -171,29 +279,87 @@ def _extract(src, tmp):
             f = tar.extractfile(m)
             with open(out, "wb") as w:
                 shutil.copyfileobj(f, w, 8 * 1024 * 1024)
+            if not m.mode & stat.S_IROTH:
+                private.add(os.path.normpath(rel))
+    return private
 
 
 def _copy_tree(src, tmp):
-    for dirpath, dirnames, filenames in os.walk(src):
-        rel = os.path.relpath(dirpath, src)
-        target = os.path.join(tmp, rel) if rel != "." else tmp
-        if not os.path.isdir(target):
-            os.makedirs(target)
-        for name in filenames:
-            shutil.copyfile(os.path.join(dirpath, name), os.path.join(target, name))
+    """Copy a directory source (see scan_dir); returns ([(rel, sha256)], set of private rels)."""
+    lines, private = [], set()
+    for rel, read, _size, is_private in scan_dir(src):
+        out = os.path.join(tmp, rel)
+        parent = os.path.dirname(out)
+        if not os.path.isdir(parent):
+            os.makedirs(parent)
+        h = hashlib.sha256()
+        # O_NOFOLLOW on the path we open: a link swapped in after the scan is not followed.
+        fd = os.open(read, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as r, open(out, "wb") as w:
+            if not stat.S_ISREG(os.fstat(r.fileno()).st_mode):
+                raise ModelError("%s is not a regular file" % read)
+            while True:
+                block = r.read(8 * 1024 * 1024)
+                if not block:
+                    break
+                h.update(block)
+                w.write(block)
+        lines.append((rel, h.hexdigest()))
+        if is_private:
+            private.add(os.path.normpath(rel))
+    return lines, private
 
 
-def _set_perms(root, uid, gid):
-    """Directories 0755, files 0644: the container user must read every file."""
+def _set_perms(root, uid, gid, private=()):
+    """Directories 0755, files 0644 (the container user must read every file); a file that was private
+    in the source (not world-readable) gets 0640: readable through the group, never by everyone."""
     for dirpath, dirnames, filenames in os.walk(root):
         os.chmod(dirpath, 0o755)
         if uid is not None or gid is not None:
             os.chown(dirpath, -1 if uid is None else uid, -1 if gid is None else gid)
         for name in filenames:
             p = os.path.join(dirpath, name)
-            os.chmod(p, 0o644)
+            os.chmod(p, 0o640 if os.path.relpath(p, root) in private else 0o644)
             if uid is not None or gid is not None:
                 os.chown(p, -1 if uid is None else uid, -1 if gid is None else gid)
+
+
+def recover(models_dir, name):
+    """Finish or undo a swap a killed run left behind; returns a note, or None when nothing was pending.
+
+    `.NAME.replaced` without NAME: the run died between its two renames; the previous model is put
+    back. `.NAME.replaced` next to NAME: the run died after the swap; the old copy is dropped.
+    `.NAME.importing`: an unfinished extraction; dropped.
+    """
+    dest = os.path.join(models_dir, name)
+    tmp = os.path.join(models_dir, ".%s.importing" % name)
+    old = os.path.join(models_dir, ".%s.replaced" % name)
+    note = None
+    if os.path.lexists(old):
+        if not os.path.lexists(dest):
+            os.rename(old, dest)
+            note = "a run killed mid-swap left %s without its model; the previous model was put back" % dest
+        else:
+            _rmtree(old)
+    if os.path.lexists(tmp):
+        _rmtree(tmp)
+    return note
+
+
+def _rmtree(path):
+    if os.path.islink(path) or not os.path.isdir(path):
+        os.unlink(path)
+    else:
+        shutil.rmtree(path)
+
+
+def _resolve_dest(models_dir, name):
+    """(directory holding the model, its name): a model directory that is a symlink is imported at its target."""
+    dest = os.path.join(models_dir, name)
+    if os.path.islink(dest):
+        real = os.path.realpath(dest)
+        return os.path.dirname(real), os.path.basename(real)
+    return models_dir, name
 
 
 def import_model(src, models_dir, name, sha256, uid=None, gid=None, language_model_only=False,
@@ -201,12 +367,24 @@ def import_model(src, models_dir, name, sha256, uid=None, gid=None, language_mod
     """Put src (archive or directory) at models_dir/name unless the stamp says it is already there."""
     if "/" in name or name in ("", ".", "..") or name.startswith("."):
         raise ModelError("model name %r must be a plain directory name" % name)
+    link = os.path.join(models_dir, name)
+    result = {"changed": False, "path": link, "sha256": sha256, "warnings": []}
+    if not check_mode and os.path.isdir(models_dir):
+        note = recover(models_dir, name)
+        if note:
+            result["warnings"].append(note)
+    models_dir, name = _resolve_dest(models_dir, name)
     dest = os.path.join(models_dir, name)
-    result = {"changed": False, "path": dest, "sha256": sha256, "warnings": []}
+    if not check_mode and os.path.isdir(models_dir) and (models_dir, name) != os.path.split(link):
+        note = recover(models_dir, name)
+        if note:
+            result["warnings"].append(note)
     stamp = read_stamp(dest)
     if stamp and stamp.get("sha256") == sha256 and not force:
         info = validate_model_dir(dest, language_model_only)
+        notes = result["warnings"]
         result.update(info)
+        result["warnings"] = notes + info["warnings"]
         result["imported"] = False
         return result
     if not os.path.exists(src):
@@ -226,29 +404,43 @@ def import_model(src, models_dir, name, sha256, uid=None, gid=None, language_mod
     if avail < needed + SPACE_MARGIN:
         raise ModelError("%s: %d bytes free, the model needs %d (+%d headroom); nothing was written" % (
             models_dir, avail, needed, SPACE_MARGIN))
+    is_dir = os.path.isdir(src)
+    if not is_dir:
+        got = file_sha256(src)
+        if got != sha256:
+            raise ModelError("%s: sha256 is %s, expected %s: the source is not the model the bundle names "
+                             "(re-stage it, or pass the right sha256); nothing was changed" % (src, got, sha256))
     tmp = os.path.join(models_dir, ".%s.importing" % name)
     old = os.path.join(models_dir, ".%s.replaced" % name)
-    for leftover in (tmp, old):
-        if os.path.exists(leftover):
-            shutil.rmtree(leftover)
     os.makedirs(tmp, 0o700)
     try:
-        if os.path.isdir(src):
-            _copy_tree(src, tmp)
+        if is_dir:
+            lines, private = _copy_tree(src, tmp)
+            if sha256 not in directory_digests(src, lines):
+                raise ModelError("%s: the digest of its files is %s, expected %s: the directory is not the model "
+                                 "the bundle names (re-stage it, or pass the right sha256); nothing was changed"
+                                 % (src, directory_digests(src, lines)[0], sha256))
         else:
-            _extract(src, tmp)
+            private = _extract(src, tmp)
         info = validate_model_dir(tmp, language_model_only)
         with open(os.path.join(tmp, STAMP), "w") as f:
             json.dump({"sha256": sha256, "source": os.path.basename(src), "name": name}, f, sort_keys=True)
-        _set_perms(tmp, uid, gid)
+        _set_perms(tmp, uid, gid, private)
     except Exception:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    if os.path.exists(dest):
+    # The swap. Killed between the two renames, the next run's recover() puts `old` back.
+    if os.path.lexists(dest):
         os.rename(dest, old)
-    os.rename(tmp, dest)
-    if os.path.exists(old):
-        shutil.rmtree(old, ignore_errors=True)
+    try:
+        os.rename(tmp, dest)
+    except OSError:
+        if os.path.lexists(old):
+            os.rename(old, dest)
+        raise
+    if os.path.lexists(old):
+        _rmtree(old)
+    notes = result["warnings"]
     result.update(info)
-    result["warnings"] = info["warnings"]
+    result["warnings"] = notes + info["warnings"]
     return result

@@ -22,7 +22,15 @@ description:
   - Validates what vLLM needs for an offline start - C(config.json), C(model.safetensors.index.json)
     and every shard it names (safetensors header), tokenizer files, a chat template and, unless
     O(language_model_only), C(preprocessor_config.json) - and names the missing file.
-  - Files end up 0644 and directories 0755 (optionally owned by O(owner)/O(group)) so the container can read them.
+  - Files end up 0644 and directories 0755 (optionally owned by O(owner)/O(group)) so the container can read them;
+    a file that is not world-readable in the source ends up 0640 (readable through O(group)), never 0644.
+  - A directory source is read without following any symlink out of it; devices, FIFOs and sockets are refused.
+  - O(sha256) is checked against the source before anything is swapped in - the archive's own sha256, or for a
+    directory the bundle's digest (sha256 of the sorted C(<sha256>  <parent>/<dir>/<file>) lines; the same
+    lines with paths relative to the directory are accepted too). A mismatch fails and changes nothing.
+  - The previous model is renamed aside, the new one renamed in, then the old one removed. A run killed
+    between the two renames is recovered by the next run (the previous model is put back first).
+  - When O(models_dir)/O(name) is a symlink, the model is imported at the link's target (the link stays).
 author:
   - airgap.vllm maintainers (@airgap-vllm)
 options:
@@ -39,7 +47,8 @@ options:
     type: str
     required: true
   sha256:
-    description: Checksum of the source from the bundle manifest; stored in the stamp.
+    description:
+      - Checksum of the source from the bundle manifest; checked against the source, then stored in the stamp.
     type: str
     required: true
   owner:

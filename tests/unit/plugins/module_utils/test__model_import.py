@@ -15,6 +15,14 @@ FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8", "
 SHA = "a" * 64
 
 
+def sha_of(src):
+    """The sha256 the bundle manifest gives a source: the archive's, or the digest of a directory's files."""
+    if os.path.isdir(src):
+        lines = [(rel, mi.file_sha256(read)) for rel, read, _size, _private in mi.scan_dir(src)]
+        return mi.directory_digests(src, lines)[1]
+    return mi.file_sha256(src)
+
+
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("m") / "qwen-tiny")
@@ -70,21 +78,35 @@ def test_validate_missing_and_truncated_shard(model_dir, tmp_path):
 
 @pytest.mark.parametrize("use_tar", [True, False])
 def test_import_then_skip_then_replace(model_dir, model_tar, tmp_path, use_tar):
+    import shutil
     src = model_tar if use_tar else model_dir
+    sha = sha_of(src)
     models = str(tmp_path / "models")
-    r = mi.import_model(src, models, "qwen", SHA)
+    r = mi.import_model(src, models, "qwen", sha)
     assert r["changed"] and r["imported"]
     dest = os.path.join(models, "qwen")
     assert os.path.isfile(os.path.join(dest, "config.json"))  # top-level dir of the tar stripped
-    assert mi.read_stamp(dest)["sha256"] == SHA
+    assert mi.read_stamp(dest)["sha256"] == sha
     assert oct(os.stat(os.path.join(dest, "config.json")).st_mode & 0o777) == "0o644"
     assert sorted(os.listdir(models)) == ["qwen"]  # no temporary sibling left
-    r = mi.import_model(src, models, "qwen", SHA)
+    r = mi.import_model(src, models, "qwen", sha)
     assert not r["changed"] and not r["imported"]
-    r = mi.import_model(src, models, "qwen", "b" * 64, check_mode=True)
-    assert r["changed"] and mi.read_stamp(dest)["sha256"] == SHA
-    r = mi.import_model(src, models, "qwen", "b" * 64)
-    assert r["changed"] and mi.read_stamp(dest)["sha256"] == "b" * 64
+    # A new version of the model.
+    d2 = str(tmp_path / "v2" / "qwen-tiny")
+    shutil.copytree(model_dir, d2)
+    with open(os.path.join(d2, "README.md"), "w") as f:
+        f.write("v2\n")
+    src2 = d2
+    if use_tar:
+        src2 = str(tmp_path / "v2.tar")
+        with tarfile.open(src2, "w") as t:
+            t.add(d2, arcname="qwen-tiny")
+    sha2 = sha_of(src2)
+    r = mi.import_model(src2, models, "qwen", sha2, check_mode=True)
+    assert r["changed"] and mi.read_stamp(dest)["sha256"] == sha
+    r = mi.import_model(src2, models, "qwen", sha2)
+    assert r["changed"] and mi.read_stamp(dest)["sha256"] == sha2
+    assert os.path.isfile(os.path.join(dest, "README.md"))
     assert sorted(os.listdir(models)) == ["qwen"]
 
 
@@ -95,7 +117,7 @@ def test_import_invalid_model_leaves_nothing(model_dir, tmp_path):
     os.unlink(os.path.join(d, "tokenizer_config.json"))
     models = str(tmp_path / "models")
     with pytest.raises(mi.ModelError, match="tokenizer_config.json"):
-        mi.import_model(d, models, "qwen", SHA)
+        mi.import_model(d, models, "qwen", sha_of(d))
     assert os.listdir(models) == []
 
 
