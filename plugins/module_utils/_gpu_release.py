@@ -31,14 +31,43 @@ def empty_state():
 
 
 def load_state(text):
+    """Parse the state file's text; raises GpuReleaseError (never a traceback) on any other shape."""
     if not text or not text.strip():
         return empty_state()
-    state = json.loads(text)
+    try:
+        state = json.loads(text)
+    except ValueError as exc:
+        raise GpuReleaseError('not valid JSON (%s)' % exc)
+    if not isinstance(state, dict):
+        raise GpuReleaseError('holds %s, not a JSON object' % type(state).__name__)
     if state.get('version') != STATE_VERSION:
         raise GpuReleaseError('unknown gpu release state version %r' % state.get('version'))
     state.setdefault('services', {})
     state.setdefault('containers', {})
+    services, containers = state['services'], state['containers']
+    if not isinstance(services, dict) or not all(
+            isinstance(r, dict) and isinstance(r.get('replicas'), int) for r in services.values()):
+        raise GpuReleaseError('"services" must map service names to {"replicas": <int>}')
+    if not isinstance(containers, dict) or not all(
+            isinstance(r, dict) and isinstance(r.get('name'), str) and isinstance(r.get('restart_policy'), str)
+            and isinstance(r.get('was_running'), bool) for r in containers.values()):
+        raise GpuReleaseError('"containers" must map container ids to {"name", "restart_policy", "was_running"}')
     return state
+
+
+def read_state_file(path):
+    """The recorded state at path (empty when the file is absent); errors name the file and the fix."""
+    if not os.path.exists(path):
+        return empty_state()
+    try:
+        with open(path, 'rb') as handle:
+            text = handle.read().decode('utf-8')
+        return load_state(text)
+    except (GpuReleaseError, ValueError, IOError, OSError) as exc:
+        raise GpuReleaseError(
+            'gpu release state file %s is unreadable: %s. It records what to put back after a release: '
+            'restore those workloads by hand (docker service scale / docker update --restart / docker start) '
+            'and delete the file, or fix its JSON' % (path, exc))
 
 
 def _name(container):
@@ -173,6 +202,13 @@ class DockerCli:
         rc, out = self.call(['info', '--format', '{{.Swarm.LocalNodeState}}'], check=False)
         return rc == 0 and out.strip() == 'active'
 
+    def swarm_state(self):
+        """LocalNodeState (active, pending, inactive, locked, error); raises when `docker info` fails."""
+        rc, out = self.call(['info', '--format', '{{.Swarm.LocalNodeState}}'], check=False)
+        if rc != 0:
+            raise GpuReleaseError('docker info failed (rc %d): %s' % (rc, out.strip()))
+        return out.strip()
+
     def service_names(self):
         if not self.swarm_active():
             return set()
@@ -197,3 +233,35 @@ def write_state_atomic(path, state):
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def restore_workloads(docker, state, state_file, check_mode=False):
+    """Put back what a release recorded; delete the record only once that really happened.
+
+    Returns (actions, gone). Raises GpuReleaseError, keeping the state file, when Docker cannot say
+    what exists: `docker info` failing, or a swarm node that is not `active` (right after a reboot it
+    is `pending` for a while: its services would all look gone).
+    """
+    if state['services'] or state['containers']:
+        try:
+            swarm = docker.swarm_state()
+        except GpuReleaseError as exc:
+            raise GpuReleaseError('%s: cannot tell which released workloads still exist, so nothing was restored '
+                                  'and the record %s is kept; start Docker and run again' % (exc, state_file))
+        if state['services'] and swarm != 'active':
+            raise GpuReleaseError(
+                'swarm node is %r, not active (right after a reboot it stays pending until it rejoins): '
+                'services %s cannot be scaled back yet; nothing was restored and the record %s is kept. Run '
+                'again once `docker info` shows Swarm: active (if this node left the swarm for good, scale them '
+                'from a manager and delete the record)' % (swarm, ', '.join(sorted(state['services'])), state_file))
+        services = docker.service_names() if state['services'] else set()
+    else:
+        services = set()
+    containers = docker.container_ids() if state['containers'] else set()
+    actions, gone = plan_restore(state, services, containers)
+    if not check_mode:
+        for action in actions:
+            docker.call(action)
+        if os.path.exists(state_file):
+            os.unlink(state_file)
+    return actions, gone

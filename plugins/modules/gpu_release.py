@@ -20,7 +20,10 @@ description:
     before the first change, and a later run never overwrites a recorded value, so an interrupted
     release can still be undone exactly.
   - With O(state=restored), scales the services back, restores restart policies, starts the
-    containers that were running, and removes the state file.
+    containers that were running, and removes the state file - only once that really happened. While
+    C(docker info) fails, or the swarm node is not C(active) (it is C(pending) for a while after a
+    reboot), the task fails and keeps the state file, so a later run can still restore.
+  - A state file of the wrong shape fails naming the file and what to do, never with a traceback.
   - Uses the Docker CLI; the target needs no Python Docker SDK.
 options:
   state:
@@ -107,18 +110,11 @@ gone:
 '''
 
 import json
-import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airgap.vllm.plugins.module_utils._gpu_release import (
-    DockerCli, GpuReleaseError, classify, load_state, plan_release, plan_restore, write_state_atomic)
-
-
-def _read_state(path):
-    if not os.path.exists(path):
-        return load_state('')
-    with open(path) as handle:
-        return load_state(handle.read())
+    DockerCli, GpuReleaseError, classify, load_state, plan_release, read_state_file, restore_workloads,
+    write_state_atomic)
 
 
 def release(module, docker, state):
@@ -141,13 +137,8 @@ def release(module, docker, state):
 
 
 def restore(module, docker, state):
-    actions, gone = plan_restore(state, docker.service_names(), docker.container_ids())
     recorded = bool(state['services'] or state['containers'])
-    if not module.check_mode:
-        for action in actions:
-            docker.call(action)
-        if os.path.exists(module.params['state_file']):
-            os.unlink(module.params['state_file'])
+    actions, gone = restore_workloads(docker, state, module.params['state_file'], module.check_mode)
     return actions, load_state(''), {'gone': gone, '_recorded': recorded}
 
 
@@ -165,7 +156,7 @@ def main():
     )
     docker = DockerCli(module.get_bin_path(module.params['docker_bin'], required=True))
     try:
-        before = _read_state(module.params['state_file'])
+        before = read_state_file(module.params['state_file'])
         handler = release if module.params['state'] == 'released' else restore
         actions, after, extra = handler(module, docker, before)
     except (GpuReleaseError, ValueError, OSError) as exc:
