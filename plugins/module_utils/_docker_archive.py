@@ -86,6 +86,8 @@ def normalize_ref(ref):
 
 
 def _digest_path(digest):
+    if not isinstance(digest, str):
+        raise ArchiveError("malformed digest %r in the archive's index: re-create it with `docker save`" % (digest,))
     algo, _sep, hexpart = (digest or "").partition(":")
     if algo != "sha256" or not _HEX64.match(hexpart):
         raise ArchiveError("unsupported or malformed digest %r" % (digest,))
@@ -160,10 +162,13 @@ def _pick_manifest(members, descriptor, platform, depth=0):
     """Follow an OCI index down to one image manifest (the requested platform, else the first)."""
     if depth > 4:
         raise ArchiveError("%s: OCI index nesting too deep" % members.path)
-    doc = members.read_json(_digest_path(descriptor.get("digest")))
+    name = _digest_path(descriptor.get("digest"))
+    doc = _shape(members.read_json(name), dict, members.path, name, "a JSON object")
     media = descriptor.get("mediaType") or doc.get("mediaType")
     if media in INDEX_TYPES or ("manifests" in doc and "config" not in doc):
-        candidates = [m for m in doc.get("manifests", [])
+        manifests = _shape(doc.get("manifests") or [], list, members.path, name, 'a "manifests" list')
+        candidates = [_shape(m, dict, members.path, name, "manifest descriptors as objects") for m in manifests]
+        candidates = [m for m in candidates
                       if (m.get("annotations") or {}).get("vnd.docker.reference.type") != "attestation-manifest"]
         if not candidates:
             raise ArchiveError("%s: OCI index without image manifests" % members.path)
@@ -179,6 +184,14 @@ def _pick_manifest(members, descriptor, platform, depth=0):
     return doc
 
 
+def _shape(value, kind, path, member, what):
+    """value when it is a `kind`; else ArchiveError naming the archive, the member and the fix."""
+    if not isinstance(value, kind):
+        raise ArchiveError("%s: %s must hold %s, found %s: the archive is malformed; re-create it with "
+                           "`docker save` (or rebuild the bundle)" % (path, member, what, type(value).__name__))
+    return value
+
+
 def _oci_tags(descriptor):
     ann = descriptor.get("annotations") or {}
     full = ann.get("io.containerd.image.name")
@@ -192,7 +205,22 @@ def _oci_tags(descriptor):
 
 
 def read_archive(path, platform="linux/amd64"):
-    """Return {'images': [{'image_id', 'repo_tags'}], 'layout', 'bytes_read', 'size'} without reading layer bodies."""
+    """Return {'images': [{'image_id', 'repo_tags'}], 'layout', 'bytes_read', 'size'} without reading layer bodies.
+
+    A malformed manifest.json / index.json raises ArchiveError naming the archive and the fix, never a traceback.
+    """
+    try:
+        return _read_archive(path, platform)
+    except ArchiveError as e:
+        if str(e).startswith(path):
+            raise
+        raise ArchiveError("%s: %s" % (path, e))
+    except (AttributeError, TypeError, KeyError, ValueError) as e:
+        raise ArchiveError("%s: manifest.json / index.json has an unexpected shape (%s): the archive is malformed; "
+                           "re-create it with `docker save` (or rebuild the bundle)" % (path, e))
+
+
+def _read_archive(path, platform):
     if not os.path.isfile(path):
         raise ArchiveError("%s: no such file" % path)
     members = _Members(path)
@@ -201,26 +229,30 @@ def read_archive(path, platform="linux/amd64"):
         layout = None
         if members.has("manifest.json"):
             layout = "docker"
-            manifest = members.read_json("manifest.json")
-            if not isinstance(manifest, list):
-                raise ArchiveError("%s: manifest.json is not a list" % path)
+            manifest = _shape(members.read_json("manifest.json"), list, path, "manifest.json", "a list")
             for entry in manifest:
-                config = _clean(entry.get("Config") or "")
+                _shape(entry, dict, path, "manifest.json", "one object per image")
+                config = _shape(entry.get("Config") or "", str, path, "manifest.json", 'a "Config" file name')
+                config = _clean(config)
                 if not config:
-                    raise ArchiveError("%s: manifest.json entry without Config" % path)
+                    raise ArchiveError("%s: manifest.json entry without Config: re-create the archive with "
+                                       "`docker save`" % path)
+                tags = _shape(entry.get("RepoTags") or [], list, path, "manifest.json", '"RepoTags" as a list')
                 images.append({
                     "image_id": _config_id(members, config),
-                    "repo_tags": [normalize_ref(t) for t in (entry.get("RepoTags") or [])],
+                    "repo_tags": [normalize_ref(_shape(t, str, path, "manifest.json", "RepoTags strings"))
+                                  for t in tags],
                 })
             if members.has("index.json"):
                 layout = "docker+oci"
         elif members.has("index.json"):
             layout = "oci"
-            index = members.read_json("index.json")
+            index = _shape(members.read_json("index.json"), dict, path, "index.json", "a JSON object")
             by_id = {}
-            for desc in index.get("manifests") or []:
+            for desc in _shape(index.get("manifests") or [], list, path, "index.json", 'a "manifests" list'):
+                _shape(desc, dict, path, "index.json", "manifest descriptors as objects")
                 man = _pick_manifest(members, desc, platform)
-                config = man.get("config") or {}
+                config = _shape(man.get("config") or {}, dict, path, "the image manifest", 'a "config" object')
                 image_id = _config_id(members, _digest_path(config.get("digest")))
                 if config.get("digest") != image_id:
                     raise ArchiveError("%s: config blob does not match its digest %s" % (path, config.get("digest")))

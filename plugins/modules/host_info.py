@@ -75,7 +75,7 @@ docker:
 import platform
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.airgap.vllm.plugins.module_utils._files import read_text
+from ansible_collections.airgap.vllm.plugins.module_utils._files import read_text_report
 from ansible_collections.airgap.vllm.plugins.module_utils._hostinfo import host_facts, parse_docker_info
 
 
@@ -107,8 +107,12 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    result = host_facts(read_text(p['os_release_path']), read_text(p['productinfo_path']),
-                        p['kernel_release'] or platform.release(), platform.python_version())
+    os_release, os_release_problem = read_text_report(p['os_release_path'])
+    productinfo, productinfo_problem = read_text_report(p['productinfo_path'])
+    for problem in (os_release_problem, productinfo_problem):
+        if problem:
+            module.warn(problem)
+    result = host_facts(os_release, productinfo, p['kernel_release'] or platform.release(), platform.python_version())
     result['docker'] = docker_facts(module) if p['docker'] else {'installed': None, 'running': None}
     module.exit_json(changed=False, **result)
 
