@@ -42,7 +42,10 @@ options:
     description: GPUs the model is split across; defaults to O(gpu_count).
     type: int
   compute_capability:
-    description: CUDA compute capability, e.g. C(8.9) (Ada) or C(9.0) (Hopper). Decides the attention backend.
+    description:
+      - CUDA compute capability as MAJOR.MINOR, e.g. C(8.9) (Ada), C(9.0) (Hopper), C(10.0) or C(12.0) (Blackwell).
+      - Decides the attention backend the way vLLM 0.27.1 does (FlashInfer on 10.x, and for fp8 KV on 8.x/12.x and
+        C(fp8_e5m2) everywhere; FlashAttention otherwise), its workspace and the flags it needs offline.
     type: str
     default: "9.0"
   concurrency:
@@ -69,9 +72,11 @@ options:
     type: int
     default: 0
   prefix_caching:
-    description: Enable automatic prefix caching (hybrid models then keep one more state block per request).
+    description:
+      - Automatic prefix caching (hybrid models then keep one more state block per request).
+      - Unset leaves vLLM's default (off for hybrid Gated-DeltaNet models, on for the others) and emits no flag;
+        C(true) emits C(--enable-prefix-caching), C(false) emits C(--no-enable-prefix-caching).
     type: bool
-    default: false
   kv_offloading_gib:
     description: Native KV offload to host RAM in GiB (0 = off).
     type: float
@@ -102,19 +107,33 @@ options:
     description: Prefill chunk size; defaults to vLLM's card-dependent default.
     type: int
   enforce_eager:
-    description: Plan without CUDA graphs.
+    description: Plan without CUDA graphs (emits C(--enforce-eager)).
     type: bool
     default: false
   max_image_pixels:
-    description: Largest image in pixels the encoder profile uses (processor C(longest_edge)).
+    description:
+      - "Largest image in pixels the encoder profile uses (processor C(longest_edge)); emitted as
+        C(--mm-processor-kwargs {\"max_pixels\": N}) unless O(language_model_only)."
     type: int
   measured_kv_cache_bytes:
-    description: KV memory measured on this host (vLLM's "Available KV cache memory"); replaces the estimate.
+    description:
+      - KV memory measured on this kind of host (vLLM's "Available KV cache memory", or C(kv_cache_memory_bytes)
+        of C(vllm:cache_config_info), or the C(replan.kv_cache_memory_bytes) that M(airgap.vllm.vllm_plan_confirm) returns);
+        replaces the estimate, so every number of the plan is exact.
     type: int
   pin_kv_cache_memory:
-    description: Emit C(--kv-cache-memory-bytes) with the planned pool so vLLM uses exactly that.
+    description:
+      - Emit C(--kv-cache-memory-bytes) with O(measured_kv_cache_bytes) so vLLM uses exactly that pool.
+      - Refused without O(measured_kv_cache_bytes) (pinning an estimate bypasses the utilisation limit).
     type: bool
     default: false
+  layer_layout:
+    description:
+      - Declares the attention layers of an architecture the planner does not know (it refuses such models
+        otherwise). Keys C(full_attention), C(sliding_attention), C(linear_attention) (layer counts summing
+        to C(num_hidden_layers)), C(sliding_window), and optionally C(num_kv_heads), C(head_dim).
+      - MLA models are refused either way.
+    type: dict
   require_full_length_concurrency:
     description: Fail unless O(concurrency) requests of the full context fit in GPU memory at once.
     type: bool
@@ -224,6 +243,14 @@ api_key_config:
   description: Path, mode and a Jinja template for the C(--config) YAML holding the keys (fill it with no_log).
   returned: when api_keys_config_path is set
   type: dict
+tradeoff:
+  description:
+    - The operator's question as a trade-off at this budget, for O(concurrency) users - C(all_fit_len) (longest
+      context where all of them fit at once), C(single_len) (longest single request), C(typical) (how many 4K/16K/32K
+      requests then fit before vLLM preempts), C(batched_tokens) and C(speculative) (what C(--max-num-batched-tokens)
+      and MTP's speculative tokens cost in that pool).
+  returned: success
+  type: dict
 alternatives:
   description: Plans that fit, when the targets do not.
   returned: failure
@@ -234,12 +261,14 @@ alternatives:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.airgap.vllm.plugins.module_utils._planner import (
+    GIB,
     KV_CACHE_DTYPES,
     InfeasibleError,
     PlanError,
     plan,
     render_ledger,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_tradeoff import tradeoff
 
 
 def argument_spec():
@@ -256,7 +285,7 @@ def argument_spec():
         kv_cache_dtype=dict(type="str", default="auto", choices=list(KV_CACHE_DTYPES)),
         gpu_memory_utilization=dict(type="float", default=0.92),
         num_speculative_tokens=dict(type="int", default=0, no_log=False),
-        prefix_caching=dict(type="bool", default=False),
+        prefix_caching=dict(type="bool"),
         kv_offloading_gib=dict(type="float", default=0),
         host_ram_bytes=dict(type="int"),
         kernel=dict(type="str"),
@@ -274,6 +303,7 @@ def argument_spec():
         api_keys_config_path=dict(type="str", no_log=False),
         host=dict(type="str"),
         port=dict(type="int"),
+        layer_layout=dict(type="dict"),
     )
 
 
@@ -292,6 +322,8 @@ def main():
         module.fail_json(msg=str(exc), alternatives=exc.alternatives)
     except PlanError as exc:
         module.fail_json(msg=str(exc))
+    result["tradeoff"] = tradeoff(plan, params, title="%.0f GiB GPU x %d" % (
+        params["gpu_total_bytes"] / float(GIB), params["tensor_parallel_size"] or params["gpu_count"]))
     warnings_list = result.pop("warnings")
     for w in warnings_list:
         module.warn(w)

@@ -1,0 +1,113 @@
+# -*- coding: utf-8 -*-
+# Copyright: airgap.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The operator's real question, answered as a trade-off instead of one number.
+
+"N concurrent users, tool calls, MTP, the longest context": the longest context at which N
+requests of that length all fit at once; the longest single request (--max-model-len) and how
+many requests of typical lengths then fit before vLLM must preempt; and what
+--max-num-batched-tokens and MTP's speculative tokens cost in that pool.
+
+Pure, stdlib only, Python 3.7-clean. Every row is a planner run (plugins/module_utils/_planner.py);
+with a measured budget the variants shift it by the *difference* of their non-KV estimates
+(the part of the estimate that does not change cancels out).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import PlanError
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_kv import blocks_per_request
+
+__metaclass__ = type
+
+TYPICAL_LENGTHS = (4096, 16384, 32768)
+BATCHED_TOKENS = (2048, 4096, 8192, 16384)
+
+
+def _layout_of(ledger):
+    groups = {"group_size": ledger["group_size"], "full_groups": ledger["full_groups"],
+              "linear_groups": ledger["linear_groups"],
+              "sliding_groups": ledger["sliding_groups"]}
+    sliding = None
+    if groups["sliding_groups"]:
+        sliding = (ledger["sliding_window"], ledger["sliding_in_flight_tokens"])
+    return groups, sliding
+
+
+def _run(plan_fn, params, model, **over):
+    p = dict(params)
+    p.update(over)
+    p["context"] = over.get("context", "max")
+    p["pin_kv_cache_memory"] = False
+    p["require_full_length_concurrency"] = False
+    try:
+        return plan_fn(p, **model)["ledger"]
+    except PlanError:
+        return None
+
+
+def tradeoff(plan_fn, params, model=None, lengths=TYPICAL_LENGTHS, title=None):
+    """``plan_fn`` is _planner.plan; ``model`` = dict(config=..., weight_bytes=...,
+    weight_source=...) or {} to read params['model_dir']."""
+    model = model or {}
+    conc = int(params.get("concurrency") or 1)
+    base = _run(plan_fn, params, model)
+    single = _run(plan_fn, params, model, concurrency=1)
+    out = {"title": title or "", "concurrency": conc, "all_fit_len": None, "single_len": None,
+           "typical": [], "batched_tokens": [], "speculative": [],
+           "measured": bool(params.get("measured_kv_cache_bytes"))}
+    ref = base or single
+    if ref is None:
+        return out
+    out["all_fit_len"] = base["max_model_len"] if base else 0
+    out["single_len"] = ref["longest_single_request"]
+    groups, sliding = _layout_of(ref)
+    for length in lengths:
+        if out["single_len"] and length <= out["single_len"]:
+            need = blocks_per_request(length, ref["block_size"], groups,
+                                      ref["num_speculative_tokens"], ref["prefix_caching"],
+                                      sliding)
+            out["typical"].append({"length": length, "fit": ref["num_gpu_blocks"] // need,
+                                   "blocks_each": need})
+    measured = params.get("measured_kv_cache_bytes")
+    est = dict(params)
+    est.pop("measured_kv_cache_bytes", None)
+    base_est = _run(plan_fn, est, model)
+    cur_t = ref["max_num_batched_tokens"]
+    for t in sorted(set(BATCHED_TOKENS) | {cur_t}):
+        over = {"max_num_batched_tokens": t}
+        note = " (current)" if t == cur_t else ""
+        if measured and base_est:
+            var = _run(plan_fn, est, model, **over)
+            if var is None:
+                continue
+            over["measured_kv_cache_bytes"] = int(measured) - (var["non_kv_bytes"]
+                                                               - base_est["non_kv_bytes"])
+            if over["measured_kv_cache_bytes"] <= 0:
+                continue
+        led = _run(plan_fn, params, model, **over)
+        if led:
+            out["batched_tokens"].append({"max_num_batched_tokens": t,
+                                          "all_fit_len": led["max_model_len"],
+                                          "kv_tokens": led["gpu_kv_cache_tokens"],
+                                          "kv_pool_bytes": led["kv_pool_bytes"], "note": note})
+    cur_s = ref["num_speculative_tokens"]
+    if cur_s or params.get("_mtp_capable"):
+        for s in sorted({0, 1, 3, cur_s}):
+            over = {"num_speculative_tokens": s}
+            note = " (current)" if s == cur_s else ""
+            if measured and base_est:
+                var = _run(plan_fn, est, model, **over)
+                if var is None:
+                    continue
+                over["measured_kv_cache_bytes"] = int(measured) - (var["non_kv_bytes"]
+                                                                   - base_est["non_kv_bytes"])
+            led = _run(plan_fn, params, model, **over)
+            if led:
+                out["speculative"].append({"num_speculative_tokens": s,
+                                           "all_fit_len": led["max_model_len"],
+                                           "blocks": led["num_gpu_blocks"],
+                                           "block_size": led["block_size"],
+                                           "kv_tokens": led["gpu_kv_cache_tokens"],
+                                           "note": note})
+    return out

@@ -1,0 +1,242 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: airgap.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: vllm_plan_confirm
+short_description: Compare a vLLM launch plan with what the engine reports, re-plan once, write a deployment report
+version_added: "0.1.0"
+description:
+  - Takes the result of M(airgap.vllm.vllm_launch_plan) and what vLLM 0.27.1 itself reported, the text of its
+    C(/metrics) (the C(vllm:cache_config_info) labels C(num_gpu_blocks), C(block_size), C(kv_cache_size_tokens),
+    C(kv_cache_memory_bytes)) and/or the journal of a start (its C(Available KV cache memory), C(Model loading took),
+    C(GPU KV cache size) lines, or the refusal C(... the estimated maximum model length is N)).
+  - Returns planned versus measured, a verdict (C(confirmed), C(replan_needed), C(refused)) and, unless confirmed,
+    a re-plan from the measured budget whose argv pins it with C(--kv-cache-memory-bytes) and keeps the stated
+    context x concurrency when it fits (else the largest context at which that concurrency fits, else the longest
+    single request).
+  - Never loops. RV(restart) is true only when a feasible re-plan exists and O(is_replan) is false. Call it again after
+    the one restart with O(is_replan=true); it then reports and never asks for another restart.
+  - Writes C(report.json), C(report.md) and C(memory.svg) (weights | other | KV pool | free, planned next to
+    measured) into O(report_dir) when given. Pure computation otherwise; never touches the network.
+options:
+  plan:
+    description: The registered result of M(airgap.vllm.vllm_launch_plan) (its C(ledger) and C(argv) are used).
+    type: dict
+    required: true
+  metrics_text:
+    description: Text of the server's C(/metrics) (Prometheus exposition). Needed for a started engine.
+    type: str
+  journal_text:
+    description:
+      - Journal (or container log) of the start. Gives the weights line and, for an engine that refused to start,
+        vLLM's own available KV memory and estimated maximum model length.
+    type: str
+  is_replan:
+    description: This start already used a re-plan; never ask for another restart.
+    type: bool
+    default: false
+  report_dir:
+    description: Directory on the host to write C(report.json), C(report.md) and C(memory.svg) into (created, mode 0755).
+    type: path
+  tradeoff:
+    description: A trade-off table to put into the report instead of the plan's own RV(airgap.vllm.vllm_launch_plan#module:tradeoff).
+    type: dict
+attributes:
+  check_mode:
+    support: full
+    description: Computes everything; writes no report file and reports what would change.
+  diff_mode:
+    support: none
+    description: The report files are new content each time the numbers change.
+  idempotent:
+    support: full
+    description: Same inputs give the same report; files are rewritten only when their content differs.
+author:
+  - airgap.vllm maintainers (@airgap-vllm)
+"""
+
+EXAMPLES = r"""
+# After the service is healthy: read /metrics, confirm, restart once with the re-plan when needed.
+- name: Read the engine's own numbers
+  ansible.builtin.uri:
+    url: "http://127.0.0.1:{{ vllm_plan_port }}/metrics"
+    return_content: true
+  register: __metrics
+
+- name: Confirm the plan against the engine
+  airgap.vllm.vllm_plan_confirm:
+    plan: "{{ vllm_plan_result }}"
+    metrics_text: "{{ __metrics.content }}"
+    report_dir: /var/lib/airgap-vllm/report
+  register: __confirm
+
+- name: Restart once with the measured budget pinned (the module never asks twice)
+  ansible.builtin.set_fact:
+    vllm_service_argv: "{{ __confirm.replan.argv }}"
+  when: __confirm.restart
+
+# ... restart the service, wait for /health, read /metrics again, then:
+- name: Confirm the re-plan (is_replan stops any second restart)
+  airgap.vllm.vllm_plan_confirm:
+    plan: "{{ vllm_plan_result }}"
+    metrics_text: "{{ __metrics_after.content }}"
+    is_replan: true
+    report_dir: /var/lib/airgap-vllm/report
+  register: __confirm_after
+  when: __confirm.restart
+
+# A start that vLLM refused: its journal carries the numbers.
+- name: Re-plan from a refused start
+  airgap.vllm.vllm_plan_confirm:
+    plan: "{{ vllm_plan_result }}"
+    journal_text: "{{ __journal.stdout }}"
+  register: __confirm
+
+- name: Fetch the deployment report to the controller
+  ansible.builtin.fetch:
+    src: /var/lib/airgap-vllm/report/report.md
+    dest: "reports/{{ inventory_hostname }}/"
+    flat: true
+"""
+
+RETURN = r"""
+verdict:
+  description: C(confirmed) (the engine holds what the plan promised), C(replan_needed) (it started with a smaller
+    pool than planned), or C(refused) (it did not start).
+  returned: always
+  type: str
+  sample: replan_needed
+restart:
+  description: Restart once with RV(replan.argv). Never true when O(is_replan) is true.
+  returned: always
+  type: bool
+is_replan:
+  description: Echo of O(is_replan).
+  returned: always
+  type: bool
+planned:
+  description: The plan's numbers (kv_cache_memory_bytes, num_gpu_blocks, block_size, kv_cache_size_tokens,
+    max_model_len, concurrency, max_concurrency, weights_bytes, non_kv_bytes, budget_bytes, attention_backend,
+    kv_dtype, kv_pool_measured).
+  returned: always
+  type: dict
+measured:
+  description: What the engine reported (num_gpu_blocks, block_size, kv_cache_size_tokens, kv_cache_memory_bytes,
+    max_concurrency, cache_dtype, enable_prefix_caching, weights_bytes, max_model_len) and the KV budget it implies
+    (budget_bytes, budget_how), with the sources read.
+  returned: always
+  type: dict
+delta:
+  description: Planned, measured and error_percent for kv_cache_memory_bytes, num_gpu_blocks, kv_cache_size_tokens.
+  returned: always
+  type: dict
+measured_concurrency_at_len:
+  description: Full-length requests the measured pool holds at the planned max_model_len.
+  returned: when something was measured
+  type: float
+promised_concurrency_at_len:
+  description: Full-length requests the plan promised (its concurrency, or the smaller number it warned about).
+  returned: always
+  type: float
+replan:
+  description: The re-plan from the measured budget (feasible, kv_cache_memory_bytes, num_gpu_blocks, block_size,
+    max_model_len, max_model_len_how, blocks_per_full_request, max_concurrency_at_len, gpu_kv_cache_tokens,
+    concurrency, argv), or C(feasible=false) with a reason. Null when confirmed.
+  returned: always
+  type: dict
+notes:
+  description: Remarks (no second restart, vLLM's own longest-length estimate, a card not free enough).
+  returned: always
+  type: list
+  elements: str
+report:
+  description: The deployment report as data (verdict, planned, measured, delta, replan, final, memory bars, tradeoff).
+  returned: always
+  type: dict
+report_markdown:
+  description: The report for people (Markdown).
+  returned: always
+  type: str
+report_svg:
+  description: Memory bar per GPU, planned next to measured (weights | other | KV pool | free).
+  returned: always
+  type: str
+report_files:
+  description: Paths of report.json, report.md and memory.svg (written, or that would be written in check mode).
+  returned: when report_dir is set
+  type: list
+  elements: str
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import PlanError
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm import confirm
+
+
+def argument_spec():
+    return dict(
+        plan=dict(type="dict", required=True),
+        metrics_text=dict(type="str"),
+        journal_text=dict(type="str"),
+        is_replan=dict(type="bool", default=False),
+        report_dir=dict(type="path"),
+        tradeoff=dict(type="dict"),
+    )
+
+
+def _write(path, content, check_mode):
+    """Write when different; return True when it changed (or would)."""
+    try:
+        with open(path) as fh:
+            if fh.read() == content:
+                return False
+    except (IOError, OSError):
+        pass
+    if not check_mode:
+        tmp = path + ".tmp"
+        with open(tmp, "w") as fh:
+            fh.write(content)
+        os.chmod(tmp, 0o644)
+        os.rename(tmp, path)
+    return True
+
+
+def main():
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True,
+                           required_one_of=[("metrics_text", "journal_text")])
+    p = module.params
+    try:
+        result = confirm(p["plan"], p["metrics_text"], p["journal_text"], p["is_replan"],
+                         p["tradeoff"])
+    except PlanError as exc:
+        module.fail_json(msg=str(exc))
+    changed = False
+    if p["report_dir"]:
+        files = [os.path.join(p["report_dir"], n) for n in ("report.json", "report.md", "memory.svg")]
+        contents = [json.dumps(result["report"], indent=2, sort_keys=True) + "\n",
+                    result["report_markdown"], result["report_svg"] + "\n"]
+        try:
+            if not os.path.isdir(p["report_dir"]) and not module.check_mode:
+                os.makedirs(p["report_dir"], 0o755)
+            for path, content in zip(files, contents):
+                changed = _write(path, content, module.check_mode) or changed
+        except (IOError, OSError) as exc:
+            module.fail_json(msg="cannot write the report into %s: %s (report_dir must be a "
+                                 "writable directory on the host)" % (p["report_dir"], exc))
+        result["report_files"] = files
+    module.exit_json(changed=changed, **result)
+
+
+if __name__ == "__main__":
+    main()

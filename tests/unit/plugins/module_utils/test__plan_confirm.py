@@ -1,0 +1,166 @@
+"""Engine confirmation of a launch plan (plugins/module_utils/_plan_confirm.py).
+
+The metrics and journal texts below are built in the exact formats vLLM 0.27.1 emits them:
+vllm:cache_config_info labels = str() of every CacheConfig field (config/cache.py:243 metrics_info,
+v1/metrics/loggers.py:1076); "Available KV cache memory: %s GiB" (v1/worker/gpu_worker.py:564);
+"Model loading took %s GiB memory ..." (v1/worker/gpu_model_runner.py:5406); "GPU KV cache size: %s
+tokens" / "Maximum concurrency for %s tokens per request: %.2fx" (v1/core/kv_cache_utils.py:2235);
+the refusal text of kv_cache_utils.py:751 _check_enough_kv_cache_memory. The refusal used in
+test_refused_start_replans_from_the_journal is the one vLLM's own code printed in the venv
+(tests/vllm_parser/kv_reference.py, case qwen35-bf16: 11.1 GiB, bf16 KV, MTP 3 -> "13.9 GiB KV cache
+is needed ... (11.1 GiB) ... the estimated maximum model length is 160800").
+"""
+import json
+import os
+
+import pytest
+
+from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm as C
+from ansible_collections.airgap.vllm.plugins.module_utils import _plan_tradeoff as T
+from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")
+ADA_48 = 49140 * P.MIB
+PRO_96 = 97887 * P.MIB
+
+REFUSAL = (
+    "ValueError: To serve at least one request with the model's max seq len (204800), (13.9 GiB KV "
+    "cache is needed, which is larger than the available KV cache memory (11.1 GiB). Based on the "
+    "available memory, the estimated maximum model length is 160800. Try increasing "
+    "`gpu_memory_utilization` (which also controls CPU memory on the CPU backend) or decreasing "
+    "`max_model_len` when initializing the engine. See "
+    "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.")
+
+
+def metrics(blocks, block_size=1600, tokens=None, pinned=None, conc=None):
+    labels = {"block_size": block_size, "cache_dtype": "fp8_e4m3", "enable_prefix_caching": True,
+              "gpu_memory_utilization": 0.93, "num_gpu_blocks": blocks, "num_cpu_blocks": None,
+              "kv_cache_memory_bytes": pinned, "kv_cache_size_tokens": tokens,
+              "kv_cache_max_concurrency": conc, "engine": "0", "model_name": "qwen"}
+    body = ",".join('%s="%s"' % (k, v) for k, v in labels.items())
+    return ("# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
+            "# TYPE vllm:cache_config_info gauge\n"
+            "vllm:cache_config_info{%s} 1.0\n"
+            'vllm:num_preemptions_total{engine="0",model_name="qwen"} 0.0\n' % body)
+
+
+def field_plan(**kw):
+    base = dict(model_dir=FIXTURE, gpu_total_bytes=ADA_48, compute_capability="8.9",
+                gpu_memory_utilization=0.93, num_speculative_tokens=3, concurrency=4,
+                context=204800, prefix_caching=True, kv_cache_dtype="fp8_e4m3")
+    base.update(kw)
+    return P.plan(base)
+
+
+def test_parse_metrics_types_labels():
+    m = C.parse_metrics(metrics(220, tokens=315076))
+    info = m["cache_config_info"]
+    assert info["num_gpu_blocks"] == 220 and info["block_size"] == 1600
+    assert info["kv_cache_memory_bytes"] is None and info["enable_prefix_caching"] is True
+    assert info["kv_cache_size_tokens"] == 315076 and m["num_preemptions"] == 0.0
+
+
+def test_parse_journal_reads_vllms_lines():
+    text = ("INFO [gpu_model_runner.py:5406] Model loading took 28.71 GiB memory and 40.1 seconds\n"
+            "INFO [gpu_worker.py:564] Available KV cache memory: 11.41 GiB\n"
+            "INFO [kv_cache_utils.py:2235] GPU KV cache size: 315,076 tokens\n"
+            "INFO [kv_cache_utils.py:2237] Maximum concurrency for 204,800 tokens per request: "
+            "1.54x\n" + REFUSAL)
+    j = C.parse_journal(text)
+    assert (j["model_loading_gib"], j["available_kv_gib"]) == (28.71, 11.41)
+    assert j["kv_cache_tokens"] == 315076 and j["max_concurrency"] == 1.54
+    assert j["max_concurrency_len"] == 204800
+    assert j["refusal"] == {"max_model_len": 204800, "needed_gib": 13.9, "available_gib": 11.1,
+                            "estimated_max_model_len": 160800}
+
+
+def test_confirmed_when_the_engine_holds_the_plan():
+    r = field_plan(measured_kv_cache_bytes=int(11.41 * P.GIB))
+    L = r["ledger"]
+    c = C.confirm(r, metrics(L["num_gpu_blocks"], tokens=L["gpu_kv_cache_tokens"]))
+    assert c["verdict"] == "confirmed" and not c["restart"] and c["replan"] is None
+    assert c["delta"]["num_gpu_blocks"]["error_percent"] == 0.0
+
+
+def test_smaller_pool_replans_once_with_the_budget_pinned():
+    """The estimate says 241 blocks; the engine reports 220 (the field's ~315K tokens)."""
+    r = field_plan()
+    assert r["ledger"]["num_gpu_blocks"] == 241
+    c = C.confirm(r, metrics(220))
+    assert c["verdict"] == "replan_needed" and c["restart"]
+    new = c["replan"]
+    assert new["num_gpu_blocks"] == 220
+    assert new["kv_cache_memory_bytes"] == 220 * 3276800 * 17
+    argv = new["argv"]
+    assert argv[argv.index("--kv-cache-memory-bytes") + 1] == str(220 * 3276800 * 17)
+    assert argv[argv.index("--max-model-len") + 1] == "204800"  # stated context kept
+    assert argv.count("--max-model-len") == 1
+    assert new["max_concurrency_at_len"] == round(220 / 143.0, 2)
+    # vLLM with that pin: 220 blocks again, 143 per request (the formula kv_reference checks)
+    assert new["gpu_kv_cache_tokens"] == int(220 / 143.0 * 204800)
+    # second round: the engine now reports what the re-plan said -> confirmed, no restart
+    pinned_plan = dict(r, argv=argv)
+    again = C.confirm(pinned_plan, metrics(220, pinned=new["kv_cache_memory_bytes"]),
+                      is_replan=True)
+    assert again["restart"] is False
+    # and a re-plan that still does not hold never asks for another restart
+    worse = C.confirm(r, metrics(200), is_replan=True)
+    assert worse["verdict"] == "replan_needed" and worse["restart"] is False
+    assert any("no loop" in n for n in worse["notes"])
+
+
+def test_max_context_plan_shrinks_to_what_fits_for_all_users():
+    """50 users, context max: the re-plan keeps 50 and finds the largest context that fits."""
+    r = P.plan(dict(model_dir=FIXTURE, gpu_total_bytes=PRO_96, compute_capability="12.0",
+                    concurrency=50, context="max", kv_cache_dtype="fp8_e4m3",
+                    num_speculative_tokens=3))
+    L = r["ledger"]
+    c = C.confirm(r, metrics(L["num_gpu_blocks"] - 100))
+    assert c["verdict"] == "replan_needed" and c["restart"]
+    new = c["replan"]
+    assert new["max_model_len"] < L["max_model_len"] and new["max_model_len"] % 1024 == 0
+    assert new["max_concurrency_at_len"] >= 50
+    g = P.group_layers(17, 48)
+    assert 50 * P.blocks_per_request(new["max_model_len"] + 1024, 1600, g, 3, False) > \
+        new["num_gpu_blocks"]
+
+
+def test_refused_start_replans_from_the_journal():
+    """bf16 KV at 204800 with vLLM's 11.1 GiB: vLLM refuses and estimates 160800; the
+    re-plan from its own numbers pins 11.1 GiB rounded down and gives the same length."""
+    r = field_plan(kv_cache_dtype="bfloat16", prefix_caching=False,
+                   measured_kv_cache_bytes=40 * P.GIB)  # a plan that (wrongly) expected room
+    c = C.confirm(r, journal_text=REFUSAL)
+    assert c["verdict"] == "refused" and c["restart"]
+    new = c["replan"]
+    assert new["max_model_len"] == 160800
+    assert new["kv_cache_memory_bytes"] <= int(11.1 * P.GIB)
+    assert any("160800" in n for n in c["notes"])
+
+
+def test_report_markdown_svg_and_tradeoff():
+    r = field_plan()
+    params = dict(model_dir=FIXTURE, gpu_total_bytes=ADA_48, compute_capability="8.9",
+                  gpu_memory_utilization=0.93, num_speculative_tokens=3, concurrency=4,
+                  context=204800, prefix_caching=True, kv_cache_dtype="fp8_e4m3")
+    t = T.tradeoff(P.plan, params, title="RTX 6000 Ada 48 GB")
+    journal = ("Model loading took 28.71 GiB memory and 40.1 seconds\n"
+               "Available KV cache memory: 11.41 GiB\n")
+    c = C.confirm(r, metrics(220), journal, tradeoff_rows=t)
+    rep = c["report"]
+    assert rep["memory"]["measured"]["weights"] == int(28.71 * P.GIB)
+    assert rep["final"]["max_model_len"] == 204800
+    assert json.loads(json.dumps(rep)) == rep  # plain JSON
+    md = c["report_markdown"]
+    assert "| num_gpu_blocks | 241 | 220 |" in md and "Trade-off (RTX 6000 Ada 48 GB)" in md
+    assert c["report_svg"].startswith("<svg") and "kv_pool" in c["report_svg"]
+    assert t["single_len"] >= t["all_fit_len"] > 0
+    assert [row["length"] for row in t["typical"]] == [4096, 16384, 32768]
+
+
+def test_nothing_measured_is_a_clear_error():
+    with pytest.raises(C.ConfirmError):
+        C.confirm(field_plan(), metrics_text="# nothing here\n")
+    with pytest.raises(C.ConfirmError):
+        C.confirm({"argv": []}, metrics(10))
