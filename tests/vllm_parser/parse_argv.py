@@ -43,7 +43,8 @@ def main():
                     "kv_offloading_size", "kv_offloading_backend", "reasoning_parser",
                     "tool_call_parser", "enable_auto_tool_choice", "api_key",
                     "default_chat_template_kwargs", "attention_config", "tensor_parallel_size",
-                    "language_model_only", "kv_cache_memory_bytes", "served_model_name")
+                    "language_model_only", "kv_cache_memory_bytes", "served_model_name",
+                    "enforce_eager", "mm_processor_kwargs", "max_num_batched_tokens")
             args = {k: getattr(ns, k, None) for k in keep}
             out.append({"id": case["id"], "ok": True, "error": None,
                         "args": json.loads(json.dumps(args, default=str))})

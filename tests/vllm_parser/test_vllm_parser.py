@@ -5,33 +5,16 @@ Slow group: builds (once, cached) the CPU venv with tests/vllm_parser/setup-venv
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "tests", "unit"))
-import conftest  # noqa: F401,E402 (makes ansible_collections.airgap.vllm importable)  # pylint: disable=unused-import
-
 from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P  # noqa: E402
 
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")
 ADA_48 = 49140 * P.MIB
 PRO_96 = 97887 * P.MIB
-
-
-@pytest.fixture(scope="module")
-def venv_python(tmp_path_factory):
-    try:
-        proc = subprocess.run(["bash", os.path.join(HERE, "setup-venv.sh")],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              universal_newlines=True, timeout=3600, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        pytest.skip("vLLM 0.27.1 venv could not be built: %s" % exc)
-    if proc.returncode != 0:
-        pytest.skip("vLLM 0.27.1 venv could not be built:\n%s" % proc.stdout[-2000:])
-    return os.path.join(proc.stdout.strip().splitlines()[-1], "bin", "python")
 
 
 def parse(venv_python, tmp_path, cases):
@@ -55,6 +38,7 @@ def generated_plans():
         "ada48-fp8-keys-pinned": dict(base, kv_cache_dtype="fp8_e4m3", context="128K",
                                       api_keys_config_path="/etc/vllm/keys.yaml",
                                       pin_kv_cache_memory=True, host="127.0.0.1", port=9090,
+                                      measured_kv_cache_bytes=12 * P.GIB,
                                       prefix_caching=False, language_model_only=True),
         "pro96-50-max": dict(base, gpu_total_bytes=PRO_96, compute_capability="12.0",
                              gpu_memory_utilization=0.95, concurrency=50, context="max",
@@ -62,7 +46,15 @@ def generated_plans():
         "h200-tp2-auto": dict(base, gpu_total_bytes=143771 * P.MIB, gpu_count=2,
                               compute_capability="9.0", kv_cache_dtype="auto", context="max",
                               num_speculative_tokens=0, max_num_batched_tokens=4096,
-                              enforce_eager=True, tool_call_parser=None, reasoning_parser=None),
+                              enforce_eager=True, tool_call_parser=None, reasoning_parser=None,
+                              max_image_pixels=4194304),
+        "b200-fp8-unset-prefix": dict(base, gpu_total_bytes=183359 * P.MIB,
+                                      compute_capability="10.0", kv_cache_dtype="fp8_e4m3",
+                                      context="128K", prefix_caching=None),
+        "pro96-no-prefix-pinned": dict(base, gpu_total_bytes=PRO_96, compute_capability="12.0",
+                                       kv_cache_dtype="fp8_e4m3", context="max", concurrency=50,
+                                       prefix_caching=False, pin_kv_cache_memory=True,
+                                       measured_kv_cache_bytes=50 * P.GIB),
     }
     return {k: P.plan(v) for k, v in variants.items()}
 
@@ -92,6 +84,13 @@ def test_real_parser_accepts_generated_argv(venv_python, tmp_path):
     assert got["ada48-fp8-200K-offload"]["args"]["speculative_config"] == {
         "method": "mtp", "num_speculative_tokens": 3}
     assert got["ada48-fp8-200K-offload"]["args"]["kv_offloading_size"] == 64
+    h200 = got["h200-tp2-auto"]["args"]
+    assert h200["enforce_eager"] is True
+    mmk = h200["mm_processor_kwargs"]
+    assert (json.loads(mmk) if isinstance(mmk, str) else mmk) == {"max_pixels": 4194304}
+    assert got["b200-fp8-unset-prefix"]["args"]["enable_prefix_caching"] is None
+    assert got["pro96-no-prefix-pinned"]["args"]["enable_prefix_caching"] is False
+    assert got["b200-fp8-unset-prefix"]["args"]["attention_config"] is not None
     assert not got["control-swap-space"]["ok"]
     assert "swap-space" in got["control-swap-space"]["error"]
     assert not got["control-bad-parser"]["ok"]
