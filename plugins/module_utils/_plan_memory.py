@@ -190,6 +190,6 @@ def estimate_non_kv(shape, weights, t, attn_groups=1):
         t["max_num_seqs"], t["num_spec"], tokens)
     if sizes:
         cg = len(sizes) * 2 * CUDAGRAPH_PER_GRAPH_BYTES + max(sizes) * per_tok
-        items.append(("cuda_graphs", cg, "%d capture sizes (max %d) x FULL+PIECEWISE x %s"
-                      % (len(sizes), max(sizes), fmt_gib(CUDAGRAPH_PER_GRAPH_BYTES))))
+        items.append(("cuda_graphs", cg, "%d capture sizes (max %d) x FULL+PIECEWISE x %d MiB"
+                      % (len(sizes), max(sizes), CUDAGRAPH_PER_GRAPH_BYTES // MIB)))
     return items

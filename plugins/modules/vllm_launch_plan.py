@@ -268,6 +268,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._planner import (
     plan,
     render_ledger,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm import render_tradeoff_markdown
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_tradeoff import tradeoff
 
 
@@ -327,7 +328,10 @@ def main():
     warnings_list = result.pop("warnings")
     for w in warnings_list:
         module.warn(w)
-    module.exit_json(changed=False, ledger_text=render_ledger(dict(result, warnings=[])),
+    text = render_ledger(dict(result, warnings=[]))
+    if result["tradeoff"]["single_len"]:
+        text += "\n" + "\n".join(render_tradeoff_markdown(result["tradeoff"]))
+    module.exit_json(changed=False, ledger_text=text,
                      warnings_list=warnings_list, **result)
 
 
