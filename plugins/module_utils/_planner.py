@@ -83,6 +83,12 @@ from ansible_collections.airgap.vllm.plugins.module_utils._plan_flags import (  
 __metaclass__ = type
 
 CLEAN_LEN_MULTIPLE = 1024  # "max" context lengths are rounded down to whole K (binary)
+# Observed error of the non-KV estimate (docs/launch-planning.md, "Remaining error"): three
+# independent vLLM starts of the Qwen3.5-27B-FP8 family on 48 GB cards put the true non-KV memory
+# between 1.25 GiB below (qevos.ai, 16384 batched tokens) and 1.71 GiB above (field bf16) the
+# estimate. Not a correction: the band is reported, and the confirm step replaces the estimate.
+ESTIMATE_ERROR_LOW = int(1.71 * GIB)   # non-KV may be this much larger -> smaller pool
+ESTIMATE_ERROR_HIGH = int(1.25 * GIB)  # or this much smaller -> larger pool
 
 DEFAULTS = {
     "model_dir": None,
@@ -345,6 +351,24 @@ def plan(params, config=None, weight_bytes=None, weight_source=None):
             "only %.2f requests of the full %d tokens fit at once; beyond that vLLM preempts "
             "(or offloads, with kv_offloading_gib) while all %d sessions are long"
             % (max_conc, ctx, t["concurrency"]))
+    band = None
+    if not t["measured_kv_cache_bytes"]:
+        low_pool = max(0, kv_pool - ESTIMATE_ERROR_LOW)
+        low_blocks = num_gpu_blocks(low_pool, lay["page"], g["group_size"])
+        band = {"kv_pool_low_bytes": low_pool, "kv_pool_high_bytes": kv_pool + ESTIMATE_ERROR_HIGH,
+                "num_gpu_blocks_low": low_blocks,
+                "num_gpu_blocks_high": num_gpu_blocks(kv_pool + ESTIMATE_ERROR_HIGH, lay["page"],
+                                                      g["group_size"]),
+                "longest_single_request_low": longest_fitting_len(
+                    low_blocks, lay["block"], g, t["num_spec"], lay["prefix"], 1, lay["sliding"],
+                    shape["max_position_embeddings"] or None) or 0}
+        if need > low_blocks:
+            warnings.append(
+                "estimated budget: if the non-KV memory is %s larger than estimated (the largest "
+                "error observed, docs/launch-planning.md), vLLM refuses %d tokens and starts at "
+                "most %d; the confirm step (vllm_plan_confirm) re-plans from the engine's numbers, "
+                "or give measured_kv_cache_bytes" % (fmt_gib(ESTIMATE_ERROR_LOW), ctx,
+                                                     band["longest_single_request_low"]))
     if shape["vision"] and shape["vision"].get("_defaulted"):
         warnings.append("config.json vision_config omits %s: sized with vLLM's defaults"
                         % ", ".join(shape["vision"]["_defaulted"]))
@@ -356,6 +380,7 @@ def plan(params, config=None, weight_bytes=None, weight_source=None):
         "kv_pool_bytes": kv_pool,
         "kv_pool_how": kv_how,
         "kv_pool_measured": bool(t["measured_kv_cache_bytes"]),
+        "estimate_band": band,
         "kv_dtype": lay["kv_dtype"],
         "kv_dtype_how": ("checkpoint kv_cache_scheme (auto -> %s)" % lay["kv_dtype"])
         if t["kv_from_scheme"] else ("model dtype" if t["kv_cache_dtype"] == "auto"

@@ -213,3 +213,17 @@ def test_max_context_in_any_case(spelling):
                     gpu_memory_utilization=0.95, concurrency=50, context=spelling,
                     kv_cache_dtype="fp8_e4m3", num_speculative_tokens=3))
     assert r["ledger"]["max_model_len"] % 1024 == 0
+
+
+def test_estimate_band_brackets_the_field_measurements():
+    """The reported band (non-KV up to 1.71 GiB more / 1.25 GiB less than estimated, from the three
+    published starts in docs/launch-planning.md) contains the field's fp8 pool (~220 blocks = 315K
+    tokens with prefix caching) and its bf16 longest length (~161K); a measured plan has no band."""
+    fp8 = _field("fp8_e4m3")["ledger"]["estimate_band"]
+    assert fp8["num_gpu_blocks_low"] <= 220 <= fp8["num_gpu_blocks_high"]
+    bf16 = _field("bfloat16", context="max", concurrency=1)["ledger"]
+    assert bf16["estimate_band"]["longest_single_request_low"] <= 161000 <= \
+        bf16["longest_single_request"]
+    assert _field("fp8_e4m3", measured_kv_cache_bytes=11 * P.GIB)["ledger"]["estimate_band"] is None
+    warn = _field("bfloat16", context=180000, concurrency=1)["warnings"]
+    assert any("re-plans from the engine's numbers" in w for w in warn)
