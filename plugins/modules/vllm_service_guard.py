@@ -1,0 +1,137 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: airgap.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: vllm_service_guard
+short_description: Refuse a vLLM service configuration that leaks API keys or leaves loopback; apply seccomp
+version_added: 0.1.0
+description:
+  - Checks the inputs of the R(airgap.vllm.vllm_service,ansible_collections.airgap.vllm.vllm_service_role) role
+    before anything is written, and fails listing every problem with its fix.
+  - API keys never on a command line - O(argv) may not give C(--api-key) in any spelling vLLM 0.27.1's parser
+    accepts (C(--api-key), C(--api_key), C(--api-key=K), C(--api_key=K) and the unambiguous prefixes C(--api-k),
+    C(--api-ke)); O(env_names) may not hold C(VLLM_API_KEY); O(docker_options) may not carry C(--env NAME=value).
+    Found key values are masked in this task's output.
+  - The loopback promise - unless O(expose_to_network), refuses C(--network host), any C(--publish)/C(-p)/C(-P)
+    in O(docker_options) (the role publishes its own port), C(--privileged), C(--host 0.0.0.0) or C(::) (and
+    its prefixes) in O(argv), and a non-loopback O(publish_host).
+  - Least privilege - returns O(docker_options) with the seccomp choice applied (O(seccomp=profile) replaces any
+    C(seccomp=...) option, such as the planner's C(unconfined) for kernel 4.19 + Docker < 20.10.10, with
+    O(seccomp_profile)) and C(--security-opt no-new-privileges) added.
+author:
+  - airgap.vllm maintainers (@airgap-vllm)
+options:
+  argv:
+    description: Everything after C(vllm serve) (the planner's argv).
+    type: list
+    elements: str
+    required: true
+  docker_options:
+    description: Extra C(docker run) options (the planner's docker_options).
+    type: list
+    elements: str
+    default: []
+  env_names:
+    description: Names of the container environment variables (values are not needed and not passed).
+    type: list
+    elements: str
+    default: []
+  publish_host:
+    description: Host address the role publishes the container port on.
+    type: str
+    default: 127.0.0.1
+  expose_to_network:
+    description: The server is meant to be reachable from the network; turns the loopback checks off.
+    type: bool
+    default: false
+  seccomp:
+    description:
+      - V(profile) passes O(seccomp_profile) (Docker's default profile with C(clone3) answering ENOSYS).
+      - V(unconfined) (opt-in) passes C(seccomp=unconfined), the field manual's old workaround.
+      - V(docker_default) passes no seccomp option (Docker's built-in profile).
+    type: str
+    choices: [profile, unconfined, docker_default]
+    default: profile
+  seccomp_profile:
+    description: Path of the installed profile on the host (needed with O(seccomp=profile)).
+    type: path
+attributes:
+  check_mode:
+    support: full
+    description: Only computes; the same in check mode.
+  diff_mode:
+    support: none
+    description: Nothing to show as a diff.
+  idempotent:
+    support: full
+    description: Never changes anything.
+seealso:
+  - module: airgap.vllm.vllm_launch_plan
+"""
+
+EXAMPLES = r"""
+- name: Refuse leaking or exposing configurations, decide the seccomp options
+  airgap.vllm.vllm_service_guard:
+    argv: "{{ vllm_service_argv }}"
+    docker_options: "{{ vllm_service_docker_options }}"
+    env_names: "{{ (vllm_service_env | combine(vllm_service_extra_env)).keys() | list }}"
+    publish_host: "{{ vllm_service_host }}"
+    seccomp_profile: /etc/airgap-vllm/vllm/seccomp.json
+  register: __vllm_service_guard
+"""
+
+RETURN = r"""
+docker_options:
+  description: The docker run options to use, seccomp and no-new-privileges applied.
+  returned: success
+  type: list
+  elements: str
+  sample: ["--gpus", "all", "--security-opt", "seccomp=/etc/airgap-vllm/vllm/seccomp.json",
+           "--security-opt", "no-new-privileges"]
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.airgap.vllm.plugins.module_utils._service_guard import (
+    SECCOMP_MODES,
+    GuardError,
+    api_key_args,
+    guard,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            argv=dict(type="list", elements="str", required=True),
+            docker_options=dict(type="list", elements="str", default=[]),
+            env_names=dict(type="list", elements="str", default=[]),
+            publish_host=dict(type="str", default="127.0.0.1"),
+            expose_to_network=dict(type="bool", default=False),
+            seccomp=dict(type="str", choices=list(SECCOMP_MODES), default="profile"),
+            seccomp_profile=dict(type="path"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    # Keys found on the command line are masked wherever this task's output repeats them.
+    module.no_log_values.update(v for _i, _n, values in api_key_args(p["argv"]) for v in values if v)
+    try:
+        result = guard(p["argv"], p["docker_options"], p["env_names"], p["publish_host"],
+                       p["expose_to_network"], p["seccomp"], p["seccomp_profile"])
+    except GuardError as e:
+        module.fail_json(msg=str(e))
+    for w in result["warnings"]:
+        module.warn(w)
+    module.exit_json(changed=False, docker_options=result["docker_options"])
+
+
+if __name__ == "__main__":
+    main()
