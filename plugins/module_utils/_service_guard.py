@@ -196,12 +196,20 @@ def check_publish_host(host, expose=False):
             % (host,)]
 
 
-def effective_docker_options(options, seccomp="profile", profile_path=None):
+def seccomp_supported(security_options):
+    """From `docker info` SecurityOptions (["name=seccomp,profile=default", ...]); None (unknown) -> True."""
+    if security_options is None:
+        return True
+    return any("seccomp" in str(o) for o in security_options)
+
+
+def effective_docker_options(options, seccomp="profile", profile_path=None, supported=True):
     """The docker options with the seccomp choice applied and no-new-privileges added.
 
     profile: any `seccomp=...` option (the planner's `unconfined` on old Docker) is replaced by
     `seccomp=<profile_path>`; unconfined: opt-in, `seccomp=unconfined`; docker_default: no seccomp
-    option (Docker's built-in profile).
+    option (Docker's built-in profile). When the engine has no seccomp support (`supported` false,
+    e.g. a Docker-in-Docker test host) no seccomp option is passed: Docker would refuse a profile.
     """
     if seccomp not in SECCOMP_MODES:
         raise GuardError("vllm_service_seccomp must be one of %s, not %r" % (", ".join(SECCOMP_MODES), seccomp))
@@ -225,7 +233,9 @@ def effective_docker_options(options, seccomp="profile", profile_path=None):
         if value.startswith("seccomp=") or value.startswith("seccomp:") or value.startswith("no-new-privileges"):
             continue  # decided below
         out += ["--security-opt", value]
-    if seccomp == "profile":
+    if not supported:
+        pass
+    elif seccomp == "profile":
         out += ["--security-opt", "seccomp=%s" % profile_path]
     elif seccomp == "unconfined":
         out += ["--security-opt", "seccomp=unconfined"]
@@ -234,7 +244,7 @@ def effective_docker_options(options, seccomp="profile", profile_path=None):
 
 
 def guard(argv, docker_options, env_names=(), publish_host="127.0.0.1", expose=False, seccomp="profile",
-          profile_path=None):
+          profile_path=None, security_options=None):
     """All checks; returns {'docker_options', 'secrets', 'warnings'} or raises GuardError listing every problem.
 
     `secrets` are the API key values found in argv (for the caller to mask in its output).
@@ -253,7 +263,11 @@ def guard(argv, docker_options, env_names=(), publish_host="127.0.0.1", expose=F
                         "< 20.10.10")
     if expose:
         warnings.append("vllm_service_expose_to_network: true - the loopback-only checks are off")
-    return {"docker_options": effective_docker_options(docker_options, seccomp, profile_path),
+    supported = seccomp_supported(security_options)
+    if not supported and seccomp != "docker_default":
+        warnings.append("the Docker engine reports no seccomp support (docker info SecurityOptions %s): no seccomp "
+                        "option is passed" % (security_options,))
+    return {"docker_options": effective_docker_options(docker_options, seccomp, profile_path, supported),
             "secrets": secrets, "warnings": warnings}
 
 

@@ -62,6 +62,13 @@ options:
   seccomp_profile:
     description: Path of the installed profile on the host (needed with O(seccomp=profile)).
     type: path
+  docker_security_options:
+    description:
+      - The engine's C(docker info --format '{{json .SecurityOptions}}'). When it lists no seccomp (an engine
+        without seccomp support refuses any profile) no seccomp option is passed, with a warning.
+        Omitted - unknown, seccomp assumed.
+    type: list
+    elements: str
 attributes:
   check_mode:
     support: full
@@ -117,6 +124,7 @@ def main():
             expose_to_network=dict(type="bool", default=False),
             seccomp=dict(type="str", choices=list(SECCOMP_MODES), default="profile"),
             seccomp_profile=dict(type="path"),
+            docker_security_options=dict(type="list", elements="str"),
         ),
         supports_check_mode=True,
     )
@@ -125,7 +133,7 @@ def main():
     module.no_log_values.update(v for _i, _n, values in api_key_args(p["argv"]) for v in values if v)
     try:
         result = guard(p["argv"], p["docker_options"], p["env_names"], p["publish_host"],
-                       p["expose_to_network"], p["seccomp"], p["seccomp_profile"])
+                       p["expose_to_network"], p["seccomp"], p["seccomp_profile"], p["docker_security_options"])
     except GuardError as e:
         module.fail_json(msg=str(e))
     for w in result["warnings"]:

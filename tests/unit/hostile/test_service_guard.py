@@ -254,3 +254,14 @@ def test_unit_runs_the_guards_docker_options_and_the_installed_profile_is_root_o
     install = [t for t in _role_tasks("configure.yml") if "ansible.builtin.copy" in t][0]["ansible.builtin.copy"]
     assert install["src"] == "seccomp-clone3-enosys.json" and install["mode"] == "0600"
     assert role_vars["__vllm_service_seccomp_profile"].startswith("{{ __vllm_service_dir }}/")
+
+
+@pytest.mark.parametrize("security,expected", [
+    (None, True), (["name=seccomp,profile=default", "name=cgroupns"], True), (["seccomp", "apparmor"], True),
+    (["name=apparmor"], False), ([], False),
+])
+def test_engine_without_seccomp_gets_no_profile_it_would_refuse(security, expected):
+    out = accepted(docker_options=PLANNER_OLD_DOCKER, security_options=security)
+    assert ("seccomp=/etc/airgap-vllm/vllm/seccomp.json" in out["docker_options"]) is expected
+    assert "seccomp=unconfined" not in out["docker_options"]
+    assert "no-new-privileges" in out["docker_options"]
