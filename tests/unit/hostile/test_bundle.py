@@ -292,3 +292,14 @@ def test_interrupted_part_of_the_same_file_still_resumes(bundle, tmp_path):
     b.write_part_meta(str(dest / rel), entry)
     res = dict((r["path"], r) for r in b.stage_files(str(root), str(dest), entries))
     assert res[rel]["resumed_from"] == 5000 and not res[rel]["restarted_stale_part"]
+
+
+def test_bundle_stage_module_takes_mode_as_raw_like_ansible_builtin_file():
+    """type: str turned the YAML int 420 (`mode: 0644` unquoted) into "420", then 0o420."""
+    import yaml
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "plugins", "modules", "bundle_stage.py")
+    with open(path) as f:
+        source = f.read()
+    doc = yaml.safe_load(source.split('DOCUMENTATION = r"""', 1)[1].split('"""', 1)[0])
+    assert doc["options"]["mode"]["type"] == "raw"
+    assert 'mode=dict(type="raw"' in source
