@@ -73,8 +73,8 @@ options:
     default: 0
   mode:
     description:
-      - Mode of staged files, taken as M(ansible.builtin.file) takes it - a quoted octal string
-        (V("0644")) or an integer (YAML C(mode: 0644) unquoted is the integer 420, that is 0644).
+      - "Mode of staged files, taken as M(ansible.builtin.file) takes it - a quoted octal string
+        (V(0644)) or an integer (YAML C(mode: 0644) unquoted is the integer 420, that is 0644)."
     type: raw
     default: "0644"
   _op:
