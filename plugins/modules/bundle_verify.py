@@ -19,7 +19,7 @@ description:
     C(artifacts/), C(collections/) or C(wheels/) that the manifest does not name.
   - Hashes files in parallel with large reads (throughput close to C(sha256sum); see bench/).
   - Remembers each hash in a stamp cache keyed by path, size, mtime, ctime, inode and device, so an
-    unchanged file is not read again on the next run. ctime cannot be set back from user space: a file
+    unchanged file is not read again on the next run. ctime cannot be set back from user space, so a file
     edited in place with its mtime restored is hashed again.
   - Fails, naming the files, when any file is not V(ok); it changes nothing on the host except the
     stamp cache, so a playbook stops before the host is touched.
