@@ -117,6 +117,18 @@ def flashinfer_workspace(shape, t, n_groups):
     return per * n_groups, per
 
 
+def flashinfer_workspace_profiled(t):
+    """Is FlashInfer's workspace allocated before vLLM sizes the KV pool?
+
+    Only attention metadata builds allocate it, and before KV sizing only FULL CUDA-graph captures
+    build metadata (profile_run builds none: gpu_model_runner.py:6010-6015). FlashInfer without
+    TRT-LLM kernels (the planner emits use_trtllm_attention false) supports FULL graphs only for
+    single-token decode (flashinfer.py:895-936 UNIFORM_SINGLE_TOKEN_DECODE), so with speculative
+    decoding vLLM falls back to PIECEWISE (config/compilation.py:1442-1458), and enforce_eager
+    captures nothing: then the workspace is allocated at the first request, outside the pool."""
+    return not t["enforce_eager"] and not t["num_spec"]
+
+
 def _encoder_peak(shape, t):
     v = shape["vision"]
     if not v or t["language_model_only"]:
@@ -156,12 +168,13 @@ def estimate_non_kv(shape, weights, t, attn_groups=1):
     items.append(("non_torch", non_torch, "CUDA context + cuBLAS workspaces %s%s" % (
         fmt_gib(CUDA_CONTEXT_BYTES), (" + NCCL/all-reduce %s" % fmt_gib(TP_COMM_BYTES))
         if tp > 1 else "")))
-    if t["attention_backend"] == "FLASHINFER":
+    if t["attention_backend"] == "FLASHINFER" and flashinfer_workspace_profiled(t):
         ws, per = flashinfer_workspace(shape, t, attn_groups)
         items.append(("attention_workspace", ws,
                       "FlashInfer workspace max(394 MiB, tokens x heads x head_dim x 16) = %s "
-                      "(flashinfer.py:938) x %d attention group(s) (gpu_model_runner.py:7135)"
-                      % (fmt_gib(per), attn_groups)))
+                      "(flashinfer.py:938) x %d attention group(s) (gpu_model_runner.py:7135), "
+                      "allocated by the FULL decode graphs vLLM profiles" % (fmt_gib(per),
+                                                                           attn_groups)))
 
     tokens = t["max_num_batched_tokens"]
     per_tok = lm_token_transient_bytes(shape)

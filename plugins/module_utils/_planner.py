@@ -68,6 +68,8 @@ from ansible_collections.airgap.vllm.plugins.module_utils._plan_memory import ( 
     cudagraph_capture_sizes,
     default_batched_tokens,
     estimate_non_kv,
+    flashinfer_workspace,
+    flashinfer_workspace_profiled,
     lm_token_transient_bytes,
 )
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_flags import (  # noqa: F401
@@ -85,10 +87,11 @@ __metaclass__ = type
 CLEAN_LEN_MULTIPLE = 1024  # "max" context lengths are rounded down to whole K (binary)
 # Observed error of the non-KV estimate (docs/launch-planning.md, "Remaining error"): three
 # independent vLLM starts of the Qwen3.5-27B-FP8 family on 48 GB cards put the true non-KV memory
-# between 1.25 GiB below (qevos.ai, 16384 batched tokens) and 1.71 GiB above (field bf16) the
-# estimate. Not a correction: the band is reported, and the confirm step replaces the estimate.
+# between 0.13 GiB below (qevos.ai, no MTP, 16384 batched tokens, vLLM 0.21.0's fixed 394 MiB
+# FlashInfer workspace) and 1.71 GiB above (field bf16, MTP 3) the estimate. Not a correction: the
+# band is reported, and the confirm step replaces the estimate with the engine's numbers.
 ESTIMATE_ERROR_LOW = int(1.71 * GIB)   # non-KV may be this much larger -> smaller pool
-ESTIMATE_ERROR_HIGH = int(1.25 * GIB)  # or this much smaller -> larger pool
+ESTIMATE_ERROR_HIGH = int(0.13 * GIB)  # or this much smaller -> larger pool
 
 DEFAULTS = {
     "model_dir": None,
@@ -351,6 +354,16 @@ def plan(params, config=None, weight_bytes=None, weight_source=None):
             "only %.2f requests of the full %d tokens fit at once; beyond that vLLM preempts "
             "(or offloads, with kv_offloading_gib) while all %d sessions are long"
             % (max_conc, ctx, t["concurrency"]))
+    if t["attention_backend"] == "FLASHINFER" and not any(
+            n == "attention_workspace" for n, _b, _h in overhead):
+        ws, _per = flashinfer_workspace(shape, t, lay["attn_groups"])
+        headroom = t["gpu_total_bytes"] - requested
+        if headroom < ws + GIB:
+            warnings.append(
+                "FlashInfer's workspace (%s) is allocated at the first request, outside the KV "
+                "budget (speculative decoding or enforce_eager: no FULL graphs are profiled); "
+                "only %s of the card lies outside gpu_memory_utilization %.2f"
+                % (fmt_gib(ws), fmt_gib(headroom), t["gpu_memory_utilization"]))
     band = None
     if not t["measured_kv_cache_bytes"]:
         low_pool = max(0, kv_pool - ESTIMATE_ERROR_LOW)

@@ -84,9 +84,9 @@ def test_confirmed_when_the_engine_holds_the_plan():
 
 
 def test_smaller_pool_replans_once_with_the_budget_pinned():
-    """The estimate says 241 blocks; the engine reports 220 (the field's ~315K tokens)."""
+    """The estimate says 248 blocks; the engine reports 220 (the field's ~315K tokens)."""
     r = field_plan()
-    assert r["ledger"]["num_gpu_blocks"] == 241
+    assert r["ledger"]["num_gpu_blocks"] == 248
     c = C.confirm(r, metrics(220))
     assert c["verdict"] == "replan_needed" and c["restart"]
     new = c["replan"]
@@ -153,7 +153,7 @@ def test_report_markdown_svg_and_tradeoff():
     assert rep["final"]["max_model_len"] == 204800
     assert json.loads(json.dumps(rep)) == rep  # plain JSON
     md = c["report_markdown"]
-    assert "| num_gpu_blocks | 241 | 220 |" in md and "Trade-off (RTX 6000 Ada 48 GB)" in md
+    assert "| num_gpu_blocks | 248 | 220 |" in md and "Trade-off (RTX 6000 Ada 48 GB)" in md
     assert c["report_svg"].startswith("<svg") and "kv_pool" in c["report_svg"]
     assert t["single_len"] >= t["all_fit_len"] > 0
     assert [row["length"] for row in t["typical"]] == [4096, 16384, 32768]
