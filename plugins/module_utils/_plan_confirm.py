@@ -337,10 +337,52 @@ def confirm(plan_result, metrics_text=None, journal_text=None, is_replan=False,
               "measured_concurrency_at_len": round(measured_conc, 2)
               if measured_conc is not None else None,
               "promised_concurrency_at_len": round(promise, 2)}
+    if tradeoff_rows is None and m["budget_bytes"] and plan_result.get("inputs"):
+        tradeoff_rows = measured_tradeoff(plan_result, m["budget_bytes"])
     result["report"] = deployment_report(plan_result, result, tradeoff_rows)
     result["report_markdown"] = render_markdown(result["report"])
     result["report_svg"] = render_svg(result["report"])
+    result["summary"] = render_summary(result)
     return result
+
+
+def measured_tradeoff(plan_result, budget):
+    """The trade-off table again, at the measured budget (needs the plan's ``inputs`` and its
+    model directory); None when it cannot be recomputed (the plan's own table is kept)."""
+    from ansible_collections.airgap.vllm.plugins.module_utils import _planner
+    from ansible_collections.airgap.vllm.plugins.module_utils._plan_tradeoff import tradeoff
+    inputs = dict(plan_result["inputs"])
+    inputs["measured_kv_cache_bytes"] = int(budget)
+    inputs["pin_kv_cache_memory"] = False
+    old = plan_result.get("tradeoff") or {}
+    try:
+        return tradeoff(_planner.plan, inputs, title=(old.get("title") or "") + ", measured")
+    except (PlanError, IOError, OSError, KeyError, TypeError, ValueError):
+        return None
+
+
+def render_summary(result):
+    """One screen for the end of a playbook."""
+    p, m, r = result["planned"], result["measured"], result.get("replan")
+    lines = ["vLLM plan %s%s" % (result["verdict"], " -> restart once with the re-plan"
+                                 if result["restart"] else ""),
+             "  KV pool   planned %s, measured %s (%s)" % (
+                 fmt_gib(p["kv_cache_memory_bytes"]),
+                 fmt_gib(m["budget_bytes"]) if m.get("budget_bytes") is not None else "-",
+                 m.get("budget_how") or "-"),
+             "  blocks    planned %s, measured %s" % (p["num_gpu_blocks"],
+                                                      m.get("num_gpu_blocks")),
+             "  context   %s x %s requests planned (%.2f full-length fit)" % (
+                 p["max_model_len"], p["concurrency"], p["max_concurrency"] or 0)]
+    if r and r.get("feasible"):
+        lines.append("  re-plan   --max-model-len %d --kv-cache-memory-bytes %d: %.2f full-length "
+                     "requests, %s tokens" % (r["max_model_len"], r["kv_cache_memory_bytes"],
+                                              r["max_concurrency_at_len"],
+                                              "{:,}".format(r["gpu_kv_cache_tokens"])))
+    elif r:
+        lines.append("  re-plan   not feasible: %s" % r["reason"])
+    lines += ["  note      " + n for n in result.get("notes", [])]
+    return "\n".join(lines)
 
 
 def _component(ledger, name):

@@ -243,6 +243,10 @@ api_key_config:
   description: Path, mode and a Jinja template for the C(--config) YAML holding the keys (fill it with no_log).
   returned: when api_keys_config_path is set
   type: dict
+inputs:
+  description: The planner inputs this plan was made from (no secrets); M(airgap.vllm.vllm_plan_confirm) re-plans with them.
+  returned: success
+  type: dict
 tradeoff:
   description:
     - The operator's question as a trade-off at this budget, for O(concurrency) users - C(all_fit_len) (longest
@@ -323,6 +327,7 @@ def main():
         module.fail_json(msg=str(exc), alternatives=exc.alternatives)
     except PlanError as exc:
         module.fail_json(msg=str(exc))
+    result["inputs"] = dict((k, v) for k, v in params.items() if v is not None)
     result["tradeoff"] = tradeoff(plan, params, title="%.0f GiB GPU x %d" % (
         params["gpu_total_bytes"] / float(GIB), params["tensor_parallel_size"] or params["gpu_count"]))
     warnings_list = result.pop("warnings")

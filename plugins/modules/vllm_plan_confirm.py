@@ -46,7 +46,9 @@ options:
     description: Directory on the host to write C(report.json), C(report.md) and C(memory.svg) into (created, mode 0755).
     type: path
   tradeoff:
-    description: A trade-off table to put into the report instead of the plan's own RV(airgap.vllm.vllm_launch_plan#module:tradeoff).
+    description:
+      - A trade-off table to put into the report. By default the table is recomputed at the measured budget from the
+        plan's C(inputs) and its model directory, or the plan's own C(tradeoff) when that is not possible.
     type: dict
 attributes:
   check_mode:
@@ -160,6 +162,10 @@ report:
   description: The deployment report as data (verdict, planned, measured, delta, replan, final, memory bars, tradeoff).
   returned: always
   type: dict
+summary:
+  description: One screen of text (verdict, pool and blocks planned vs measured, the re-plan, notes) for the end of a play.
+  returned: always
+  type: str
 report_markdown:
   description: The report for people (Markdown).
   returned: always

@@ -164,3 +164,21 @@ def test_nothing_measured_is_a_clear_error():
         C.confirm(field_plan(), metrics_text="# nothing here\n")
     with pytest.raises(C.ConfirmError):
         C.confirm({"argv": []}, metrics(10))
+
+
+def test_report_tradeoff_recomputed_at_the_measured_budget():
+    """With the plan's inputs (as vllm_launch_plan returns them) the trade-off is recomputed at
+    the engine's budget: 220 blocks -> 4 x 63K instead of the estimate's 4 x 73K."""
+    params = dict(model_dir=FIXTURE, gpu_total_bytes=ADA_48, compute_capability="8.9",
+                  gpu_memory_utilization=0.93, num_speculative_tokens=3, concurrency=4,
+                  context=204800, prefix_caching=True, kv_cache_dtype="fp8_e4m3")
+    r = dict(P.plan(params), inputs=params)
+    r["tradeoff"] = T.tradeoff(P.plan, params, title="48 GB")
+    c = C.confirm(r, metrics(220))
+    t = c["report"]["tradeoff"]
+    assert t["title"] == "48 GB, measured" and t["measured"]
+    g = P.group_layers(17, 48)
+    assert 4 * P.blocks_per_request(t["all_fit_len"], 1600, g, 3, True) <= 220 < \
+        4 * P.blocks_per_request(t["all_fit_len"] + 1024, 1600, g, 3, True)
+    assert r["tradeoff"]["all_fit_len"] > t["all_fit_len"]
+    assert c["summary"].startswith("vLLM plan replan_needed -> restart once")
