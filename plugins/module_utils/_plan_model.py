@@ -69,18 +69,22 @@ LAYER_KINDS = ("full_attention", "linear_attention", "sliding_attention")
 
 
 def _int_field(cfg, key, where, minimum=1, default=None):
+    """An integer field of config.json, >= minimum, or a ModelConfigError naming it and the fix."""
     value = cfg.get(key, default)
     if value is None:
         raise ModelConfigError("%s lacks %r: the planner cannot size this model" % (where, key))
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise ModelConfigError("%s: %r is %r, not an integer" % (where, key, value))
-    if isinstance(value, bool) or number < minimum or number != value and not isinstance(
-            value, str):
+    number = None
+    if not isinstance(value, bool):
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            number = None
+        if number is not None and isinstance(value, float) and number != value:
+            number = None
+    if number is None or number < minimum:
         raise ModelConfigError("%s: %r is %r; it must be an integer >= %d (fix config.json, or "
-                               "declare the layout with layer_layout)" % (where, key, value,
-                                                                          minimum))
+                               "declare the layout with layer_layout)"
+                               % (where, key, value, minimum))
     return number
 
 
@@ -147,6 +151,16 @@ def kv_cache_scheme_dtype(quant):
 
 
 def describe_model(config, layer_layout=None):
+    """Reduce a HF config.json dict to the planner's model shape (see _describe_model); any field
+    of the wrong type becomes a ModelConfigError naming it, never a traceback."""
+    try:
+        return _describe_model(config, layer_layout)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ModelConfigError("config.json (or layer_layout) has a field of the wrong type: %s; "
+                               "fix the file or declare the layout with layer_layout" % exc)
+
+
+def _describe_model(config, layer_layout=None):
     """Reduce a HF config.json dict to the numbers the planner needs.
 
     Handles multimodal nesting (``text_config``), ``layer_types`` or ``full_attention_interval``,
