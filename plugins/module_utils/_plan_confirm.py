@@ -21,6 +21,7 @@ import re
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import (
     GIB,
     PlanError,
+    dtype_bytes,
     fmt_gib,
     fmt_tokens,
 )
@@ -128,8 +129,18 @@ def _gib_floor(gib):
 
 # --- comparison -------------------------------------------------------------------------------
 
-def _layout(ledger, block=None):
+def _kv_bytes(name):
+    try:
+        return dtype_bytes(name)
+    except PlanError:
+        return None
+
+
+def _layout(ledger, block=None, cache_dtype=None):
     tok = ledger["attn_bytes_per_token_per_layer"]
+    measured_b, planned_b = _kv_bytes(cache_dtype), _kv_bytes(ledger.get("kv_dtype"))
+    if cache_dtype not in (None, "auto") and measured_b and planned_b and measured_b != planned_b:
+        tok = tok * measured_b // planned_b  # the engine runs another KV dtype than planned
     block = int(block or ledger["block_size"])
     groups = {"group_size": ledger["group_size"], "full_groups": ledger.get("full_groups", 1),
               "linear_groups": ledger.get("linear_groups", 0),
@@ -176,7 +187,7 @@ def measured_from(ledger, metrics, journal):
         m["max_concurrency"] = j["max_concurrency"]
     if j.get("max_concurrency_len"):
         m["max_model_len"] = j["max_concurrency_len"]
-    lay = _layout(ledger, m["block_size"])
+    lay = _layout(ledger, m["block_size"], m["cache_dtype"])
     gs = lay["groups"]["group_size"]
     if m["kv_cache_memory_bytes"]:
         m["budget_bytes"] = m["kv_cache_memory_bytes"]
@@ -200,12 +211,12 @@ def measured_from(ledger, metrics, journal):
     return m
 
 
-def replan(plan_result, budget, block=None):
+def replan(plan_result, budget, block=None, cache_dtype=None):
     """Re-plan from a measured KV budget: pin it, and keep the stated context x concurrency when
     it fits, else the largest context at which that concurrency fits, else the longest single
     request. Returns the new argv and the numbers vLLM will report with it."""
     ledger = plan_result["ledger"]
-    lay = _layout(ledger, block)
+    lay = _layout(ledger, block, cache_dtype)
     gs = lay["groups"]["group_size"]
     blocks = num_gpu_blocks(budget, lay["page"], gs)
     pinned = blocks * lay["page"] * gs  # exactly what vLLM turns into `blocks` blocks again
@@ -298,7 +309,7 @@ def confirm(plan_result, metrics_text=None, journal_text=None, is_replan=False,
     promise = min(float(ledger.get("concurrency") or 1), float(ledger["max_concurrency_at_len"]))
     measured_conc = None
     if m["num_gpu_blocks"] is not None and not refused:
-        lay = _layout(ledger, m["block_size"])
+        lay = _layout(ledger, m["block_size"], m["cache_dtype"])
         _need, measured_conc, _tok = _capacity(ledger, lay, m["num_gpu_blocks"],
                                                ledger["max_model_len"])
     if refused:
@@ -309,7 +320,7 @@ def confirm(plan_result, metrics_text=None, journal_text=None, is_replan=False,
         verdict = "replan_needed"
     new = None
     if verdict != "confirmed" and m["budget_bytes"] is not None:
-        new = replan(plan_result, m["budget_bytes"], m["block_size"])
+        new = replan(plan_result, m["budget_bytes"], m["block_size"], m["cache_dtype"])
     restart = bool(new and new.get("feasible") and not is_replan and verdict != "confirmed")
     notes = []
     if is_replan and verdict != "confirmed":

@@ -182,3 +182,19 @@ def test_report_tradeoff_recomputed_at_the_measured_budget():
         4 * P.blocks_per_request(t["all_fit_len"] + 1024, 1600, g, 3, True)
     assert r["tradeoff"]["all_fit_len"] > t["all_fit_len"]
     assert c["summary"].startswith("vLLM plan replan_needed -> restart once")
+
+
+def test_engine_with_another_block_and_kv_dtype():
+    """A CPU engine (the simulated host) may report another block size and KV dtype than the GPU
+    plan: the budget and the re-plan use the engine's page, so vLLM gets back the same blocks."""
+    r = field_plan()
+    text = metrics(400, block_size=800).replace('cache_dtype="fp8_e4m3"', 'cache_dtype="bfloat16"')
+    c = C.confirm(r, text)
+    page = 800 * 4096  # 800 tokens x 4 kv heads x 512 x 2 bytes
+    assert c["measured"]["budget_bytes"] == 400 * page * 17
+    assert c["verdict"] == "replan_needed"  # 400 / (256 + 15) = 1.48 < 1.73 promised
+    assert c["replan"]["num_gpu_blocks"] == 400
+    assert c["replan"]["kv_cache_memory_bytes"] == 400 * page * 17
+    assert c["replan"]["blocks_per_full_request"] == 271
+    big = C.confirm(r, metrics(500, block_size=800).replace('"fp8_e4m3"', '"bfloat16"'))
+    assert big["verdict"] == "confirmed"  # 500 / 271 = 1.85 >= 1.73
