@@ -9,12 +9,20 @@ POSIX_FADV_DONTNEED, so a cold medium is simulated without root).
 Ours = the real airgap.vllm.bundle_stage module (remote_src=true: the bundle mounted on the target,
 the path where staging reads the medium itself), run in a child process; and the same preceded by
 the real bundle_verify module (roles/bundle with bundle_verify_on_controller=true).
+
+Also the roles' default, bundle_source=controller: `ansible localhost -c local -m airgap.vllm.bundle_stage`
+(the action plugin streams chunks, the target appends them and hashes the parts at commit). One process
+tree reads both the medium and the destination there, so its reads are attributed by path with
+`strace -f -y` (skipped with a message when strace is missing or not permitted).
 """
+import json
 import os
+import subprocess
 import sys
 
 import benchlib as B
 import stagelib as S
+import stracelib as ST
 
 NAME = "medium"
 
@@ -73,6 +81,8 @@ def main():
             t1 + t2 + t3, B.human(naive_medium), B.human(naive_all)))
         B.cleanup(dest3)
 
+        ctl = controller(src, d, entries, total)
+
         sz = "%s bundle, %d files" % (B.human(total), len(sizes))
         B.result(NAME, "reads_per_bundle", B.ratio(ours, total),
                  "bytes read from the medium by bundle_stage / bundle size, first deployment, " + sz,
@@ -85,8 +95,46 @@ def main():
                  % B.ratio(naive_medium, total))
         B.result(NAME, "vs_naive", B.ratio(ours, naive_medium),
                  "medium bytes read: bundle_stage / naive procedure", target="<= 0.55")
+        if ctl:
+            B.result(NAME, "controller_reads_per_bundle", B.ratio(ctl["medium"], total),
+                     "bundle_source=controller (action plugin): bytes read from the medium / bundle size, " + sz,
+                     target="<= 1.05", detail="plus %.2gx of the bundle re-read from local disks (chunk files, "
+                     "commit hash)" % B.ratio(ctl["local"], total))
     finally:
         B.cleanup(d)
+
+
+def controller(src, d, entries, total):
+    """The action plugin path under strace: {'medium': bytes, 'local': bytes} or None when skipped."""
+    if not ST.available():
+        B.skipped(NAME, "controller_reads_per_bundle", "strace is missing or not permitted here")
+        return None
+    dest = os.path.join(d, "dest-controller")
+    tmp = os.path.join(d, "tmp")
+    os.makedirs(tmp)
+    args = {"src": src, "dest": dest, "artifacts": entries, "stamp_file": "",
+            "log_path": os.path.join(d, "stage-controller.log"), "min_free_bytes": 0}
+    trace = os.path.join(d, "strace.log")
+    env = dict(os.environ, TMPDIR=tmp, ANSIBLE_LOCAL_TEMP=tmp, ANSIBLE_REMOTE_TMP=tmp, ANSIBLE_NOCOLOR="1",
+               ANSIBLE_COLLECTIONS_PATH=B.COLLECTIONS)
+    cmd = ST.TRACE + ["-o", trace, "ansible", "localhost", "-i", "localhost,", "-c", "local",
+                      "-m", "airgap.vllm.bundle_stage", "-a", json.dumps(args),
+                      "-e", "ansible_python_interpreter=" + sys.executable]
+    B.drop_cache([os.path.join(src, e["path"]) for e in entries])
+    secs, _io = B.timed(lambda: subprocess.run(cmd, cwd=B.ROOT, env=env, check=True, stdout=subprocess.PIPE,
+                                                universal_newlines=True))
+    with open(trace) as f:
+        by_path = ST.reads_by_path(f.read())
+    medium = ST.bytes_under(by_path, src)
+    local = ST.bytes_under(by_path, dest) + ST.bytes_under(by_path, tmp)
+    staged = sum(os.path.getsize(os.path.join(dest, e["path"])) for e in entries)
+    assert staged == total, "controller staging left %d of %d bytes" % (staged, total)
+    print("  ansible -m bundle_stage (controller): %6.1f s under strace  medium %s, local re-reads %s" % (
+        secs, B.human(medium), B.human(local)))
+    B.cleanup(dest)
+    B.cleanup(tmp)
+    os.unlink(trace)
+    return {"medium": medium, "local": local}
 
 
 if __name__ == "__main__":
