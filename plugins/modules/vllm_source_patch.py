@@ -26,7 +26,7 @@ description:
     vLLM 0.28.0 and later moved the call into a helper (C(_madvise_populate_write)) that its caller
     (C(_get_populate_write_fn)) probes inside C(try/except OSError), falling back to touching one byte per
     page; such a file is C(upstream_fixed). A handler that only logs and re-raises is not a fix.
-  - When a write fails after other files were written, the task fails with RV(changed=true) and RV(written).
+  - When a write fails after other files were written, the task fails with C(changed=true) and RV(written).
   - A file with neither the expected calls nor a known fix fails with C(anchor_not_found), naming the file and
     what was expected; nothing is written unless every file of every requested patch can be patched.
   - Validation before writing. The patched text is re-tokenized and re-checked. When the Python running the module
@@ -139,7 +139,7 @@ catalogue:
   type: list
   elements: dict
 written:
-  description: On a failure part-way through writing, the files already patched (then RV(changed) is true).
+  description: On a failure part-way through writing, the files already patched (then C(changed) is true).
   returned: failure
   type: list
   elements: str

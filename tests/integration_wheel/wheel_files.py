@@ -120,7 +120,7 @@ class RangeZip(object):
         cd = self._range(cd_offset, cd_offset + cd_size)
         members = {}
         pos = 0
-        for _ in range(n_total):
+        for _index in range(n_total):
             (sig, _vm, _vn, _flags, method, _t, _dt, crc, csize, usize, nlen, xlen, clen, _dn, _ia, _ea,
              off) = struct.unpack("<IHHHHHHIIIHHHHHII", cd[pos:pos + 46])
             if sig != 0x02014B50:

@@ -51,11 +51,11 @@ def _edit_in_place_keeping_mtime(path):
 def test_verify_stamp_cache_rehashes_when_ctime_changes(bundle, tmp_path):
     root, entries = bundle
     stamps = b.StampCache(str(tmp_path / "verify-stamps.json"))
-    results, _ = b.verify_bundle(str(root), entries, stamps=stamps)
+    results = b.verify_bundle(str(root), entries, stamps=stamps)[0]
     assert all(r["state"] == "ok" for r in results)
     stamps.save()
     _edit_in_place_keeping_mtime(root / "artifacts/image.tar")
-    results, _ = b.verify_bundle(str(root), entries, stamps=b.StampCache(str(tmp_path / "verify-stamps.json")))
+    results = b.verify_bundle(str(root), entries, stamps=b.StampCache(str(tmp_path / "verify-stamps.json")))[0]
     r = dict((x["path"], x) for x in results)["artifacts/image.tar"]
     assert r["hashed"] and r["state"] == "checksum_mismatch"
 

@@ -1,5 +1,4 @@
 """Hostile/broken conditions for gpu_release (issue 12: #6, #9). Each test name states what is defended."""
-import json
 import os
 
 import pytest

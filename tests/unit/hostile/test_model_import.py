@@ -3,7 +3,6 @@
 Each test name states what is defended.
 """
 import gzip
-import io
 import json
 import os
 import shutil

@@ -1,6 +1,4 @@
 """Hostile/broken input for vllm_source_patch: upstream's own fix, fake fixes, partial writes (issue 12, #12)."""
-import os
-
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _source_patch as sp
