@@ -240,8 +240,13 @@ def directory_digests(src, lines):
         os.path.abspath(src)))
     out = []
     for pre in (prefix, ""):
-        text = "\n".join(sorted("%s  %s%s" % (sha, pre, rel.replace(os.sep, "/")) for rel, sha in lines))
-        out.append(hashlib.sha256(text.encode("utf-8")).hexdigest())
+        body = ["%s  %s%s" % (sha, pre, rel.replace(os.sep, "/")) for rel, sha in lines]
+        # Jinja's `sort` (the bundle role's) ignores case; Python's does not: they differ only for two
+        # files with the same content whose names differ in case. Accept either order.
+        for text in ("\n".join(sorted(body)), "\n".join(sorted(body, key=lambda x: x.lower()))):
+            digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            if digest not in out:
+                out.append(digest)
     return out
 
 

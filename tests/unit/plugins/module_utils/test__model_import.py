@@ -18,8 +18,9 @@ SHA = "a" * 64
 def sha_of(src):
     """The sha256 the bundle manifest gives a source: the archive's, or the digest of a directory's files."""
     if os.path.isdir(src):
-        lines = [(rel, mi.file_sha256(read)) for rel, read, _size, _private in mi.scan_dir(src)]
-        return mi.directory_digests(src, lines)[1]
+        import hashlib
+        lines = sorted("%s  %s" % (mi.file_sha256(read), rel) for rel, read, _size, _private in mi.scan_dir(src))
+        return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()  # paths relative to the directory
     return mi.file_sha256(src)
 
 
