@@ -145,7 +145,8 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         args = self._task.args
-        role_options = load_role_options(roles=args.get("roles") or None)
+        # A fleet playbook that runs some roles checks those (stages); site.yml runs them all.
+        role_options = load_role_options(roles=args.get("roles") or args.get("stages") or None)
         options = {}
         for opts in role_options.values():
             options.update(opts)

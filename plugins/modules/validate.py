@@ -29,7 +29,7 @@ author:
   - airgap.vllm maintainers (@airgap-vllm)
 options:
   roles:
-    description: Roles of this collection whose variables are checked; default all of them.
+    description: Roles of this collection whose variables are checked; default O(stages), else all of them.
     type: list
     elements: str
   stages:

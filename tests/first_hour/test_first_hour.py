@@ -1,0 +1,226 @@
+"""A new user's first hour (issue 18), on a fresh copy of the repository.
+
+Runs the README's commands and the usual first mistakes, and asserts what each one says:
+- plan.yml, exactly as the README shows it, from a tree where nothing was linked or built yet;
+- a wrong-typed variable on a fresh simulated host fails in the first play, changed=0, the host untouched;
+- the bundle build (run by tests/simulate before site.yml) reports changed=0 when nothing changed, and
+  --check rewrites nothing in it;
+- site.yml run directly without the bundle path tests/simulate provides, with a bundle file missing,
+  against a stopped host and against a missing host;
+- tests/simulate restarting a stopped host (keeping its state) and replacing it only with --fresh;
+- tests/simulate-chat sending the request through the host, with the key.
+
+The simulated host here is the container airgap-kylin-firsthour (never tests/simulate's own
+airgap-kylin-sim); it is removed at the end. No full converge: every site.yml run stops in the
+validation play, before a task changes the host.
+"""
+import os
+import re
+import shutil
+import subprocess
+import time
+
+import pytest
+
+pytestmark = pytest.mark.molecule
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+NAME = "airgap-kylin-firsthour"
+WRONG = "vllm_plan_concurrency: got 'abc' (a string); wants an integer"
+
+
+def sh(cmd, cwd, env=None, timeout=900):
+    r = subprocess.run(cmd, cwd=cwd, env=env, shell=isinstance(cmd, str), executable="/bin/bash" if isinstance(
+        cmd, str) else None, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=timeout)
+    return r.returncode, r.stdout
+
+
+def docker(*args):
+    return subprocess.run(("docker",) + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, check=False)
+
+
+def recap(out, host):
+    """{'ok': .., 'changed': .., ...} of the LAST recap line of host in out."""
+    lines = [ln for ln in out.splitlines() if re.match(r"^%s\s+:\s+ok=" % re.escape(host), ln)]
+    assert lines, "no recap for %s in:\n%s" % (host, out[-3000:])
+    return dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", lines[-1]))
+
+
+def recaps(out, host):
+    return [dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", ln))
+            for ln in out.splitlines() if re.match(r"^%s\s+:\s+ok=" % re.escape(host), ln)]
+
+
+def fatal_block(out):
+    """The failure message of the validation task, up to the recap."""
+    start = out.index("fatal: [")
+    return out[start:out.index("PLAY RECAP", start)]
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory):
+    """The repository as a fresh clone has it: tracked and new files, nothing ignored (no build/)."""
+    dest = str(tmp_path_factory.mktemp("first-hour") / "airgap-vllm")
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                           stdout=subprocess.PIPE, check=True).stdout.split(b"\0")
+    for rel in files:
+        src = os.path.join(ROOT, rel.decode())
+        if not rel or not os.path.lexists(src) or os.path.isdir(src):
+            continue
+        dst = os.path.join(dest, rel.decode())
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copy2(src, dst, follow_symlinks=False)
+    docker("rm", "-f", NAME)
+    yield dest
+    docker("rm", "-f", NAME)
+
+
+@pytest.fixture(scope="module")
+def env():
+    """A new user's environment: nothing of ours exported; the host container named for this test."""
+    e = dict((k, v) for k, v in os.environ.items()
+             if not k.startswith("ANSIBLE_") and k not in ("AIRGAP_TEST_BUNDLE", "PYTHONPATH"))
+    e.update(AIRGAP_SIM_NAME=NAME, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", PY_COLORS="0")
+    return e
+
+
+def readme_block(clone, needle):
+    text = open(os.path.join(clone, "README.md")).read()
+    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+        if needle in block:
+            return block
+    raise AssertionError("no sh block with %r in README.md" % needle)
+
+
+def test_readme_says_what_setup_does(clone):
+    text = open(os.path.join(clone, "README.md")).read()
+    for claim in ("root", "docker.io", "debootstrap", "gcc", "dkms", "leaves a `dockerd`",
+                  "bash tests/simulate-chat", "its own* loopback", "API keys"):
+        assert claim in text, claim
+    assert "listens on the host's 127.0.0.1:8000" not in text
+
+
+def test_plan_runs_as_the_readme_shows_it_in_a_fresh_clone(clone, env):
+    assert not os.path.exists(os.path.join(clone, "build"))
+    rc, out = sh(readme_block(clone, "playbooks/plan.yml"), clone, env, timeout=300)
+    assert rc == 0, out[-3000:]
+    assert "couldn't resolve module" not in out
+    assert re.search(r"KV|ledger", out), out[-2000:]
+
+
+def test_wrong_type_on_a_fresh_host_fails_first_with_changed_0(clone, env):
+    rc, out = sh(["bash", "tests/simulate", "-e", "vllm_plan_concurrency=abc"], clone, env)
+    assert rc != 0, out[-3000:]
+    assert "simulated host %s: creating it" % NAME in out
+    msg = fatal_block(out)
+    assert WRONG in msg, msg
+    assert len(msg.splitlines()) <= 6, msg          # one short line per problem, no spec dump
+    assert "argument_specs" not in msg and "Validating arguments" not in out
+    site = recap(out, "airgap-kylin-sim")
+    assert site["changed"] == 0 and site["failed"] == 1, site
+    # Nothing on the host: no staged bundle, no nouveau blacklist, the old RPM driver still there.
+    rc, _ = sh(["docker", "exec", NAME, "test", "-e", "/var/lib/airgap-vllm"], clone)
+    assert rc != 0
+    rc, _ = sh(["docker", "exec", NAME, "test", "-e", "/etc/modprobe.d/blacklist-nouveau.conf"], clone)
+    assert rc != 0
+
+
+def test_site_without_tests_simulate_says_where_the_bundle_path_comes_from(clone, env):
+    rc, out = sh(["ansible-playbook", "site.yml", "-i", "inventories/simulated"], clone, env, timeout=300)
+    assert rc != 0
+    msg = fatal_block(out)
+    assert "bundle_path: got an empty string" in msg, msg
+    assert "The simulated bundle path comes from tests/simulate" in msg
+    assert "export AIRGAP_TEST_BUNDLE=$PWD/build/simulated-bundle" in msg
+    assert recap(out, "airgap-kylin-sim")["changed"] == 0
+
+
+def test_missing_bundle_file_is_named_with_its_manifest(clone, env, tmp_path):
+    bundle = str(tmp_path / "bundle")
+    shutil.copytree(os.path.join(clone, "build", "simulated-bundle"), bundle, symlinks=True,
+                    copy_function=os.link)
+    os.unlink(os.path.join(bundle, "artifacts", "qwen3.x-27b-fp8-tiny.tar"))
+    e = dict(env, AIRGAP_TEST_BUNDLE=bundle)
+    rc, out = sh(["ansible-playbook", "site.yml", "-i", "inventories/simulated"], clone, e, timeout=300)
+    assert rc != 0
+    msg = fatal_block(out)
+    assert "lacks artifacts/qwen3.x-27b-fp8-tiny.tar" in msg, msg
+    assert "%s/manifest.yml" % bundle in msg
+    assert recap(out, "airgap-kylin-sim")["changed"] == 0
+
+
+def test_simulate_chat_goes_through_the_host_with_the_key(clone, env):
+    # A stand-in endpoint on the host's own loopback that insists on the inventory's key (no converge);
+    # it goes with the container, which the next test stops.
+    server = (
+        "import http.server, json\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n"
+        "    def reply(self, body):\n"
+        "        if self.headers.get('Authorization') != 'Bearer sk-simulated-one':\n"
+        "            self.send_response(401); self.end_headers(); return\n"
+        "        data = json.dumps(body).encode(); self.send_response(200)\n"
+        "        self.send_header('Content-Length', str(len(data))); self.end_headers(); self.wfile.write(data)\n"
+        "    def do_GET(self): self.reply({'data': [{'id': 'tiny'}]})\n"
+        "    def do_POST(self):\n"
+        "        n = int(self.headers['Content-Length']); q = json.loads(self.rfile.read(n))\n"
+        "        self.reply({'choices': [{'message': {'content': 'echo: ' + q['messages'][0]['content']}}]})\n"
+        "http.server.HTTPServer(('127.0.0.1', 8000), H).serve_forever()\n")
+    assert docker("exec", "-d", NAME, "python3", "-c", server).returncode == 0
+    for _ in range(30):
+        if docker("exec", NAME, "python3", "-c",
+                  "import socket; socket.create_connection(('127.0.0.1', 8000), 1)").returncode == 0:
+            break
+        time.sleep(0.3)
+    rc, out = sh(["bash", "tests/simulate-chat", "hello there"], clone, env, timeout=120)
+    assert rc == 0, out
+    assert "echo: hello there" in out
+
+
+def test_stopped_host_is_named_and_restarted_with_its_state(clone, env):
+    assert docker("exec", NAME, "touch", "/root/first-hour-marker").returncode == 0
+    assert docker("stop", NAME).returncode == 0
+    e = dict(env, AIRGAP_TEST_BUNDLE=os.path.join(clone, "build", "simulated-bundle"))
+    rc, out = sh(["ansible-playbook", "site.yml", "-i", "inventories/simulated"], clone, e, timeout=300)
+    assert rc != 0
+    msg = fatal_block(out)
+    assert "the container %s exists but is stopped" % NAME in msg, msg
+    assert "`bash tests/simulate` creates it, or starts a stopped one again with its state" in msg
+    assert "Failed to create temporary directory" not in msg
+
+    manifest = os.path.join(clone, "build", "simulated-bundle", "manifest.yml")
+    before = os.stat(manifest).st_mtime_ns
+    rc, out = sh(["bash", "tests/simulate", "-e", "vllm_plan_concurrency=abc"], clone, env)
+    assert rc != 0
+    assert "simulated host %s: it exists but is exited (stopped); starting it again with its state" % NAME in out
+    assert "bash tests/simulate --fresh" in out
+    assert WRONG in fatal_block(out)
+    assert docker("exec", NAME, "test", "-e", "/root/first-hour-marker").returncode == 0
+    # The bundle build ran again with nothing changed: changed=0, nothing rewritten.
+    assert recaps(out, "localhost")[-1]["changed"] == 0, out[-4000:]
+    assert os.stat(manifest).st_mtime_ns == before
+
+
+def test_fresh_replaces_the_host_and_says_so_and_check_changes_nothing(clone, env):
+    bundle = os.path.join(clone, "build", "simulated-bundle")
+    stamps = dict((p, os.stat(os.path.join(bundle, p)).st_mtime_ns)
+                  for p in ("manifest.yml", "SHA256SUMS", "README.md", "collections/airgap-vllm-0.1.0.tar.gz"))
+    rc, out = sh(["bash", "tests/simulate", "--fresh", "--check", "-e", "vllm_plan_concurrency=abc"], clone, env)
+    assert rc != 0
+    assert "simulated host %s: replacing it with a fresh one (--fresh)" % NAME in out
+    assert docker("exec", NAME, "test", "-e", "/root/first-hour-marker").returncode != 0
+    assert recaps(out, "localhost")[-1]["changed"] == 0, out[-4000:]
+    assert dict((p, os.stat(os.path.join(bundle, p)).st_mtime_ns) for p in stamps) == stamps
+    assert WRONG in fatal_block(out)
+    assert recap(out, "airgap-kylin-sim")["changed"] == 0
+
+
+def test_missing_host_is_named(clone, env):
+    docker("rm", "-f", NAME)
+    e = dict(env, AIRGAP_TEST_BUNDLE=os.path.join(clone, "build", "simulated-bundle"))
+    rc, out = sh(["ansible-playbook", "site.yml", "-i", "inventories/simulated"], clone, e, timeout=300)
+    assert rc != 0
+    msg = fatal_block(out)
+    assert "there is no container named %s" % NAME in msg, msg
+    rc, out = sh(["bash", "tests/simulate-chat"], clone, env, timeout=60)
+    assert rc != 0 and "there is no such container. bash tests/simulate creates it" in out
