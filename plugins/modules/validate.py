@@ -17,7 +17,7 @@ description:
     C(meta/argument_specs.yml), with the same type conversions as the role's own check, and fails
     once with one short line per problem - the variable, what it got, what it wants.
   - Then the rules no single role can check - the controller-side bundle holds every file its
-    manifest lists and what the enabled stages install (the driver of O(nvidia_driver_version)),
+    manifest lists and what the enabled stages install (the driver version the nvidia_driver role installs),
     the driver to install is one preflight accepts, preflight checks the service's port, the model
     is imported the way it is served, inventory entries on one machine share no port, container
     name or GPU.
