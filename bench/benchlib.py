@@ -260,8 +260,8 @@ def result(bench, key, value, what, target=None, unit="x", detail=""):
         # Tiny sizes measure start-up costs, not the thing the target is about: shown, never judged.
         rec["verdict"] = "not judged (small)"
     tgt = (" target %s: %s" % (target, rec["verdict"].upper())) if target else ""
-    print("RESULT %s.%s = %s%s  (%s)%s" % (bench, key, fmt_value(value, unit), tgt, what,
-                                         ("  " + detail) if detail else ""))
+    tail = ("  " + detail) if detail else ""
+    print("RESULT %s.%s = %s%s  (%s)%s" % (bench, key, fmt_value(value, unit), tgt, what, tail))
     path = os.environ.get("AIRGAP_BENCH_RESULTS")
     if path:
         with open(path, "a") as f:

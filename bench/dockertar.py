@@ -106,8 +106,8 @@ def image_pieces(layout, layer_sizes, repo, tag, nonce, real_digests=False):
             members.append(("%s/json" % digest, _blob_json({"id": digest})))
             members.append(("%s/layer.tar" % digest, body))
         members.append(("%s.json" % config_hex, config))
-        members.append(("manifest.json", _blob_json([{"Config": "%s.json" % config_hex, "RepoTags": [ref],
-                                                       "Layers": ["%s/layer.tar" % d for d, _b in layers]}])))
+        entry = {"Config": "%s.json" % config_hex, "RepoTags": [ref], "Layers": ["%s/layer.tar" % d for d, _b in layers]}
+        members.append(("manifest.json", _blob_json([entry])))
         members.append(("repositories", _blob_json({repo: {tag: layers[-1][0]}})))
         return tar_pieces(members), "sha256:" + config_hex
     manifest = _blob_json({
@@ -129,8 +129,9 @@ def image_pieces(layout, layer_sizes, repo, tag, nonce, real_digests=False):
     members.append(("blobs/sha256/" + manifest_hex, manifest))
     members.append(("index.json", index))
     if layout == "docker+oci":
-        members.append(("manifest.json", _blob_json([{"Config": "blobs/sha256/" + config_hex, "RepoTags": [ref],
-                                                       "Layers": ["blobs/sha256/" + d for d, _b in layers]}])))
+        entry = {"Config": "blobs/sha256/" + config_hex, "RepoTags": [ref],
+                 "Layers": ["blobs/sha256/" + d for d, _b in layers]}
+        members.append(("manifest.json", _blob_json([entry])))
     return tar_pieces(members), "sha256:" + config_hex
 
 

@@ -14,7 +14,6 @@ re-runs). Images are named airgap-bench/identity:<run>; only those are removed a
 import os
 import subprocess
 import sys
-import time
 import uuid
 
 import benchlib as B
@@ -29,7 +28,7 @@ LAYOUTS = ("legacy", "docker+oci", "oci")
 
 
 def cli(cmd):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -51,7 +50,7 @@ def major(version):
 
 def header_read_seconds(path, repeats):
     times = []
-    for _ in range(repeats):
+    for _rep in range(repeats):
         B.drop_cache([path])
         secs, info = B.timed(lambda: DA.read_archive(path))
         times.append(secs)

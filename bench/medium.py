@@ -17,7 +17,6 @@ tree reads both the medium and the destination there, so its reads are attribute
 """
 import json
 import os
-import subprocess
 import sys
 
 import benchlib as B
@@ -121,8 +120,7 @@ def controller(src, d, entries, total):
                       "-m", "airgap.vllm.bundle_stage", "-a", json.dumps(args),
                       "-e", "ansible_python_interpreter=" + sys.executable]
     B.drop_cache([os.path.join(src, e["path"]) for e in entries])
-    secs, _io = B.timed(lambda: subprocess.run(cmd, cwd=B.ROOT, env=env, check=True, stdout=subprocess.PIPE,
-                                                universal_newlines=True))
+    secs = B.timed(lambda: B.run_quiet(cmd, cwd=B.ROOT, env=env))[0]
     with open(trace) as f:
         by_path = ST.reads_by_path(f.read())
     medium = ST.bytes_under(by_path, src)

@@ -26,8 +26,8 @@ FIELD = dict(model_dir=FIXTURE, gpu_total_bytes=49140 * P.MIB, compute_capabilit
 def per_call(fn, n):
     """Median over 5 batches of n calls, seconds per call."""
     batches = []
-    for _ in range(5):
-        secs = B.timed(lambda: [fn() for _ in range(n)])[0]
+    for _batch in range(5):
+        secs = B.timed(lambda: [fn() for _call in range(n)])[0]
         batches.append(secs / n)
     return B.median(batches)
 
@@ -40,7 +40,7 @@ def main():
     t_dir = per_call(lambda: P.plan(dict(FIELD)), n)
     t_cfg = per_call(lambda: P.plan(dict(FIELD), config=json.loads(json.dumps(config)),
                                     weight_bytes=weight_bytes, weight_source=source), n)
-    t_py = B.median(B.timed(lambda: B.run_quiet([sys.executable, "-c", "pass"]))[0] for _ in range(5 if B.small() else 15))
+    t_py = B.median(B.timed(lambda: B.run_quiet([sys.executable, "-c", "pass"]))[0] for _rep in range(5 if B.small() else 15))
     print("  field case: max_model_len %s, %s blocks of %s; plan %.2f ms (model dir), %.2f ms (config given), "
           "%.0f plans/s; python3 start %.1f ms" % (led.get("max_model_len"), led.get("num_gpu_blocks"),
                                                    led.get("block_size"), t_dir * 1000, t_cfg * 1000, 1 / t_dir,

@@ -21,7 +21,7 @@ import sys
 import benchlib as B
 
 B.import_collection()
-import ansible.module_utils.basic  # noqa: E402,F401  (imported before the io snapshot)
+from ansible.module_utils import basic as _basic  # noqa: E402  (imported before the io snapshot)
 from ansible_collections.airgap.vllm.plugins.module_utils import _bundle  # noqa: E402
 
 
@@ -62,6 +62,7 @@ def main(argv):
         _bundle.Progress.update = update
 
     path = os.path.join(B.ROOT, "plugins", "modules", module + ".py")
+    assert _basic.AnsibleModule  # the module's own import is then a dictionary lookup
     sys.argv = [path, args_file]
     out = io.StringIO()
     real_stdout = sys.stdout

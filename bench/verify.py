@@ -53,7 +53,7 @@ def main():
 
         serial()  # warm the page cache: every contender reads the same cached bytes
         t = {"ours": [], "serial": [], "per_file": [], "cached": []}
-        for _ in range(repeats):  # interleaved, so load from other users hits all alike
+        for _rep in range(repeats):  # interleaved, so load from other users hits all alike
             for key, fn in (("serial", serial), ("per_file", per_file), ("ours", ours), ("cached", cached)):
                 t[key].append(B.timed(fn)[0])
         m = dict((k, B.median(v)) for k, v in t.items())

@@ -1,6 +1,8 @@
 """Generated docker-save tars are what they claim: valid tars, the expected image ID, real layer digests."""
 import hashlib
+import io
 import json
+import os
 import tarfile
 
 import pytest
@@ -37,7 +39,7 @@ def test_real_digests_match_the_layer_blobs(tmp_path, layout):
         for layer, diff_id in zip(manifest["Layers"], diff_ids):
             blob = tar.extractfile(layer).read()
             assert "sha256:" + hashlib.sha256(blob).hexdigest() == diff_id
-            with tarfile.open(fileobj=__import__("io").BytesIO(blob)) as inner:
+            with tarfile.open(fileobj=io.BytesIO(blob)) as inner:
                 assert any(n.startswith("airgap-bench/big-") for n in inner.getnames())
     assert ("index.json" in names) == (layout == "docker+oci")
 
@@ -45,7 +47,6 @@ def test_real_digests_match_the_layer_blobs(tmp_path, layout):
 def test_archive_is_sparse(tmp_path):
     p = str(tmp_path / "a.tar")
     built = T.build(p, "legacy", [1 * B.GIB], "r", "t", "n")
-    import os
     assert built["size"] > B.GIB and os.stat(p).st_blocks * 512 < 16 * B.MIB
 
 
