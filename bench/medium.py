@@ -17,6 +17,7 @@ tree reads both the medium and the destination there, so its reads are attribute
 """
 import json
 import os
+import subprocess
 import sys
 
 import benchlib as B
@@ -111,6 +112,13 @@ def controller(src, d, entries, total):
     dest = os.path.join(d, "dest-controller")
     tmp = os.path.join(d, "tmp")
     os.makedirs(tmp)
+    empty = [e["path"] for e in entries if e["size"] == 0]
+    if empty:
+        # Known bug (docs/performance.md, findings): the action plugin sends no chunk for a 0-byte file, so
+        # no .part exists at commit and the whole staging fails as "missing". Left out here, 0 bytes anyway.
+        print("  controller path: leaving out %d empty file(s) (a 0-byte artifact fails there: see findings)"
+              % len(empty))
+        entries = [e for e in entries if e["size"]]
     args = {"src": src, "dest": dest, "artifacts": entries, "stamp_file": "",
             "log_path": os.path.join(d, "stage-controller.log"), "min_free_bytes": 0}
     trace = os.path.join(d, "strace.log")
@@ -120,7 +128,10 @@ def controller(src, d, entries, total):
                       "-m", "airgap.vllm.bundle_stage", "-a", json.dumps(args),
                       "-e", "ansible_python_interpreter=" + sys.executable]
     B.drop_cache([os.path.join(src, e["path"]) for e in entries])
-    secs = B.timed(lambda: B.run_quiet(cmd, cwd=B.ROOT, env=env))[0]
+    secs, proc = B.timed(lambda: subprocess.run(cmd, cwd=B.ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                                 universal_newlines=True, check=False))
+    if proc.returncode != 0:
+        raise RuntimeError("ansible -m airgap.vllm.bundle_stage failed (rc=%d):\n%s" % (proc.returncode, proc.stdout[-3000:]))
     with open(trace) as f:
         by_path = ST.reads_by_path(f.read())
     medium = ST.bytes_under(by_path, src)
