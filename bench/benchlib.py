@@ -44,9 +44,11 @@ def small():
 
 
 def scratch(name):
-    """A fresh scratch directory for one bench, under AIRGAP_BENCH_DIR (default /var/tmp/airgap-bench)."""
+    """A fresh scratch directory for one bench, under AIRGAP_BENCH_DIR (default /var/tmp/airgap-bench).
+
+    Named per process: a CI-mode run started by someone else meanwhile must not wipe a full run's data."""
     base = os.environ.get("AIRGAP_BENCH_DIR", "/var/tmp/airgap-bench")
-    d = os.path.join(base, name)
+    d = os.path.join(base, "%s-%s-%d" % (name, "small" if small() else "full", os.getpid()))
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
     return d

@@ -125,3 +125,12 @@ def test_drop_cache_is_best_effort(tmp_path):
 def test_need_space_refuses(tmp_path):
     with pytest.raises(SystemExit):
         B.need_space(str(tmp_path), 1 << 60)
+
+
+def test_scratch_is_per_process(tmp_path, monkeypatch):
+    monkeypatch.setenv("AIRGAP_BENCH_DIR", str(tmp_path))
+    d = B.scratch("x")
+    assert os.path.isdir(d) and str(os.getpid()) in os.path.basename(d)
+    monkeypatch.delenv("AIRGAP_BENCH_KEEP", raising=False)
+    B.cleanup(d)
+    assert not os.path.exists(d)
