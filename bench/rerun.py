@@ -98,7 +98,8 @@ def report(c, source):
              unit="tasks", target="<= 0")
 
 
-def simulate(log):
+def simulate(log, command=("bash", "tests/simulate")):
+    """Run the simulation once with profile_tasks on; returns its output (also left in `log`)."""
     env = dict(os.environ)
     cbs = [c for c in env.get("ANSIBLE_CALLBACKS_ENABLED", "").split(",") if c.strip()]
     if "ansible.posix.profile_tasks" not in cbs:
@@ -106,11 +107,11 @@ def simulate(log):
     env.update(ANSIBLE_CALLBACKS_ENABLED=",".join(cbs), PROFILE_TASKS_TASK_OUTPUT_LIMIT="all", ANSIBLE_NOCOLOR="1")
     t = time.perf_counter()
     with open(log, "w") as f:
-        rc = subprocess.call(["bash", "tests/simulate"], cwd=B.ROOT, env=env, stdout=f, stderr=subprocess.STDOUT)
+        rc = subprocess.call(list(command), cwd=B.ROOT, env=env, stdout=f, stderr=subprocess.STDOUT)
     secs = time.perf_counter() - t
     with open(log) as f:
         text = f.read()
-    print("  bash tests/simulate: rc=%d in %.0f s (log %s)" % (rc, secs, log))
+    print("  %s: rc=%d in %.0f s (log %s)" % (" ".join(command), rc, secs, log))
     if rc != 0:
         print("\n".join(text.splitlines()[-30:]))
         raise SystemExit("tests/simulate failed (rc=%d): no re-run ratio" % rc)

@@ -58,3 +58,22 @@ def test_hours_dashes_in_names_and_ignored_lines():
 def test_no_summary_is_an_error():
     with pytest.raises(ValueError):
         rerun.compare("PLAY RECAP ****\n", SYNTH)
+
+
+def test_simulate_runs_with_profile_tasks_on(tmp_path, monkeypatch):
+    """The full mode's runner (never the real tests/simulate here): callbacks enabled, output kept."""
+    monkeypatch.setenv("ANSIBLE_CALLBACKS_ENABLED", "ansible.posix.timer")
+    script = tmp_path / "fake-simulate"
+    script.write_text('echo "callbacks=$ANSIBLE_CALLBACKS_ENABLED limit=$PROFILE_TASKS_TASK_OUTPUT_LIMIT"\n'
+                      'cat "%s"\n' % os.path.join(FIX, "profile_tasks-first.txt"))
+    log = str(tmp_path / "first.log")
+    text = rerun.simulate(log, command=("bash", str(script)))
+    assert "callbacks=ansible.posix.timer,ansible.posix.profile_tasks limit=all" in text
+    assert len(rerun.parse_profile(text)) == 2
+    with open(log) as f:
+        assert f.read() == text
+
+
+def test_simulate_failure_stops_the_bench(tmp_path):
+    with pytest.raises(SystemExit):
+        rerun.simulate(str(tmp_path / "x.log"), command=("bash", "-c", "echo boom; exit 3"))
