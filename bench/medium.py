@@ -128,10 +128,14 @@ def controller(src, d, entries, total):
                       "-m", "airgap.vllm.bundle_stage", "-a", json.dumps(args),
                       "-e", "ansible_python_interpreter=" + sys.executable]
     B.drop_cache([os.path.join(src, e["path"]) for e in entries])
-    secs, proc = B.timed(lambda: subprocess.run(cmd, cwd=B.ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                                 universal_newlines=True, check=False))
+    def staging():
+        return subprocess.run(cmd, cwd=B.ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              universal_newlines=True, check=False)
+
+    secs, proc = B.timed(staging)
     if proc.returncode != 0:
-        raise RuntimeError("ansible -m airgap.vllm.bundle_stage failed (rc=%d):\n%s" % (proc.returncode, proc.stdout[-3000:]))
+        raise RuntimeError("ansible -m airgap.vllm.bundle_stage failed (rc=%d):\n%s"
+                           % (proc.returncode, proc.stdout[-3000:]))
     with open(trace) as f:
         by_path = ST.reads_by_path(f.read())
     medium = ST.bytes_under(by_path, src)
