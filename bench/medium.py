@@ -128,6 +128,7 @@ def controller(src, d, entries, total):
                       "-m", "airgap.vllm.bundle_stage", "-a", json.dumps(args),
                       "-e", "ansible_python_interpreter=" + sys.executable]
     B.drop_cache([os.path.join(src, e["path"]) for e in entries])
+
     def staging():
         return subprocess.run(cmd, cwd=B.ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               universal_newlines=True, check=False)
