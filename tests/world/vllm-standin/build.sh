@@ -4,7 +4,8 @@
 # Usage: bash tests/world/vllm-standin/build.sh [ARTIFACTS_DIR]   (default /var/cache/airgap-test/artifacts)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-image=vllm/vllm-openai:v0.27.1
+# Not the production tag on this machine: that one is the real engine (tests/world/build.sh engine).
+image=airgap-test/vllm-standin:v0.27.1
 base=airgap-test/base:bookworm
 artifacts=${1:-${AIRGAP_TEST_ARTIFACTS:-/var/cache/airgap-test/artifacts}}
 tar_path="$artifacts/vllm-openai-v0.27.1-standin.tar"

@@ -16,7 +16,7 @@ import pytest
 
 pytestmark = pytest.mark.world
 HERE = os.path.dirname(os.path.abspath(__file__))
-IMAGE = "vllm/vllm-openai:v0.27.1"
+IMAGE = "airgap-test/vllm-standin:v0.27.1"
 OLD_KERNEL = "4.19.90-52.22.v2207.ky10.x86_64"
 MODEL_IN = "/models/qwen3.x-27b-fp8-tiny"
 COMMON = ["--served-model-name", "qwen", "--max-model-len", "32k"]

@@ -178,6 +178,14 @@ def test_docker_and_env_decisions():
     assert "--swap-space" not in r["argv"]
 
 
+def test_shm_is_always_sized():
+    # The field manual: 4g without KV offload (Docker's 64 MiB default is too small), offload + 8g with it.
+    plain = _field("fp8_e4m3", kernel="5.15.0", docker_version="24.0.7")
+    assert plain["docker_options"][-2:] == ["--shm-size", "4g"]
+    offload = _field("fp8_e4m3", kv_offloading_gib=2.5, kernel="5.15.0", docker_version="24.0.7")
+    assert offload["docker_options"][-2:] == ["--shm-size", "11g"]
+
+
 def test_argv_shape():
     r = _field("fp8_e4m3", api_keys_config_path="/etc/vllm/keys.yaml")
     argv = r["argv"]

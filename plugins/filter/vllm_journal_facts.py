@@ -1,0 +1,40 @@
+# -*- coding: utf-8 -*-
+# Copyright: airgap.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""vLLM's own start-up numbers from its log (module_utils/_plan_confirm.py parse_journal)."""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+name: vllm_journal_facts
+short_description: vLLM's own start-up numbers from its log
+description:
+  - Reads what vLLM 0.27.1 prints while it starts (available KV cache memory, GPU KV cache size, maximum
+    concurrency) and, when it refused the configuration, its refusal with the estimated maximum model length.
+options:
+  _input:
+    description: Text of the service's journal (or C(docker logs)).
+    type: str
+    required: true
+'''
+
+EXAMPLES = r'''
+cause: "{{ journal.stdout | airgap.vllm.vllm_journal_facts }}"
+'''
+
+RETURN = r'''
+_value:
+  description: >-
+    C(available_kv_gib), C(model_loading_gib), C(kv_cache_tokens), C(max_concurrency), C(max_concurrency_len),
+    C(refusal) (C(max_model_len), C(needed_gib), C(available_gib), C(estimated_max_model_len)) or null,
+    C(no_memory), C(not_free).
+  type: dict
+'''
+
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm import parse_journal
+
+
+class FilterModule(object):
+    def filters(self):
+        return {'vllm_journal_facts': parse_journal}
