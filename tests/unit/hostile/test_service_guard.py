@@ -247,7 +247,7 @@ def test_unit_runs_the_guards_docker_options_and_the_installed_profile_is_root_o
                __vllm_service_container_logging="/etc/vllm/logging.json", vllm_service_model_dir=MODEL,
                __vllm_service_has_keys=False, vllm_service_api_keys_container_path="/etc/vllm/keys.yaml",
                __vllm_service_guard=guard, vllm_service_image="vllm/vllm-openai:v0.27.1",
-               vllm_service_argv=[MODEL], vllm_service_docker_options=PLANNER_OLD_DOCKER)
+               vllm_service_argv=[MODEL], __vllm_service_argv=[MODEL], vllm_service_docker_options=PLANNER_OLD_DOCKER)
     rendered = env.from_string(expr).render(**ctx)
     assert "seccomp=unconfined" not in rendered and "no-new-privileges" in rendered
     assert "seccomp=/etc/airgap-vllm/vllm/seccomp.json" in rendered
