@@ -137,3 +137,18 @@ def test_the_serving_container_holds_its_gpu_memory(host):
     assert pid in held, apps
     total = int(host.check_output("nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits"))
     assert abs(int(held[pid]) - 0.93 * total) <= 1, (held, total)
+
+
+def test_the_load_check_ran_at_the_planned_concurrency_without_failures(host):
+    saved = json.loads(host.file("/etc/airgap-vllm/%s/report/loadcheck.json" % SERVICE).content_string)
+    figures = saved["airgap_vllm"]["figures"]
+    assert figures["failed"] == 0 and figures["completed"] == figures["requests"] == 16, figures
+    assert figures["concurrency"] == 4 and figures["p95_ttft_ms"] > 0
+    assert host.file("/etc/airgap-vllm/%s/report/loadcheck.json" % SERVICE).mode == 0o600
+
+
+def test_the_deployment_report_compares_plan_and_engine(host):
+    report = json.loads(host.file("/etc/airgap-vllm/%s/report/report.json" % SERVICE).content_string)
+    assert report["verdict"] == "confirmed"
+    assert report["measured"]["kv_cache_memory_bytes"] == 1073741824
+    assert host.file("/etc/airgap-vllm/%s/report/memory.svg" % SERVICE).content_string.startswith("<svg")
