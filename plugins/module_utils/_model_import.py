@@ -106,7 +106,11 @@ def validate_model_dir(path, language_model_only=False):
             isinstance(tok_cfg, dict) and tok_cfg.get("chat_template")):
         raise ModelError("%s: no chat template (chat_template.jinja or tokenizer_config.json chat_template): "
                          "every chat request would fail" % path)
-    if not language_model_only and not os.path.isfile(os.path.join(path, "preprocessor_config.json")):
+    # Only a multimodal checkpoint (a vision tower in config.json) needs the image processor's config.
+    multimodal = any(k in config for k in ("vision_config", "visual", "vision_tower")) or any(
+        str(a).endswith("ForConditionalGeneration") for a in config.get("architectures") or [])
+    if multimodal and not language_model_only and \
+            not os.path.isfile(os.path.join(path, "preprocessor_config.json")):
         raise ModelError("%s: preprocessor_config.json missing; vLLM fails 'Can't load image processor' "
                          "unless started with --language-model-only" % path)
     if not os.path.isfile(os.path.join(path, "generation_config.json")):

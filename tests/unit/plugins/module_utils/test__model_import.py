@@ -62,6 +62,18 @@ def test_validate_names_missing_file(model_dir, tmp_path, remove, match):
         mi.validate_model_dir(d, language_model_only=True)
 
 
+def test_a_text_only_model_needs_no_image_processor(model_dir, tmp_path):
+    # A plain Qwen3ForCausalLM (the real engine's tiny model in the test world) has no vision tower.
+    import shutil
+    d = str(tmp_path / "text")
+    shutil.copytree(model_dir, d)
+    os.unlink(os.path.join(d, "preprocessor_config.json"))
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    text_only = dict(cfg["text_config"], architectures=["Qwen3ForCausalLM"], model_type="qwen3")
+    json.dump(text_only, open(os.path.join(d, "config.json"), "w"))
+    assert mi.validate_model_dir(d)["shards"] >= 1
+
+
 def test_validate_missing_and_truncated_shard(model_dir, tmp_path):
     import shutil
     d = str(tmp_path / "copy")
