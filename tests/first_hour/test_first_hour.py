@@ -166,7 +166,10 @@ def test_missing_bundle_file_is_named_with_its_manifest(clone, env, tmp_path):
         model = [a["path"] for a in yaml.safe_load(f)["artifacts"] if a["kind"] == "model"][0]
     os.unlink(os.path.join(bundle, model))
     e = dict(env, AIRGAP_TEST_BUNDLE=bundle)
-    rc, out = sh(["ansible-playbook", "site.yml", "-i", "inventories/simulated"], clone, e, timeout=300)
+    try:
+        rc, out = sh(["ansible-playbook", "site.yml", "-i", "inventories/simulated"], clone, e, timeout=300)
+    finally:
+        shutil.rmtree(bundle, ignore_errors=True)  # hard links, but the only ones once the clone is gone
     assert rc != 0
     msg = fatal_block(out)
     assert "lacks %s" % model in msg, msg
