@@ -193,9 +193,10 @@ def measured_from(ledger, metrics, journal):
         m["budget_bytes"] = m["kv_cache_memory_bytes"]
         m["budget_how"] = "kv_cache_memory_bytes label (pinned pool)"
     elif isinstance(m["num_gpu_blocks"], int):
-        m["budget_bytes"] = m["num_gpu_blocks"] * lay["page"] * gs
+        gpu_blocks = int(m["num_gpu_blocks"])  # an int here; int() also tells pylint it is not None
+        m["budget_bytes"] = gpu_blocks * lay["page"] * gs
         m["budget_how"] = "num_gpu_blocks %d x page %d B x %d layers per group" % (
-            m["num_gpu_blocks"], lay["page"], gs)
+            gpu_blocks, lay["page"], gs)
     elif j.get("refusal"):
         m["budget_bytes"] = _gib_floor(j["refusal"]["available_gib"])
         m["budget_how"] = "refusal: available KV cache memory %.2f GiB (rounded down)" % (
@@ -461,21 +462,21 @@ def render_markdown(report):
         return "{:,}".format(v) if isinstance(v, int) else ("-" if v is None else str(v))
 
     rows = ["# vLLM deployment report", "",
-            "**Verdict: %s**%s" % (report["verdict"], " (restart with the re-plan)"
-                                   if report["restart"] else ""), "",
+            "**Verdict: %s**%s" % (report["verdict"],
+                                   " (restart with the re-plan)" if report["restart"] else ""), "",
             "| | planned | measured |", "|---|---|---|",
             "| KV pool | %s | %s |" % (g(p["kv_cache_memory_bytes"]), g(m.get("budget_bytes"))),
             "| num_gpu_blocks | %s | %s |" % (n(p["num_gpu_blocks"]), n(m.get("num_gpu_blocks"))),
             "| block size | %s | %s |" % (n(p["block_size"]), n(m.get("block_size"))),
             "| GPU KV cache size (tokens) | %s | %s |" % (n(p["kv_cache_size_tokens"]),
-                                                        n(m.get("kv_cache_size_tokens"))),
+                                                          n(m.get("kv_cache_size_tokens"))),
             "| weights | %s | %s |" % (g(p["weights_bytes"]), g(m.get("weights_bytes"))),
             "| max_model_len | %s | %s |" % (n(p["max_model_len"]), n(m.get("max_model_len"))),
             "| full-length requests at once | %s | %s |" % (
                 p["max_concurrency"], m.get("max_concurrency") if m.get(
                     "max_concurrency") is not None else "-"),
             "", "Measured from: %s; budget: %s." % (", ".join(m.get("source") or ["-"]),
-                                                   m.get("budget_how") or "-"), ""]
+                                                    m.get("budget_how") or "-"), ""]
     r = report.get("replan")
     if r and r.get("feasible"):
         rows += ["## Re-plan from the measured budget", "",
@@ -531,20 +532,20 @@ def render_svg(report, width=640):
            'font-family="sans-serif" font-size="11">' % (width + 120)]
     y = 10
     for label in ("planned", "measured"):
-        bar = bars.get(label)
+        bar_bytes = bars.get(label)
         out.append('<text x="0" y="%d">%s</text>' % (y + 17, label))
-        if not bar:
+        if not bar_bytes:
             out.append('<text x="80" y="%d">not measured</text>' % (y + 17))
             y += 40
             continue
         x = 80.0
         for key, color in colors:
-            w = width * max(0, bar[key]) / float(total)
+            w = width * max(0, bar_bytes[key]) / float(total)
             out.append('<rect x="%.1f" y="%d" width="%.1f" height="24" fill="%s">'
-                       '<title>%s %s</title></rect>' % (x, y, w, color, key, fmt_gib(bar[key])))
+                       '<title>%s %s</title></rect>' % (x, y, w, color, key, fmt_gib(bar_bytes[key])))
             if w > 50:
                 out.append('<text x="%.1f" y="%d" fill="#fff">%s %.1f</text>'
-                           % (x + 3, y + 16, key.replace("_", " "), bar[key] / float(GIB)))
+                           % (x + 3, y + 16, key.replace("_", " "), bar_bytes[key] / float(GIB)))
             x += w
         y += 40
     x = 80

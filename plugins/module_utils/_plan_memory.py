@@ -173,8 +173,8 @@ def estimate_non_kv(shape, weights, t, attn_groups=1):
         items.append(("attention_workspace", ws,
                       "FlashInfer workspace max(394 MiB, tokens x heads x head_dim x 16) = %s "
                       "(flashinfer.py:938) x %d attention group(s) (gpu_model_runner.py:7135), "
-                      "allocated by the FULL decode graphs vLLM profiles" % (fmt_gib(per),
-                                                                           attn_groups)))
+                      "allocated by the FULL decode graphs vLLM profiles"
+                      % (fmt_gib(per), attn_groups)))
 
     tokens = t["max_num_batched_tokens"]
     per_tok = lm_token_transient_bytes(shape)

@@ -17,6 +17,9 @@ from __future__ import absolute_import, division, print_function
 import math
 import re
 
+# This module is the planner's facade: it re-exports the public names of the _plan_* modules so that
+# callers (modules, tests, bench/) can keep using ``_planner.NAME``; not every name is used here.
+# pylint: disable=unused-import
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import (  # noqa: F401
     DTYPE_BYTES,
     GIB,
@@ -81,6 +84,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._plan_flags import (  
     docker_decisions,
     plan_env,
 )
+# pylint: enable=unused-import
 
 __metaclass__ = type
 
@@ -147,7 +151,7 @@ def _targets(params):
     t["gpu_total_bytes"] = int(t["gpu_total_bytes"])
     t["cc"] = parse_compute_capability(t["compute_capability"])
     t["tp"] = _positive_int(t, "tensor_parallel_size",
-                           value=t["tensor_parallel_size"] or t["gpu_count"] or 1)
+                            value=t["tensor_parallel_size"] or t["gpu_count"] or 1)
     if t["tp"] > int(t["gpu_count"] or 1):
         raise TargetsError("tensor_parallel_size %d exceeds gpu_count %s"
                            % (t["tp"], t["gpu_count"]))
@@ -165,7 +169,7 @@ def _targets(params):
                                % (key, t[key], VLLM_VERSION, ", ".join(sorted(valid))))
     t["concurrency"] = _positive_int(t, "concurrency")
     t["num_spec"] = _positive_int(t, "num_speculative_tokens", 0,
-                                 value=t["num_speculative_tokens"] or 0)
+                                  value=t["num_speculative_tokens"] or 0)
     if str(t["context"]).strip().lower() in ("max", "auto", "-1"):
         t["context"] = "max"
     else:
@@ -387,7 +391,7 @@ def plan(params, config=None, weight_bytes=None, weight_source=None):
                         % ", ".join(shape["vision"]["_defaulted"]))
     ledger = {
         "budget_bytes": requested,
-        "budget_how": "ceil(%d x %.2f)" % (t["gpu_total_bytes"], t["gpu_memory_utilization"]),
+        "budget_how": "ceil(%d x %.2f)" % (int(t["gpu_total_bytes"]), t["gpu_memory_utilization"]),
         "components": [{"name": n, "bytes": b, "how": h} for n, b, h in overhead],
         "non_kv_bytes": non_kv,
         "kv_pool_bytes": kv_pool,

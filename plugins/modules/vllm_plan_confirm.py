@@ -153,6 +153,56 @@ replan:
     concurrency, argv), or C(feasible=false) with a reason. Null when confirmed.
   returned: always
   type: dict
+  contains:
+    feasible:
+      description: Whether a re-plan fits the measured budget.
+      returned: when not null
+      type: bool
+    kv_cache_memory_bytes:
+      description: The pinned KV pool (C(--kv-cache-memory-bytes)), a whole number of blocks.
+      returned: when not null
+      type: int
+    num_gpu_blocks:
+      description: KV blocks vLLM will report with the pinned pool.
+      returned: when not null
+      type: int
+    reason:
+      description: Why no re-plan fits.
+      returned: when RV(replan.feasible) is false
+      type: str
+    block_size:
+      description: KV block size in tokens.
+      returned: when RV(replan.feasible) is true
+      type: int
+    max_model_len:
+      description: The re-planned C(--max-model-len).
+      returned: when RV(replan.feasible) is true
+      type: int
+    max_model_len_how:
+      description: How RV(replan.max_model_len) was chosen.
+      returned: when RV(replan.feasible) is true
+      type: str
+    blocks_per_full_request:
+      description: Blocks one request of RV(replan.max_model_len) tokens needs.
+      returned: when RV(replan.feasible) is true
+      type: int
+    max_concurrency_at_len:
+      description: Full-length requests the pinned pool holds.
+      returned: when RV(replan.feasible) is true
+      type: float
+    gpu_kv_cache_tokens:
+      description: Tokens the pinned pool holds at RV(replan.max_model_len).
+      returned: when RV(replan.feasible) is true
+      type: int
+    concurrency:
+      description: The stated concurrency of the plan.
+      returned: when RV(replan.feasible) is true
+      type: int
+    argv:
+      description: The vLLM argv to restart with (the plan's, with the pool pinned and the new C(--max-model-len)).
+      returned: when RV(replan.feasible) is true
+      type: list
+      elements: str
 notes:
   description: Remarks (no second restart, vLLM's own longest-length estimate, a card not free enough).
   returned: always

@@ -6,8 +6,6 @@ import json
 import os
 import subprocess
 
-import pytest
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P  # noqa: E402

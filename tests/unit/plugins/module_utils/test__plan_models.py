@@ -279,7 +279,7 @@ def test_non_numeric_compute_capability(cc):
 @pytest.mark.parametrize("config", [
     dict(QWEN3_SCHEME, num_attention_heads=0),
     dict(fixture_config(), text_config=dict(fixture_config()["text_config"],
-                                             num_attention_heads=0)),
+                                            num_attention_heads=0)),
     dict(QWEN3_SCHEME, num_key_value_heads=0),
     dict(QWEN3_SCHEME, num_attention_heads="many"),
 ])
