@@ -274,8 +274,22 @@ def _pinned_argv(argv, ctx, pinned):
         + out[pos:]
 
 
+def replanned_plan(plan_result, replan_result):
+    """The plan as the re-plan changed it (pinned pool, its context): what the engine must confirm after
+    the one restart, instead of the first plan it could not hold."""
+    ledger = dict(plan_result["ledger"])
+    ledger.update({"kv_pool_bytes": replan_result["kv_cache_memory_bytes"],
+                   "kv_pool_measured": True,
+                   "num_gpu_blocks": replan_result["num_gpu_blocks"],
+                   "block_size": replan_result["block_size"],
+                   "gpu_kv_cache_tokens": replan_result["gpu_kv_cache_tokens"],
+                   "max_model_len": replan_result["max_model_len"],
+                   "max_concurrency_at_len": replan_result["max_concurrency_at_len"]})
+    return dict(plan_result, ledger=ledger, argv=replan_result["argv"])
+
+
 def confirm(plan_result, metrics_text=None, journal_text=None, is_replan=False,
-            tradeoff_rows=None):
+            tradeoff_rows=None, replanned=None):
     """Planned vs measured, a verdict, at most one re-plan, and the deployment report.
 
     verdict: confirmed (the engine holds what the plan promised: context x concurrency, or the
@@ -287,6 +301,8 @@ def confirm(plan_result, metrics_text=None, journal_text=None, is_replan=False,
     if not isinstance(plan_result, dict) or not isinstance(plan_result.get("ledger"), dict):
         raise ConfirmError("plan must be the result of airgap.vllm.vllm_launch_plan (with its "
                            "ledger and argv)")
+    if replanned and replanned.get("feasible"):
+        plan_result = replanned_plan(plan_result, replanned)
     ledger = plan_result["ledger"]
     metrics = parse_metrics(metrics_text) if metrics_text else None
     journal = parse_journal(journal_text) if journal_text else None

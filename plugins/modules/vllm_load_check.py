@@ -13,7 +13,7 @@ module: vllm_load_check
 short_description: Prove a serving vLLM holds its planned concurrency with vLLM's own benchmark
 version_added: 0.2.0
 description:
-  - Runs C(vllm bench serve) inside the running service container (the very image that serves), offline:
+  - Runs C(vllm bench serve) inside the running service container (the very image that serves), offline with
     random prompts, the model directory as tokenizer, C(--max-concurrency) = the planned concurrency
     (the container's C(--max-num-seqs) unless O(concurrency) is given).
   - While it runs, samples the server's C(/metrics) for the peak of C(vllm:num_requests_running).
@@ -68,14 +68,13 @@ options:
   result_path:
     description: Where to save the result (JSON, figures without per-request lists) on the host.
     type: path
-extends_documentation_fragment:
-  - airgap.vllm.attributes
 attributes:
   check_mode:
-    support: none
-    description: Sends real requests; skipped in check mode (reports nothing run).
+    support: full
+    description: Sends no request in check mode and reports that nothing ran.
   diff_mode:
     support: none
+    description: Nothing to show as a diff.
   idempotent:
     support: full
     description: Changes nothing on the host but the result file.

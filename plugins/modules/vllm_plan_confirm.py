@@ -42,6 +42,11 @@ options:
     description: This start already used a re-plan; never ask for another restart.
     type: bool
     default: false
+  replanned:
+    description:
+      - With O(is_replan), the RV(replan) of the first call. The engine is then checked against the re-plan (its
+        pinned pool and context), not against the first plan it could not hold.
+    type: dict
   report_dir:
     description: Directory on the host to write C(report.json), C(report.md) and C(memory.svg) into (created, mode 0755).
     type: path
@@ -246,6 +251,7 @@ def argument_spec():
         metrics_text=dict(type="str"),
         journal_text=dict(type="str"),
         is_replan=dict(type="bool", default=False),
+        replanned=dict(type="dict"),
         report_dir=dict(type="path"),
         tradeoff=dict(type="dict"),
     )
@@ -274,7 +280,7 @@ def main():
     p = module.params
     try:
         result = confirm(p["plan"], p["metrics_text"], p["journal_text"], p["is_replan"],
-                         p["tradeoff"])
+                         p["tradeoff"], p["replanned"])
     except PlanError as exc:
         module.fail_json(msg=str(exc))
     changed = False

@@ -86,10 +86,9 @@ def chats():
             out.append(([{"role": "user", "content": q.format(city=city)}], [WEATHER_TOOL],
                         tool_answer(city)))
     for q, a in PLAIN:
-        out.append(([{"role": "user", "content": q}], None,
-                     "<think>\nA short answer.\n</think>\n\n" + a))
+        out.append(([{"role": "user", "content": q}], None, "<think>\nA short answer.\n</think>\n\n" + a))
         out.append(([{"role": "user", "content": q}], [WEATHER_TOOL],
-                     "<think>\nNo tool is needed.\n</think>\n\n" + a))
+                    "<think>\nNo tool is needed.\n</think>\n\n" + a))
     return out
 
 
@@ -121,7 +120,7 @@ def main():
         if os.path.isfile(path):
             with open(path, encoding="utf-8", errors="replace") as fh:
                 corpus.append(fh.read())
-    tok = train_tokenizer(corpus + [a for _, _, a in examples] * 20
+    tok = train_tokenizer(corpus + [example[2] for example in examples] * 20
                           + [json.dumps(WEATHER_TOOL)] * 20)
 
     seqs = []

@@ -198,3 +198,20 @@ def test_engine_with_another_block_and_kv_dtype():
     assert c["replan"]["blocks_per_full_request"] == 271
     big = C.confirm(r, metrics(500, block_size=800).replace('"fp8_e4m3"', '"bfloat16"'))
     assert big["verdict"] == "confirmed"  # 500 / 271 = 1.85 >= 1.73
+
+
+def test_after_the_one_restart_the_engine_confirms_the_replan_not_the_first_plan():
+    """The planner chose "max" (74752 x 4 on the 48 GB field card); the engine holds 150 blocks. The
+    re-plan keeps 4 users at a shorter context; after the restart the engine's numbers confirm the
+    re-plan, and no second restart is asked for (the simulated host does the same with its CPU engine)."""
+    r = field_plan(context="max", concurrency=4)
+    first = C.confirm(r, metrics(150))
+    assert first["verdict"] == "replan_needed" and first["restart"]
+    new = first["replan"]
+    pinned = metrics(new["num_gpu_blocks"], pinned=new["kv_cache_memory_bytes"])
+    again = C.confirm(r, pinned, is_replan=True, replanned=new)
+    assert again["verdict"] == "confirmed" and not again["restart"]
+    assert again["planned"]["max_model_len"] == new["max_model_len"]
+    assert again["report"]["final"]["max_model_len"] == new["max_model_len"]
+    # Against the first plan the same numbers fall short: that is what the re-plan fixed.
+    assert C.confirm(r, pinned, is_replan=True)["verdict"] == "replan_needed"

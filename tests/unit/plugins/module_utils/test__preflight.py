@@ -9,7 +9,7 @@ def nvml(used_by):
     total = 48 * GIB
     procs = [{"pid": 100 + i, "name": "python3", "used_memory": size, "container_id": cid}
              for i, (cid, size) in enumerate(used_by)]
-    used = sum(size for _, size in used_by)
+    used = sum(pair[1] for pair in used_by)
     return {"nvml_state": "ok", "gpus": [{"index": 0, "name": "RTX 6000 Ada", "memory_total": total,
                                           "memory_free": total - used, "processes": procs}]}
 
