@@ -5,6 +5,14 @@
 #include <string.h>
 #include <errno.h>
 #include "fake_state.h"
+#include <unistd.h>
+
+static int pid_alive(unsigned int pid)
+{
+    char path[32];
+    snprintf(path, sizeof(path), "/proc/%u", pid);
+    return pid > 0 && access(path, F_OK) == 0;
+}
 
 enum jtype { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ };
 
@@ -269,8 +277,17 @@ int fake_state_load(struct fake_state *st, char *err, int errlen)
         gp->persistence_mode = (int)as_ull(member(g, "persistence_mode"), 0);
         procs = member(g, "processes");
         for (pr = procs && procs->type == J_ARR ? procs->child : NULL; pr && gp->nprocs < FAKE_MAX_PROCS; pr = pr->next) {
-            struct fake_proc *fp = &gp->procs[gp->nprocs++];
-            fp->pid = (unsigned int)as_ull(member(pr, "pid"), 0);
+            struct fake_proc *fp;
+            unsigned int pid = (unsigned int)as_ull(member(pr, "pid"), 0);
+            /* A GPU container's process (recorded by the runtime hook) holds memory only while it
+             * lives, as on a real card: a stopped container's memory is free again. */
+            if (member(pr, "runtime_container") && !pid_alive(pid)) {
+                unsigned long long gone = as_ull(member(pr, "used_memory"), 0);
+                gp->memory_used = gp->memory_used > gone ? gp->memory_used - gone : 0;
+                continue;
+            }
+            fp = &gp->procs[gp->nprocs++];
+            fp->pid = pid;
             fp->used_memory = as_ull(member(pr, "used_memory"), 0);
             copy_str(fp->name, member(pr, "name"));
         }
