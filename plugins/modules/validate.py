@@ -57,19 +57,12 @@ options:
     description: Also prove the host answers (M(ansible.builtin.ping)).
     type: bool
     default: true
+extends_documentation_fragment:
+  - airgap.vllm.attributes.read_only
 attributes:
   action:
     support: full
     description: Runs on the controller; only the connection check touches the host.
-  check_mode:
-    support: full
-    description: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing to show as a diff.
-  idempotent:
-    support: full
-    description: Never changes anything.
 notes:
   - C(playbooks/validate.yml) runs it on all hosts at once with C(any_errors_fatal), and is the first
     play of C(site.yml); import it (or call this action) at the top of a fleet playbook.
