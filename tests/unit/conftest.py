@@ -11,3 +11,24 @@ if not os.path.islink(LINK):
     os.symlink(ROOT, LINK)
 if LINK_BASE not in sys.path:
     sys.path.insert(0, LINK_BASE)
+
+
+# ------------------------------------------------------------------ shared fixtures
+import subprocess  # noqa: E402
+
+import pytest  # noqa: E402
+
+MAKE_MODEL = os.path.join(ROOT, "tests", "world", "fake-model", "make_model.py")
+MODEL_CONFIG = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8", "config.json")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """A real (tiny) Qwen3 checkpoint made by the test world's make_model.py: config, tokenizer, safetensors.
+
+    Session-scoped and shared: a test that changes files must copy it first (see model_src fixtures)."""
+    out = str(tmp_path_factory.mktemp("model") / "qwen-tiny")
+    if not os.path.exists(MAKE_MODEL):
+        pytest.skip("tests/world/fake-model/make_model.py not present")
+    subprocess.run([sys.executable, MAKE_MODEL, out, MODEL_CONFIG], check=True)
+    return out

@@ -6,32 +6,17 @@ import gzip
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tarfile
 
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _model_import as mi
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-MAKE_MODEL = os.path.join(ROOT, "tests", "world", "fake-model", "make_model.py")
-FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8", "config.json")
-
-
-@pytest.fixture(scope="module")
-def made(tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("m") / "qwen-tiny")
-    if not os.path.exists(MAKE_MODEL):
-        pytest.skip("tests/world/fake-model/make_model.py not present")
-    subprocess.run([sys.executable, MAKE_MODEL, out, FIXTURE], check=True)
-    return out
-
 
 @pytest.fixture
-def src(made, tmp_path):
+def src(tiny_model_dir, tmp_path):
     d = str(tmp_path / "bundle" / "artifacts" / "qwen-tiny")
-    shutil.copytree(made, d)
+    shutil.copytree(tiny_model_dir, d)
     return d
 
 

@@ -8,7 +8,7 @@ import yaml
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _service_guard as g
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 ROLE = os.path.join(ROOT, "roles", "vllm_service")
 PROFILE_FILE = os.path.join(ROLE, "files", "seccomp-clone3-enosys.json")
 MODEL = "/opt/models/qwen"

@@ -297,7 +297,7 @@ def test_interrupted_part_of_the_same_file_still_resumes(bundle, tmp_path):
 def test_bundle_stage_module_takes_mode_as_raw_like_ansible_builtin_file():
     """type: str turned the YAML int 420 (`mode: 0644` unquoted) into "420", then 0o420."""
     import yaml
-    path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "plugins", "modules", "bundle_stage.py")
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "plugins", "modules", "bundle_stage.py")
     with open(path) as f:
         source = f.read()
     doc = yaml.safe_load(source.split('DOCUMENTATION = r"""', 1)[1].split('"""', 1)[0])
