@@ -32,3 +32,26 @@ def tiny_model_dir(tmp_path_factory):
         pytest.skip("tests/world/fake-model/make_model.py not present")
     subprocess.run([sys.executable, MAKE_MODEL, out, MODEL_CONFIG], check=True)
     return out
+
+
+@pytest.fixture
+def run_module(monkeypatch, capsys):
+    """Run a module's main() as Ansible would, in this process: run_module(M, check_mode=False, **args) -> result.
+
+    The arguments go through AnsibleModule's own parsing (types, choices, required), so a bad argument
+    gives the same fail_json the user sees."""
+    import json
+
+    from ansible.module_utils import basic
+    from ansible.module_utils.common.text.converters import to_bytes
+
+    def run(module, check_mode=False, diff=False, **args):
+        args = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
+        monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args})))
+        monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
+        capsys.readouterr()
+        with pytest.raises(SystemExit):
+            module.main()
+        return json.loads(capsys.readouterr().out)
+
+    return run
