@@ -24,6 +24,9 @@ import os
 import re
 import tarfile
 
+# The one Docker CLI helper; re-exported for the module and the tests.
+from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli, DockerError  # noqa: F401
+
 BLOCK = 512
 # Small JSON members only: a config or manifest above this is not what we think it is.
 MAX_META_BYTES = 16 * 1024 * 1024
@@ -37,17 +40,6 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 class ArchiveError(Exception):
     """The file is not a readable docker-save archive."""
-
-
-class DockerError(Exception):
-    """A docker CLI call failed."""
-
-    def __init__(self, msg, cmd=None, rc=None, stdout=None, stderr=None):
-        super(DockerError, self).__init__(msg)
-        self.cmd = cmd
-        self.rc = rc
-        self.stdout = stdout
-        self.stderr = stderr
 
 
 class CountingReader(object):
@@ -274,39 +266,6 @@ def _read_archive(path, platform):
         }
     finally:
         members.close()
-
-
-class DockerCli(object):
-    """The few docker CLI calls we need; `run` is AnsibleModule.run_command-shaped."""
-
-    def __init__(self, run, docker_bin="docker"):
-        self._run = run
-        self.docker_bin = docker_bin
-
-    def _call(self, args, check=True):
-        cmd = [self.docker_bin] + list(args)
-        rc, out, err = self._run(cmd)
-        if check and rc != 0:
-            raise DockerError("%s failed (rc=%s): %s" % (" ".join(cmd), rc, (err or out).strip()),
-                              cmd=cmd, rc=rc, stdout=out, stderr=err)
-        return rc, out, err
-
-    def image_id(self, ref):
-        """Image ID a reference resolves to, or None when absent."""
-        rc, out, err = self._call(["image", "inspect", "--format", "{{.Id}}", ref], check=False)
-        if rc == 0:
-            return out.strip() or None
-        text = (err or "") + (out or "")
-        if "No such image" in text or "No such object" in text:
-            return None
-        raise DockerError("docker image inspect %s failed (rc=%s): %s" % (ref, rc, text.strip()),
-                          cmd=[self.docker_bin, "image", "inspect", ref], rc=rc, stdout=out, stderr=err)
-
-    def load(self, path):
-        return self._call(["load", "--input", path])
-
-    def tag(self, image_id, ref):
-        return self._call(["tag", image_id, ref])
 
 
 def plan_import(archive, present_id, tag_ids, wanted_tags):

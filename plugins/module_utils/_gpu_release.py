@@ -6,7 +6,7 @@
 Swarm tasks must be scaled to 0 on their service: `docker stop` on a task only makes swarm start a
 new one. Plain containers are stopped with their restart policy set to `no` (otherwise the daemon or
 a reboot brings them back). What was changed is recorded so `restored` undoes exactly that.
-Pure planning functions take `docker inspect` data; the Docker CLI runner is separate.
+Pure planning functions take `docker inspect` data; the Docker CLI is module_utils/_docker.py's DockerCli.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -15,8 +15,10 @@ __metaclass__ = type
 
 import json
 import os
-import subprocess
 import tempfile
+
+# The one Docker CLI helper (re-exported: the module and the tests construct it from here too).
+from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli, DockerError  # noqa: F401
 
 SWARM_SERVICE_LABEL = 'com.docker.swarm.service.name'
 STATE_VERSION = 1
@@ -169,55 +171,6 @@ def plan_restore(state, existing_services, existing_containers):
     return actions, gone
 
 
-class DockerCli:
-    """The few Docker CLI calls this needs (targets have no Docker SDK)."""
-
-    def __init__(self, docker_bin='docker', run=None):
-        self.docker_bin = docker_bin
-        self._run = run or self._subprocess_run
-
-    @staticmethod
-    def _subprocess_run(argv):
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        out, err = proc.communicate()
-        return proc.returncode, out.decode('utf-8', 'replace'), err.decode('utf-8', 'replace')
-
-    def call(self, args, check=True):
-        rc, out, err = self._run([self.docker_bin] + list(args))
-        if check and rc != 0:
-            raise GpuReleaseError('docker %s failed (rc %d): %s' % (' '.join(args), rc, err.strip() or out.strip()))
-        return rc, out
-
-    def inspect(self, kind, refs):
-        """Inspect containers or services; unknown refs are skipped."""
-        found = []
-        for ref in refs:
-            rc, out = self.call([kind, 'inspect', ref] if kind == 'service' else ['inspect', '--type', 'container', ref],
-                                check=False)
-            if rc == 0:
-                found.extend(json.loads(out))
-        return found
-
-    def swarm_active(self):
-        rc, out = self.call(['info', '--format', '{{.Swarm.LocalNodeState}}'], check=False)
-        return rc == 0 and out.strip() == 'active'
-
-    def swarm_state(self):
-        """LocalNodeState (active, pending, inactive, locked, error); raises when `docker info` fails."""
-        rc, out = self.call(['info', '--format', '{{.Swarm.LocalNodeState}}'], check=False)
-        if rc != 0:
-            raise GpuReleaseError('docker info failed (rc %d): %s' % (rc, out.strip()))
-        return out.strip()
-
-    def service_names(self):
-        if not self.swarm_active():
-            return set()
-        return set(self.call(['service', 'ls', '--format', '{{.Name}}'])[1].split())
-
-    def container_ids(self):
-        return set(self.call(['ps', '-a', '--no-trunc', '--format', '{{.ID}}'])[1].split())
-
-
 def write_state_atomic(path, state):
     directory = os.path.dirname(path) or '.'
     if not os.path.isdir(directory):
@@ -245,9 +198,10 @@ def restore_workloads(docker, state, state_file, check_mode=False):
     if state['services'] or state['containers']:
         try:
             swarm = docker.swarm_state()
-        except GpuReleaseError as exc:
-            raise GpuReleaseError('%s: cannot tell which released workloads still exist, so nothing was restored '
-                                  'and the record %s is kept; start Docker and run again' % (exc, state_file))
+        except DockerError as exc:
+            raise GpuReleaseError('docker info failed (rc %s): %s: cannot tell which released workloads still exist, so nothing was restored '
+                                  'and the record %s is kept; start Docker and run again'
+                                  % (exc.rc, (exc.stderr or exc.stdout or str(exc)).strip(), state_file))
         if state['services'] and swarm != 'active':
             raise GpuReleaseError(
                 'swarm node is %r, not active (right after a reboot it stays pending until it rejoins): '
@@ -261,7 +215,10 @@ def restore_workloads(docker, state, state_file, check_mode=False):
     actions, gone = plan_restore(state, services, containers)
     if not check_mode:
         for action in actions:
-            docker.call(action)
+            try:
+                docker.call(action)
+            except DockerError as exc:
+                raise GpuReleaseError('%s; the record %s is kept: fix the cause and run again' % (exc, state_file))
         if os.path.exists(state_file):
             os.unlink(state_file)
     return actions, gone

@@ -120,12 +120,8 @@ archive_bytes_read:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.airgap.vllm.plugins.module_utils._docker_archive import (
-    ArchiveError,
-    DockerCli,
-    DockerError,
-    import_archive,
-)
+from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli, DockerError
+from ansible_collections.airgap.vllm.plugins.module_utils._docker_archive import ArchiveError, import_archive
 
 
 def main():
@@ -140,7 +136,7 @@ def main():
     )
     p = module.params
     docker_bin = module.get_bin_path(p["docker_bin"], required=True)
-    docker = DockerCli(module.run_command, docker_bin=docker_bin)
+    docker = DockerCli(docker_bin)
     try:
         result = import_archive(p["path"], docker, tag=p["tag"], check_mode=module.check_mode, platform=p["platform"])
     except ArchiveError as e:

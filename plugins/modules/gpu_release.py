@@ -112,8 +112,9 @@ gone:
 import json
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli, DockerError
 from ansible_collections.airgap.vllm.plugins.module_utils._gpu_release import (
-    DockerCli, GpuReleaseError, classify, load_state, plan_release, read_state_file, restore_workloads,
+    GpuReleaseError, classify, load_state, plan_release, read_state_file, restore_workloads,
     write_state_atomic)
 
 
@@ -159,7 +160,7 @@ def main():
         before = read_state_file(module.params['state_file'])
         handler = release if module.params['state'] == 'released' else restore
         actions, after, extra = handler(module, docker, before)
-    except (GpuReleaseError, ValueError, OSError) as exc:
+    except (GpuReleaseError, DockerError, ValueError, OSError) as exc:
         module.fail_json(msg=str(exc))
     recorded = extra.pop('_recorded', False)
     result = dict(

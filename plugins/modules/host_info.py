@@ -33,6 +33,17 @@ options:
     description: Query the Docker engine (C(docker info)).
     type: bool
     default: true
+  docker_bin:
+    description: Docker CLI to query (name on the PATH or absolute path).
+    type: str
+    default: docker
+  pci:
+    description:
+      - List the NVIDIA GPUs on the PCI bus (C(lspci -D -mm -nn -d 10de:)), which works with no driver loaded.
+      - A GPU is a function of vendor 10de with a display-controller class (03xx); the rule lives in
+        module_utils/_pci.py.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - airgap.vllm.attributes.read_only
 author:
@@ -70,20 +81,41 @@ docker:
                sample: [io.containerd.runc.v2, nvidia, runc]}
     default_runtime: {description: "Default runtime.", type: str, returned: when running, sample: runc}
     cgroup_driver: {description: "Cgroup driver.", type: str, returned: when running, sample: cgroupfs}
+pci:
+  description: NVIDIA GPUs on the PCI bus.
+  returned: when I(pci=true)
+  type: dict
+  contains:
+    lspci: {description: "lspci used (null when not found).", type: str, returned: always}
+    error: {description: "Why the bus could not be read, or null.", type: str, returned: always}
+    gpus:
+      description: One entry per GPU function, in bus order.
+      type: list
+      elements: dict
+      returned: always
+      sample: [{slot: "0000:3b:00.0", class: "0300", class_name: VGA compatible controller, vendor: 10de,
+                vendor_name: NVIDIA Corporation, device: 26b1, device_name: "AD102GL [RTX 6000 Ada Generation]"}]
+    summary: {description: "One line per GPU for reports.", type: list, elements: str, returned: always,
+              sample: ["0000:3b:00.0 AD102GL [RTX 6000 Ada Generation] [10de:26b1]"]}
 '''
 
 import platform
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli, DockerError
 from ansible_collections.airgap.vllm.plugins.module_utils._files import read_text_report
 from ansible_collections.airgap.vllm.plugins.module_utils._hostinfo import host_facts, parse_docker_info
+from ansible_collections.airgap.vllm.plugins.module_utils._pci import LSPCI_ARGS, pci_facts
 
 
-def docker_facts(module):
-    docker = module.get_bin_path('docker')
+def docker_facts(module, docker_bin):
+    docker = module.get_bin_path(docker_bin)
     if not docker:
-        return {'installed': False, 'running': False, 'error': 'docker CLI not found'}
-    rc, out, err = module.run_command([docker, 'info', '--format', '{{json .}}'])
+        return {'installed': False, 'running': False, 'error': 'docker CLI %s not found' % docker_bin}
+    try:
+        rc, out, err = DockerCli(docker, timeout=60).call(['info', '--format', '{{json .}}'], check=False)
+    except DockerError as e:
+        return {'installed': True, 'running': False, 'error': str(e)}
     if rc != 0:
         return {'installed': True, 'running': False, 'error': (err or out).strip()}
     try:
@@ -103,6 +135,8 @@ def main():
             os_release_path=dict(type='path', default='/etc/os-release'),
             productinfo_path=dict(type='path', default='/etc/.productinfo'),
             docker=dict(type='bool', default=True),
+            docker_bin=dict(type='str', default='docker'),
+            pci=dict(type='bool', default=False),
         ),
         supports_check_mode=True,
     )
@@ -113,7 +147,11 @@ def main():
         if problem:
             module.warn(problem)
     result = host_facts(os_release, productinfo, p['kernel_release'] or platform.release(), platform.python_version())
-    result['docker'] = docker_facts(module) if p['docker'] else {'installed': None, 'running': None}
+    result['docker'] = docker_facts(module, p['docker_bin']) if p['docker'] else {'installed': None, 'running': None}
+    if p['pci']:
+        lspci = module.get_bin_path('lspci', opt_dirs=['/usr/sbin', '/sbin'])
+        rc, out, err = module.run_command([lspci] + LSPCI_ARGS) if lspci else (None, '', '')
+        result['pci'] = pci_facts(rc, out, err, lspci)
     module.exit_json(changed=False, **result)
 
 

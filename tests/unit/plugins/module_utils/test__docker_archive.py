@@ -260,7 +260,7 @@ def test_cli_image_id_parses_inspect():
             return 1, "[]\n", "Error: No such image: absent\n"
         return 1, "", "Cannot connect to the Docker daemon"
 
-    cli = da.DockerCli(run, "/usr/bin/docker")
+    cli = da.DockerCli("/usr/bin/docker", run=run)
     assert cli.image_id("present") == "sha256:abc"
     assert cli.image_id("absent") is None
     with pytest.raises(da.DockerError, match="Cannot connect"):
@@ -300,7 +300,7 @@ def test_real_docker_save_roundtrip(tmp_path):
                                check=False)
             return p.returncode, p.stdout, p.stderr
 
-        cli = da.DockerCli(run)
+        cli = da.DockerCli(run=run)
         subprocess.run(["docker", "rmi", ref], check=True, stdout=subprocess.DEVNULL)
         r = da.import_archive(saved, cli, tag=ref + "-extra")
         assert r["loaded"] and r["tagged"] == [ref + "-extra"]

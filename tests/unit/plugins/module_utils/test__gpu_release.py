@@ -3,7 +3,7 @@ import json
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils._gpu_release import (
-    DockerCli, GpuReleaseError, classify, empty_state, load_state, plan_release, plan_restore)
+    DockerCli, DockerError, GpuReleaseError, classify, empty_state, load_state, plan_release, plan_restore)
 
 
 def container(cid, name, running=True, policy='always', retries=0, service=None):
@@ -104,5 +104,5 @@ def test_docker_cli_inspect_skips_unknown_refs_and_raises_on_failed_actions():
 
     docker = DockerCli('docker', run=fake_run)
     assert [c['Id'] for c in docker.inspect('container', ['x', 'missing'])] == [CID_A]
-    with pytest.raises(GpuReleaseError, match='boom'):
+    with pytest.raises(DockerError, match='boom'):
         docker.call(['stop', CID_A])
