@@ -28,76 +28,31 @@ import json
 import os
 import shutil
 import stat
-import struct
 import tarfile
 import zlib
 
+from ansible_collections.airgap.vllm.plugins.module_utils import _model_dir
+
 STAMP = ".airgap-vllm-model.json"
-INDEX = "model.safetensors.index.json"
+INDEX = _model_dir.INDEX
 # Headroom on top of the model's own size: filesystem metadata, the stamp, a margin for rounding.
 SPACE_MARGIN = 64 * 1024 * 1024
 
 
-class ModelError(Exception):
-    """The model is unusable or cannot be imported."""
-
-
-def _load_json(path, what):
-    try:
-        with open(path, "rb") as f:
-            return json.loads(f.read().decode("utf-8"))
-    except (IOError, OSError):
-        raise ModelError("%s: %s missing or unreadable" % (path, what))
-    except ValueError as e:
-        raise ModelError("%s: %s is not valid JSON: %s" % (path, what, e))
-
-
-def _check_safetensors(path):
-    """The first 8 bytes are the little-endian header length; the header is JSON. Cheap, catches truncation."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
-        head = f.read(8)
-        if len(head) != 8:
-            raise ModelError("%s: truncated safetensors file" % path)
-        (n,) = struct.unpack("<Q", head)
-        if n <= 0 or 8 + n > size:
-            raise ModelError("%s: safetensors header length %d does not fit the %d-byte file" % (path, n, size))
-        try:
-            json.loads(f.read(n).decode("utf-8"))
-        except ValueError:
-            raise ModelError("%s: safetensors header is not JSON" % path)
+# One reader of the model directory for import and planner (config.json, index, safetensors headers).
+ModelError = _model_dir.ModelDirError
+_load_json = _model_dir.load_json
 
 
 def validate_model_dir(path, language_model_only=False):
-    """Return {'warnings': [...], 'shards': n, 'total_size': bytes}; raise ModelError naming the missing piece."""
-    config = _load_json(os.path.join(path, "config.json"), "config.json")
-    if not isinstance(config, dict) or not (config.get("model_type") or config.get("architectures")):
-        raise ModelError("%s/config.json names neither model_type nor architectures" % path)
+    """Return {'warnings': [...], 'shards': n, 'total_size': bytes or None, 'model_type', 'architectures'};
+    raise ModelError naming the missing piece. The weights are read by _model_dir (the planner's reader too);
+    this adds what an offline start needs besides them."""
+    model = _model_dir.read_model_dir(path, verify_shards=True)
+    config = model["config"]
+    if not model["shards"]:
+        raise ModelError("%s: neither %s nor any .safetensors file found" % (path, INDEX))
     warnings = []
-    index_path = os.path.join(path, INDEX)
-    total = None
-    if os.path.exists(index_path):
-        index = _load_json(index_path, INDEX)
-        weight_map = index.get("weight_map") if isinstance(index, dict) else None
-        if not isinstance(weight_map, dict) or not weight_map:
-            raise ModelError("%s: no weight_map" % index_path)
-        bad = [v for v in weight_map.values() if not isinstance(v, str)]
-        if bad:
-            raise ModelError("%s: weight_map names shard %r, which is not a file name string; fix or re-export "
-                             "the index" % (index_path, bad[0]))
-        shards = sorted(set(weight_map.values()))
-        total = (index.get("metadata") or {}).get("total_size")
-    elif os.path.exists(os.path.join(path, "model.safetensors")):
-        shards = ["model.safetensors"]
-    else:
-        raise ModelError("%s: neither %s nor model.safetensors found" % (path, INDEX))
-    for shard in shards:
-        if "/" in shard or shard.startswith("."):
-            raise ModelError("%s: shard name %r is not a plain file name" % (index_path, shard))
-        sp = os.path.join(path, shard)
-        if not os.path.isfile(sp):
-            raise ModelError("%s: shard %s named in the index is missing" % (path, shard))
-        _check_safetensors(sp)
     for name in ("tokenizer.json", "tokenizer_config.json"):
         if not os.path.isfile(os.path.join(path, name)):
             raise ModelError("%s: %s missing (needed for an offline start)" % (path, name))
@@ -107,15 +62,20 @@ def validate_model_dir(path, language_model_only=False):
         raise ModelError("%s: no chat template (chat_template.jinja or tokenizer_config.json chat_template): "
                          "every chat request would fail" % path)
     # Only a multimodal checkpoint (a vision tower in config.json) needs the image processor's config.
+    archs = config.get("architectures") or []
+    if not isinstance(archs, list):
+        archs = [archs]
     multimodal = any(k in config for k in ("vision_config", "visual", "vision_tower")) or any(
-        str(a).endswith("ForConditionalGeneration") for a in config.get("architectures") or [])
+        str(a).endswith("ForConditionalGeneration") for a in archs)
     if multimodal and not language_model_only and \
             not os.path.isfile(os.path.join(path, "preprocessor_config.json")):
         raise ModelError("%s: preprocessor_config.json missing; vLLM fails 'Can't load image processor' "
                          "unless started with --language-model-only" % path)
     if not os.path.isfile(os.path.join(path, "generation_config.json")):
         warnings.append("%s: generation_config.json missing: vLLM's sampling defaults replace the model's" % path)
-    return {"warnings": warnings, "shards": len(shards), "total_size": total}
+    total = model["index"]["total_size"] if model["index"] is not None else None
+    return {"warnings": warnings, "shards": len(model["shards"]), "total_size": total,
+            "model_type": config.get("model_type"), "architectures": [str(a) for a in archs]}
 
 
 def read_stamp(dest):

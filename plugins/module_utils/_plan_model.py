@@ -8,12 +8,8 @@ Pure, stdlib only, Python 3.7-clean. Paths cited are inside the vLLM 0.27.1 whee
 
 from __future__ import absolute_import, division, print_function
 
-import json
-import os
-import struct
-
+from ansible_collections.airgap.vllm.plugins.module_utils import _model_dir
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import (
-    MIB,
     ModelConfigError,
     cdiv,
     dtype_bytes,
@@ -377,45 +373,19 @@ def estimate_weight_bytes(shape):
 
 
 def safetensors_payload_bytes(path):
-    """Tensor bytes in one .safetensors file, from its header only (8-byte length + JSON)."""
+    """Tensor bytes in one .safetensors file, from its header only (_model_dir's rules)."""
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(8)
-            if len(raw) != 8:
-                raise ModelConfigError("%s: truncated safetensors header" % path)
-            (hlen,) = struct.unpack("<Q", raw)
-            if hlen > 100 * MIB:
-                raise ModelConfigError("%s: implausible safetensors header length" % path)
-            header = json.loads(fh.read(hlen).decode("utf-8"))
-        total = 0
-        for name, meta in header.items():
-            if name == "__metadata__":
-                continue
-            start, end = meta["data_offsets"]
-            total += int(end) - int(start)
-        return total
-    except (IOError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ModelConfigError("%s: unreadable safetensors header (%s)" % (path, exc))
+        return _model_dir.safetensors_payload_bytes(path)
+    except _model_dir.ModelDirError as exc:
+        raise ModelConfigError(str(exc))
 
 
 def read_model_dir(path):
-    """Return (config dict, weight bytes, where the weight figure came from)."""
-    cfg_path = os.path.join(path, "config.json")
+    """Return (config dict, weight bytes, where the weight figure came from), read by the same
+    reader (and rules) as the model import: _model_dir.read_model_dir. Shards are read only when
+    the index gives no total_size, so config.json + the index are enough to plan."""
     try:
-        with open(cfg_path) as fh:
-            config = json.load(fh)
-    except (IOError, OSError, ValueError) as exc:
-        raise ModelConfigError("cannot read %s: %s" % (cfg_path, exc))
-    index = os.path.join(path, "model.safetensors.index.json")
-    if os.path.exists(index):
-        try:
-            with open(index) as fh:
-                total = int(json.load(fh)["metadata"]["total_size"])
-            return config, total, "model.safetensors.index.json metadata.total_size"
-        except (IOError, OSError, KeyError, TypeError, ValueError) as exc:
-            raise ModelConfigError("%s has no usable metadata.total_size (%s)" % (index, exc))
-    files = sorted(f for f in os.listdir(path) if f.endswith(".safetensors"))
-    if files:
-        total = sum(safetensors_payload_bytes(os.path.join(path, f)) for f in files)
-        return config, total, "sum of %d safetensors headers" % len(files)
-    return config, None, None
+        model = _model_dir.read_model_dir(path, verify_shards=False)
+    except _model_dir.ModelDirError as exc:
+        raise ModelConfigError(str(exc))
+    return model["config"], model["weight_bytes"], model["weight_source"]

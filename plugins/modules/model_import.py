@@ -35,9 +35,10 @@ author:
   - airgap.vllm maintainers (@airgap-vllm)
 options:
   src:
-    description: Model archive or directory on the target.
+    description:
+      - Model archive or directory on the target.
+      - Required unless O(validate_only).
     type: path
-    required: true
   models_dir:
     description: Parent directory of the imported models.
     type: path
@@ -49,8 +50,8 @@ options:
   sha256:
     description:
       - Checksum of the source from the bundle manifest; checked against the source, then stored in the stamp.
+      - Required unless O(validate_only).
     type: str
-    required: true
   owner:
     description: Owner (name or uid) of the imported files.
     type: str
@@ -63,6 +64,13 @@ options:
     default: false
   force:
     description: Import even when the stamp matches.
+    type: bool
+    default: false
+  validate_only:
+    description:
+      - Only validate the model already at O(models_dir)/O(name), with the same rules as an import (and as the
+        launch planner's model reading); read nothing from O(src), write nothing, never changed.
+      - C(config.json) must name C(model_type) or C(architectures) (either is enough for vLLM).
     type: bool
     default: false
 attributes:
@@ -86,6 +94,12 @@ EXAMPLES = r"""
     models_dir: /opt/models
     name: qwen3.x-27b-fp8
     sha256: "{{ bundle_manifest_by_kind.model.sha256 }}"
+
+- name: Check an imported model the way the import does (reads only, changes nothing)
+  airgap.vllm.model_import:
+    models_dir: /opt/models
+    name: qwen3.x-27b-fp8
+    validate_only: true
 """
 
 RETURN = r"""
@@ -102,9 +116,20 @@ shards:
   returned: when validated
   type: int
 total_size:
-  description: metadata.total_size of the safetensors index (weight bytes).
+  description: metadata.total_size of the safetensors index (weight bytes); null without an index or that field.
   returned: when validated
   type: int
+model_type:
+  description: C(model_type) of C(config.json) (null when it names only C(architectures)).
+  returned: when validated
+  type: str
+  sample: qwen3
+architectures:
+  description: C(architectures) of C(config.json) (empty when it names only C(model_type)).
+  returned: when validated
+  type: list
+  elements: str
+  sample: [Qwen3ForCausalLM]
 """
 
 import grp
@@ -116,6 +141,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._model_import import (
     ModelError,
     import_model,
     read_stamp,
+    validate_model_dir,
 )
 
 
@@ -133,18 +159,29 @@ def _id(value, db):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            src=dict(type="path", required=True),
+            src=dict(type="path"),
             models_dir=dict(type="path", required=True),
             name=dict(type="str", required=True),
-            sha256=dict(type="str", required=True),
+            sha256=dict(type="str"),
             owner=dict(type="str"),
             group=dict(type="str"),
             language_model_only=dict(type="bool", default=False),
             force=dict(type="bool", default=False),
+            validate_only=dict(type="bool", default=False),
         ),
+        required_if=[("validate_only", False, ("src", "sha256"))],
         supports_check_mode=True,
     )
     p = module.params
+    if p["validate_only"]:
+        path = "%s/%s" % (p["models_dir"], p["name"])
+        try:
+            info = validate_model_dir(path, p["language_model_only"])
+        except ModelError as e:
+            module.fail_json(msg=str(e))
+        for w in info.pop("warnings", []):
+            module.warn(w)
+        module.exit_json(changed=False, path=path, imported=False, **info)
     try:
         uid = _id(p["owner"], pwd.getpwnam)
         gid = _id(p["group"], grp.getgrnam)
