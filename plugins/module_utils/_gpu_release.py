@@ -15,10 +15,10 @@ __metaclass__ = type
 
 import json
 import os
-import tempfile
 
 # The one Docker CLI helper (re-exported: the module and the tests construct it from here too).
-from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli, DockerError  # noqa: F401
+from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli, DockerError  # noqa: F401 # pylint: disable=unused-import
+from ansible_collections.airgap.vllm.plugins.module_utils._files import write_atomic
 
 SWARM_SERVICE_LABEL = 'com.docker.swarm.service.name'
 STATE_VERSION = 1
@@ -172,20 +172,9 @@ def plan_restore(state, existing_services, existing_containers):
 
 
 def write_state_atomic(path, state):
-    directory = os.path.dirname(path) or '.'
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o700)
-    fd, tmp = tempfile.mkstemp(prefix='.gpu-release-', dir=directory)
-    try:
-        with os.fdopen(fd, 'w') as handle:
-            json.dump(state, handle, indent=2, sort_keys=True)
-            handle.write('\n')
-        os.chmod(tmp, 0o600)
-        os.rename(tmp, path)
-    except Exception:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """The record, readable by root only, replaced atomically and durably (module_utils/_files.py)."""
+    write_atomic(path, json.dumps(state, indent=2, sort_keys=True) + '\n', mode=0o600, makedirs=0o700,
+                 prefix='.gpu-release-')
 
 
 def restore_workloads(docker, state, state_file, check_mode=False):

@@ -44,8 +44,9 @@ import ast
 import hashlib
 import io
 import os
-import tempfile
 import tokenize
+
+from ansible_collections.airgap.vllm.plugins.module_utils import _files
 
 STATE_PATCHED = "patched"
 STATE_ALREADY_PATCHED = "already_patched"
@@ -574,30 +575,13 @@ def validate(old_text, new_text, spec, path, expected_sites):
 
 
 def read_text(path):
-    with io.open(path, "r", encoding="utf-8", newline="") as handle:
-        return handle.read()
+    """A file about to be patched is read exactly: missing or non-UTF-8 raises (module_utils/_files.py)."""
+    return _files.read_text(path, missing_ok=False)
 
 
 def write_atomic(path, text):
-    """Write next to the target, then rename over it: readers see the old or the new file, never half."""
-    directory = os.path.dirname(os.path.abspath(path))
-    st = os.stat(path)
-    fd, tmp = tempfile.mkstemp(prefix=".airgap-patch-", dir=directory)
-    try:
-        with io.open(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, st.st_mode & 0o7777)
-        try:
-            os.chown(tmp, st.st_uid, st.st_gid)
-        except OSError:
-            pass  # not root: the file keeps our ownership, as any edit by this user would
-        os.rename(tmp, path)
-    except Exception:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Readers see the old or the new file, never half; mode and owner kept (module_utils/_files.py)."""
+    _files.write_atomic(path, text, prefix=".airgap-patch-")
 
 
 def plan_tree(root, patch_names):

@@ -121,6 +121,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
+from ansible_collections.airgap.vllm.plugins.module_utils._files import write_atomic
 from ansible_collections.airgap.vllm.plugins.module_utils._loadcheck import (
     LoadCheckError, bench_argv, compact, peak_running, render, serving_facts, summarize)
 
@@ -221,11 +222,7 @@ def main():
         module.fail_json(msg="the bench result is unreadable: %s" % e, stdout=out[-4000:])
     if p["result_path"]:
         saved = dict(compact(result), airgap_vllm=summary)
-        tmp = p["result_path"] + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(saved, f, indent=2, sort_keys=True)
-        os.chmod(tmp, 0o600)
-        os.rename(tmp, p["result_path"])
+        write_atomic(p["result_path"], json.dumps(saved, indent=2, sort_keys=True), mode=0o600)
     text = render(summary)
     for w in summary["warnings"]:
         module.warn(w)

@@ -241,6 +241,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.airgap.vllm.plugins.module_utils._files import write_atomic
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import PlanError
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm import confirm
 
@@ -266,11 +267,7 @@ def _write(path, content, check_mode):
     except (IOError, OSError):
         pass
     if not check_mode:
-        tmp = path + ".tmp"
-        with open(tmp, "w") as fh:
-            fh.write(content)
-        os.chmod(tmp, 0o644)
-        os.rename(tmp, path)
+        write_atomic(path, content, mode=0o644)
     return True
 
 

@@ -1,0 +1,77 @@
+"""The one file helper: explicit missing-file contract, atomic and durable writes."""
+import os
+import stat
+
+import pytest
+
+from ansible_collections.airgap.vllm.plugins.module_utils import _files
+from ansible_collections.airgap.vllm.plugins.module_utils._files import read_text, read_text_report, write_atomic
+
+
+def test_read_text_missing_file_contract(tmp_path):
+    missing = str(tmp_path / "nope")
+    assert read_text(missing) is None
+    with pytest.raises((IOError, OSError)):
+        read_text(missing, missing_ok=False)
+
+
+def test_read_text_keeps_line_endings_and_is_strict_only_when_asked(tmp_path):
+    p = tmp_path / "f"
+    p.write_bytes(b"a\r\nb\n")
+    assert read_text(str(p)) == "a\r\nb\n" == read_text(str(p), missing_ok=False)
+    p.write_bytes(b"ok \xff\n")
+    assert read_text(str(p)) == "ok \ufffd\n"
+    text, problem = read_text_report(str(p))
+    assert "not valid UTF-8 (byte 3)" in problem
+    with pytest.raises(UnicodeDecodeError):
+        read_text(str(p), missing_ok=False)
+
+
+def test_write_atomic_new_file_mode_and_directory(tmp_path):
+    target = tmp_path / "sub" / "state.json"
+    with pytest.raises(OSError):
+        write_atomic(str(target), "x")
+    write_atomic(str(target), u"caf\u00e9\n", mode=0o600, makedirs=0o700)
+    assert target.read_bytes() == b"caf\xc3\xa9\n"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert stat.S_IMODE(target.parent.stat().st_mode) == 0o700
+    plain = tmp_path / "plain"
+    write_atomic(str(plain), b"\x00bytes")
+    assert plain.read_bytes() == b"\x00bytes" and stat.S_IMODE(plain.stat().st_mode) == 0o644
+
+
+def test_write_atomic_keeps_the_replaced_files_mode(tmp_path):
+    target = tmp_path / "script.py"
+    target.write_text("old")
+    target.chmod(0o751)
+    write_atomic(str(target), "new")
+    assert target.read_text() == "new" and stat.S_IMODE(target.stat().st_mode) == 0o751
+    assert os.listdir(str(tmp_path)) == ["script.py"]
+
+
+def test_write_atomic_fsyncs_file_and_directory(tmp_path, monkeypatch):
+    synced = []
+    real = os.fsync
+
+    def spy(fd):
+        synced.append(os.path.isdir("/proc/self/fd/%d" % fd) if os.path.exists("/proc/self/fd") else None)
+        return real(fd)
+
+    monkeypatch.setattr(_files.os, "fsync", spy)
+    write_atomic(str(tmp_path / "f"), "x")
+    assert len(synced) == 2
+    if synced[0] is not None:
+        assert synced == [False, True]  # the file, then its directory
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    target = tmp_path / "f"
+    target.write_text("old")
+
+    def boom(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(_files.os, "rename", boom)
+    with pytest.raises(OSError, match="No space"):
+        write_atomic(str(target), "new")
+    assert target.read_text() == "old" and os.listdir(str(tmp_path)) == ["f"]
