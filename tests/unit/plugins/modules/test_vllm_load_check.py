@@ -1,0 +1,211 @@
+"""vllm_load_check as Ansible runs it, against a stand-in docker CLI (a script that answers inspect/exec).
+
+The stand-in records every call, so the tests see the real argv the module sends: the bench at the
+planned concurrency, the API key only in the environment, the result read back, thresholds and failures.
+"""
+import json
+import os
+import stat
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+
+from ansible_collections.airgap.vllm.plugins.modules import vllm_load_check as M
+
+KEY = "sk-load-check-0123456789"
+ARGS = ["/opt/airgap-vllm/models/qwen3-tiny", "--served-model-name", "qwen3-tiny", "--port", "8000",
+        "--max-num-seqs", "4", "--config", "/etc/airgap-vllm/vllm/keys.yaml"]
+
+FAKE_DOCKER = r'''#!{python}
+import json, os, sys, time
+state = os.environ["FAKE_DOCKER_STATE"]
+argv = sys.argv[1:]
+with open(os.path.join(state, "calls.jsonl"), "a") as f:
+    f.write(json.dumps({{"argv": argv, "key": os.environ.get("OPENAI_API_KEY")}}) + "\n")
+if argv[:1] == ["inspect"]:
+    if argv[-1] != "vllm":
+        sys.stderr.write("Error: No such object: %s\n" % argv[-1])
+        sys.exit(1)
+    sys.stdout.write(open(os.path.join(state, "args.json")).read())
+    sys.exit(0)
+if argv[:1] == ["exec"]:
+    rest = argv[1:]
+    while rest[0] == "-e":
+        rest = rest[2:]
+    rest = rest[1:]  # the container
+    if rest[:3] == ["vllm", "bench", "serve"]:
+        time.sleep(float(os.environ.get("FAKE_BENCH_SLEEP", "0")))
+        rc = int(open(os.path.join(state, "bench_rc")).read()) if os.path.exists(os.path.join(state, "bench_rc")) else 0
+        sys.stdout.write("============ Serving Benchmark Result ============\n")
+        if rc:
+            sys.stderr.write("ConnectionRefusedError: [Errno 111] Connection refused\n")
+        sys.exit(rc)
+    if rest[:1] == ["cat"]:
+        sys.stdout.write(open(os.path.join(state, "result.json")).read())
+        sys.exit(0)
+sys.stderr.write("fake docker: unexpected %r\n" % argv)
+sys.exit(2)
+'''
+
+
+def bench_result(**kw):
+    r = {"completed": 32, "failed": 0, "duration": 10.0, "output_throughput": 200.0,
+         "request_throughput": 3.2, "max_concurrent_requests": 4, "errors": [""] * 32,
+         "p50_ttft_ms": 80.0, "p95_ttft_ms": 120.0, "p50_tpot_ms": 20.0, "p95_tpot_ms": 30.0,
+         "ttfts": [0.1] * 32, "itls": [[0.02] * 63] * 32, "generated_texts": ["x" * 64] * 32}
+    r.update(kw)
+    return r
+
+
+@pytest.fixture
+def docker(tmp_path, monkeypatch):
+    state = tmp_path / "docker-state"
+    state.mkdir()
+    (state / "args.json").write_text(json.dumps(ARGS))
+    (state / "result.json").write_text(json.dumps(bench_result()))
+    script = tmp_path / "docker"
+    script.write_text(FAKE_DOCKER.format(python=sys.executable))
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("FAKE_DOCKER_STATE", str(state))
+
+    class Docker(object):
+        bin = str(script)
+        dir = state
+
+        @staticmethod
+        def calls():
+            path = state / "calls.jsonl"
+            return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+        @staticmethod
+        def bench_call():
+            found = [c for c in Docker.calls() if "bench" in c["argv"]]
+            assert len(found) == 1, Docker.calls()
+            return found[0]
+
+    return Docker
+
+
+def keys_file(tmp_path):
+    path = tmp_path / "keys.yaml"
+    path.write_text('api-key:\n  - "%s"\n  - "sk-second"\n' % KEY)
+    path.chmod(0o600)
+    return str(path)
+
+
+def test_check_mode_sends_nothing(run_module, docker):
+    r = run_module(M, check_mode=True, container="vllm", docker_bin=docker.bin)
+    assert r["changed"] is False and r["skipped"] is True
+    assert docker.calls() == []
+
+
+def test_bench_runs_at_the_containers_concurrency_with_the_key_only_in_its_environment(run_module, docker,
+                                                                                       tmp_path):
+    saved = tmp_path / "report" / "loadcheck.json"
+    saved.parent.mkdir()
+    r = run_module(M, container="vllm", docker_bin=docker.bin, keys_file=keys_file(tmp_path),
+                   result_path=str(saved))
+    assert "failed" not in r, r.get("msg")
+    assert r["changed"] is False
+    assert r["figures"]["p95_ttft_ms"] == 120.0 and r["warnings_list"] == []
+    assert "32 requests at concurrency 4: 32 ok, 0 failed" in r["summary"]
+    call = docker.bench_call()
+    argv = call["argv"]
+    assert argv[argv.index("--max-concurrency") + 1] == "4"
+    assert argv[argv.index("--tokenizer") + 1] == ARGS[0]
+    assert call["key"] == KEY, "the bench gets the first key through its environment"
+    assert not any(KEY in a for a in argv), "the key is never on a command line"
+    assert ["-e", "OPENAI_API_KEY"] == argv[argv.index("OPENAI_API_KEY") - 1:argv.index("OPENAI_API_KEY") + 1]
+    assert "HF_HUB_OFFLINE=1" in argv
+    assert KEY not in json.dumps(r), "the key is not in the result"
+    data = json.loads(saved.read_text())
+    assert data["airgap_vllm"]["figures"]["p95_ttft_ms"] == 120.0
+    assert oct(saved.stat().st_mode & 0o777) == "0o600"
+
+
+def test_concurrency_given_overrides_the_containers(run_module, docker):
+    r = run_module(M, container="vllm", docker_bin=docker.bin, concurrency=2, num_prompts=8)
+    assert "failed" not in r, r.get("msg")
+    argv = docker.bench_call()["argv"]
+    assert argv[argv.index("--max-concurrency") + 1] == "2"
+    assert argv[argv.index("--num-prompts") + 1] == "8"
+    assert docker.bench_call()["key"] is None
+
+
+def test_a_missing_container_fails_naming_it(run_module, docker):
+    r = run_module(M, container="nosuch", docker_bin=docker.bin)
+    assert r["failed"] and "container nosuch is not there to load-check" in r["msg"]
+    assert "No such object" in r["msg"]
+
+
+def test_a_container_that_does_not_serve_a_model_fails_clearly(run_module, docker):
+    (docker.dir / "args.json").write_text(json.dumps(["--help"]))
+    r = run_module(M, container="vllm", docker_bin=docker.bin)
+    assert r["failed"] and r["msg"].startswith("cannot read how vllm serves")
+
+
+def test_a_failed_bench_fails_with_its_output(run_module, docker):
+    (docker.dir / "bench_rc").write_text("1")
+    r = run_module(M, container="vllm", docker_bin=docker.bin)
+    assert r["failed"] and r["msg"].startswith("vllm bench serve failed (rc 1)")
+    assert "Connection refused" in r["stderr"]
+
+
+def test_failed_requests_fail_the_check_with_the_servers_error(run_module, docker):
+    (docker.dir / "result.json").write_text(json.dumps(bench_result(
+        completed=30, failed=2, errors=[""] * 30 + ["HTTP 500 boom", ""])))
+    r = run_module(M, container="vllm", docker_bin=docker.bin)
+    assert r["failed"] and "2 of 32 requests failed: HTTP 500 boom" in r["msg"]
+
+
+def test_an_unreadable_result_fails_clearly(run_module, docker):
+    (docker.dir / "result.json").write_text('{"detail": "Not Found"}')
+    r = run_module(M, container="vllm", docker_bin=docker.bin)
+    assert r["failed"] and r["msg"].startswith("the bench result is unreadable")
+
+
+def test_a_threshold_warns_and_fails_only_when_asked(run_module, docker):
+    r = run_module(M, container="vllm", docker_bin=docker.bin, ttft_p95_max_ms=100)
+    assert "failed" not in r
+    assert r["warnings_list"] == ["TTFT p95 120.0 ms is over the threshold of 100.0 ms"]
+    assert r["warnings_list"][0] in r["warnings"]
+    r = run_module(M, container="vllm", docker_bin=docker.bin, ttft_p95_max_ms=100, fail_on_threshold=True)
+    assert r["failed"] and "TTFT p95 120.0 ms" in r["msg"]
+
+
+def test_the_peak_of_running_requests_is_sampled_from_metrics(run_module, docker, monkeypatch):
+    class Metrics(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = ('vllm:num_requests_running{engine="0",model_name="qwen3-tiny"} 3.0\n'
+                    'vllm:num_requests_running{engine="1",model_name="qwen3-tiny"} 1.0\n').encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Metrics)
+    thread = threading.Thread(target=server.serve_forever)
+    thread.daemon = True
+    thread.start()
+    monkeypatch.setenv("FAKE_BENCH_SLEEP", "1.0")
+    try:
+        r = run_module(M, container="vllm", docker_bin=docker.bin,
+                       metrics_url="http://127.0.0.1:%d/metrics" % server.server_address[1])
+    finally:
+        server.shutdown()
+    assert "failed" not in r, r.get("msg")
+    assert r["figures"]["peak_running_in_metrics"] == 4.0
+
+
+def test_bad_arguments_fail_before_docker_is_called(run_module, docker):
+    r = run_module(M, docker_bin=docker.bin)
+    assert r["failed"] and "container" in r["msg"]
+    r = run_module(M, container="vllm", docker_bin=docker.bin, concurrency="many")
+    assert r["failed"] and "concurrency" in r["msg"]
+    assert docker.calls() == []
+    assert os.path.exists(docker.bin)
