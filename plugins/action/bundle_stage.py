@@ -10,6 +10,12 @@ offset, uploads it in `chunk_size` pieces with the connection's own put_file, th
 each piece (append), and finally the target hashes the parts on its local disk and renames them
 all into place only if every one matches the manifest (commit). An interrupted run loses at most
 one chunk. Progress (percent, rate, ETA) is shown and appended to `log_path` on the controller.
+
+The files to send are one stream cut into chunks: a chunk may hold the tail of one file and the
+heads of the next ones (segments), so a directory of small files (RPMs, tokenizer files) costs one
+upload and one module run per chunk, not per file, and a 0-byte file is a segment of length 0. A file
+split into parts on the medium (FAT32) is read through SourceReader: parts in order, each checked as
+it ends; a bad part fails the run naming it, and the target's `.part` is cut back to where it starts.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -26,8 +32,11 @@ from ansible.utils.display import Display
 
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle import (
     BundleError,
+    PartError,
     Progress,
+    SourceReader,
     load_manifest,
+    medium_files,
     parse_mode,
     validate_entries,
 )
@@ -94,23 +103,14 @@ class ActionModule(ActionBase):
                     files[p["path"]]["state"] = "copied"
                 result.update(changed=bool(todo), files=[files[p["path"]] for p in probe], bytes_copied=0)
                 return result
-            # Missing or short source files fail here, before anything moves.
+            # Missing or short source files (or parts of a split file) fail here, before anything moves.
+            by_path = dict((e["path"], e) for e in entries)
             for p in todo:
-                path = os.path.join(src, p["path"])
-                if os.path.islink(path) and not os.path.exists(path):
-                    raise AnsibleActionFail("bundle file %s is a dangling symlink (to %s): copy the real file "
-                                            "into the bundle" % (path, os.readlink(path)))
-                if not os.path.exists(path):
-                    raise AnsibleActionFail("bundle file %s is missing: copy it into the bundle again" % path)
-                if not os.path.isfile(path):
-                    raise AnsibleActionFail("bundle file %s is not a regular file (a directory?): the manifest "
-                                            "lists a file there; rebuild the bundle" % path)
-                if os.path.getsize(path) != p["size"]:
-                    raise AnsibleActionFail("bundle file %s: size %d, manifest says %d" % (
-                        p["path"], os.path.getsize(path), p["size"]))
+                for f in medium_files(by_path[p["path"]]):
+                    self._check_source(src, f)
             self._make_tmp_path()
-            for p in todo:
-                files[p["path"]].update(self._send(src, p, chunk_size, log_path, common, task_vars))
+            for path, out in self._send_all(src, todo, by_path, chunk_size, log_path, common, task_vars).items():
+                files[path].update(out)
             commit = self._execute_module(module_name=MODULE, module_args=dict(common, _op="commit"),
                                           task_vars=task_vars)
             if commit.get("failed"):
@@ -126,33 +126,88 @@ class ActionModule(ActionBase):
         result.update(changed=bool(todo), files=[files[p["path"]] for p in probe], bytes_copied=moved)
         return result
 
-    def _send(self, src, probe, chunk_size, log_path, common, task_vars):
-        """Stream one file from probe['offset'] in chunks; each byte of the medium is read once."""
-        offset = probe["offset"]
-        size = probe["size"]
-        progress = Progress(log_path, probe["path"], size, start_at=offset, interval=5.0)
-        if offset:
-            progress.message("resuming at %d bytes" % offset)
+    @staticmethod
+    def _check_source(src, f):
+        path = os.path.join(src, f["path"])
+        if os.path.islink(path) and not os.path.exists(path):
+            raise AnsibleActionFail("bundle file %s is a dangling symlink (to %s): copy the real file "
+                                    "into the bundle" % (path, os.readlink(path)))
+        if not os.path.exists(path):
+            raise AnsibleActionFail("bundle file %s is missing: copy it into the bundle again" % path)
+        if not os.path.isfile(path):
+            raise AnsibleActionFail("bundle file %s is not a regular file (a directory?): the manifest "
+                                    "lists a file there; rebuild the bundle" % path)
+        if os.path.getsize(path) != f["size"]:
+            raise AnsibleActionFail("bundle file %s: size %d, manifest says %d" % (
+                f["path"], os.path.getsize(path), f["size"]))
+
+    def _send_all(self, src, todo, by_path, chunk_size, log_path, common, task_vars):
+        """Stream every file from its probe offset as one sequence of chunks; each medium byte is read once."""
         remote_chunk = self._connection._shell.join_path(self._connection._shell.tmpdir, "chunk")
         fd, local_chunk = tempfile.mkstemp(prefix="airgap-vllm-chunk-")
         os.close(fd)
+        state = {"segments": [], "filled": 0, "out": open(local_chunk, "wb")}
+        progress = {}
+
+        def flush():
+            state["out"].close()
+            if state["segments"]:
+                self._transfer_file(local_chunk, remote_chunk)
+                self._fixup_perms2((self._connection._shell.tmpdir, remote_chunk))
+                res = self._module(dict(common, _op="append", _chunk=remote_chunk, _segments=state["segments"]),
+                                   task_vars)
+                for seg in state["segments"]:
+                    want = seg["offset"] + seg["length"]
+                    if not seg.get("cut") and res["part_sizes"].get(seg["path"]) != want:
+                        raise AnsibleActionFail("%s: the target's part is at %s bytes, expected %d" % (
+                            seg["path"], res["part_sizes"].get(seg["path"]), want))
+                    prog = progress.get(seg["path"])
+                    if prog is not None and seg["length"]:
+                        prog.update(seg["length"])
+                        display.display("  %s" % prog.line(), log_only=False)
+            state["segments"] = []
+            state["filled"] = 0
+            state["out"] = open(local_chunk, "wb")
+
+        out = {}
         try:
-            with open(os.path.join(src, probe["path"]), "rb") as f:
-                f.seek(offset)
-                while offset < size:
-                    data = f.read(min(chunk_size, size - offset))
-                    if not data:
-                        raise AnsibleActionFail("%s ended at %d bytes, manifest says %d" % (probe["path"], offset, size))
-                    with open(local_chunk, "wb") as out:
-                        out.write(data)
-                    self._transfer_file(local_chunk, remote_chunk)
-                    self._fixup_perms2((self._connection._shell.tmpdir, remote_chunk))
-                    res = self._module(dict(common, _op="append", _path=probe["path"], _chunk=remote_chunk,
-                                            _offset=offset), task_vars)
-                    offset = res["part_size"]
-                    progress.update(len(data))
-                    display.display("  %s" % progress.line(), log_only=False)
-            progress.finish()
+            for p in todo:
+                entry = by_path[p["path"]]
+                size = entry["size"]
+                offset = p["offset"]
+                prog = progress[p["path"]] = Progress(log_path, p["path"], size, start_at=offset, interval=5.0)
+                if offset:
+                    prog.message("resuming at %d bytes" % offset)
+                with SourceReader(src, entry) as reader:
+                    reader.seek(offset)
+                    while True:
+                        want = min(chunk_size - state["filled"], size - offset)
+                        try:
+                            data = reader.read(want) if want else b""
+                        except PartError as e:
+                            # Send what is buffered, then cut the target's .part back to where the bad part starts.
+                            state["segments"].append({"path": p["path"], "offset": e.offset, "length": 0,
+                                                      "cut": True})
+                            flush()
+                            prog.message("BAD PART: %s" % e)
+                            raise AnsibleActionFail("bundle file %s: %s; the parts before it stay staged" % (
+                                p["path"], e))
+                        if len(data) != want:
+                            raise AnsibleActionFail("%s ended at %d bytes, manifest says %d" % (
+                                p["path"], offset + len(data), size))
+                        state["out"].write(data)
+                        state["segments"].append({"path": p["path"], "offset": offset, "length": len(data)})
+                        state["filled"] += len(data)
+                        offset += len(data)
+                        if state["filled"] >= chunk_size:
+                            flush()
+                        if offset >= size:
+                            break
+                out[p["path"]] = {"state": "copied", "bytes_copied": size - p["offset"], "resumed_from": p["offset"]}
+            flush()
+            for prog in progress.values():
+                prog.finish()
         finally:
+            state["out"].close()
             os.unlink(local_chunk)
-        return {"state": "copied", "bytes_copied": size - probe["offset"], "resumed_from": probe["offset"]}
+        return out

@@ -18,6 +18,12 @@ Design (why):
 - Each `.part` has a `.part.json` sidecar naming the manifest entry (sha256, size) it was started for:
   a part left over from an older bundle is discarded and restarted, not reported as a checksum mismatch.
 - Progress (percent, rate, ETA) is written to a log file that an operator can `tail -f`.
+- FAT32 (4 GiB - 1 byte per file): the bundle build stores a bigger file as numbered parts
+  (`<name>.part000`, ...); its manifest entry keeps the whole file's path, size and sha256 and lists
+  each part's path, size and sha256 under `parts`. Staging reads the parts in order as one stream
+  (`SourceReader`), hashing the whole and each part as it goes, so the medium is still read once and
+  the resume point is still the destination's `.part`. Verification of the medium checks the parts;
+  a staged (whole) file is checked whole.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -85,8 +91,202 @@ def validate_entries(entries):
             raise BundleError("artifact %s: negative size" % path)
         item = dict(e)
         item.update(path=norm, size=size, sha256=sha)
+        if e.get("parts"):
+            item["parts"] = _validate_parts(norm, size, e["parts"], seen)
+        else:
+            item.pop("parts", None)
         out.append(item)
     return out
+
+
+def _validate_parts(path, size, parts, seen):
+    """The `parts` of a split entry: bundle-relative path, size > 0 and sha256 each, sizes adding up."""
+    if not isinstance(parts, list):
+        raise BundleError("artifact %s: parts is not a list" % path)
+    out = []
+    for i, p in enumerate(parts):
+        if not isinstance(p, dict) or not p.get("path") or not isinstance(p.get("path"), str):
+            raise BundleError("artifact %s: part #%d has no path" % (path, i))
+        norm = posixpath.normpath(p["path"])
+        if "\x00" in norm or norm.startswith("/") or norm == ".." or norm.startswith("../"):
+            raise BundleError("artifact %s: part path %r must stay inside the bundle" % (path, p["path"]))
+        if norm in seen:
+            raise BundleError("artifact %s: part path %r listed twice" % (path, p["path"]))
+        seen.add(norm)
+        sha = str(p.get("sha256", "")).lower()
+        if not _SHA.match(sha):
+            raise BundleError("artifact %s: part %s: sha256 %r is not 64 hex digits" % (path, norm, p.get("sha256")))
+        try:
+            psize = int(p.get("size"))
+        except (TypeError, ValueError):
+            raise BundleError("artifact %s: part %s: size %r is not an integer" % (path, norm, p.get("size")))
+        if psize <= 0:
+            raise BundleError("artifact %s: part %s: size must be positive" % (path, norm))
+        out.append({"path": norm, "size": psize, "sha256": sha})
+    if sum(p["size"] for p in out) != size:
+        raise BundleError("artifact %s: its parts add up to %d bytes, the file is %d" % (
+            path, sum(p["size"] for p in out), size))
+    return out
+
+
+def medium_files(entry):
+    """What lies on the medium for a manifest entry: its parts, or the whole file."""
+    return entry.get("parts") or [entry]
+
+
+def medium_size(root, entry):
+    """Bytes of the entry found on the medium (the whole file, else all its parts), or None if absent."""
+    try:
+        return os.stat(os.path.join(root, entry["path"])).st_size
+    except OSError:
+        pass
+    if not entry.get("parts"):
+        return None
+    total = 0
+    for p in entry["parts"]:
+        try:
+            total += os.stat(os.path.join(root, p["path"])).st_size
+        except OSError:
+            return None
+    return total
+
+
+def source_problem(root, entry):
+    """Why the entry cannot be read from the medium, as (state, path), or None when every file is there.
+
+    state is missing (also a dangling symlink), not_a_file or size_mismatch; path names the part."""
+    for f in medium_files(entry):
+        full = os.path.join(root, f["path"])
+        try:
+            st = os.stat(full)
+        except OSError:
+            return "missing", f["path"]
+        if not stat.S_ISREG(st.st_mode):
+            return "not_a_file", f["path"]
+        if st.st_size != f["size"]:
+            return "size_mismatch", f["path"]
+    return None
+
+
+def split_plan(size, split_size):
+    """[(offset, length)] of the parts a file of `size` bytes is stored as; one part when not split."""
+    if split_size <= 0 or size <= split_size:
+        return [(0, size)]
+    return [(off, min(split_size, size - off)) for off in range(0, size, split_size)]
+
+
+def part_name(path, index):
+    return "%s.part%03d" % (path, index)
+
+
+class PartError(BundleError):
+    """A part on the medium does not match its manifest entry."""
+
+    def __init__(self, msg, path, offset):
+        super(PartError, self).__init__(msg)
+        self.path = path
+        self.offset = offset
+
+
+class SourceReader(object):
+    """Reads a manifest entry from the medium as one stream: the whole file, or its parts in order.
+
+    Each part read from its first byte is hashed as it goes and compared with the manifest when it
+    ends: a wrong part raises PartError naming it (with the offset it starts at), before a byte of the
+    next part is returned. Offers seek(), readinto(), read() and close(), like a raw file.
+    """
+
+    def __init__(self, root, entry):
+        self.files = []
+        off = 0
+        for f in medium_files(entry):
+            self.files.append((os.path.join(root, f["path"]), f["path"], off, f["size"],
+                               f["sha256"] if entry.get("parts") else None))
+            off += f["size"]
+        self.size = off
+        self.pos = 0
+        self.idx = 0
+        self.f = None
+        self.h = None
+        self.in_part = 0
+        self.parts_checked = []
+
+    def _open(self, idx, inner):
+        if self.f is not None:
+            self.f.close()
+            self.f = None
+        self.idx = idx
+        self.in_part = inner
+        if idx >= len(self.files):
+            return
+        full, _rel, _start, _size, sha = self.files[idx]
+        self.f = open(full, "rb", buffering=0)
+        if inner:
+            self.f.seek(inner)
+        self.h = hashlib.sha256() if sha and inner == 0 else None
+
+    def seek(self, offset):
+        if offset >= self.size:
+            self._open(len(self.files), 0)
+        else:
+            for i, (_full, _rel, start, size, _sha) in enumerate(self.files):
+                if start <= offset < start + size:
+                    self._open(i, offset - start)
+                    break
+        self.pos = offset
+        return offset
+
+    def _end_part(self):
+        _full, rel, start, size, sha = self.files[self.idx]
+        if self.h is not None:
+            got = self.h.hexdigest()
+            if got != sha:
+                raise PartError("%s: sha256 %s, manifest says %s (a damaged or misnamed part: copy it again "
+                                "from the build machine)" % (rel, got, sha), rel, start)
+            self.parts_checked.append(rel)
+        self._open(self.idx + 1, 0)
+
+    def readinto(self, view):
+        while self.idx < len(self.files):
+            if self.f is None:
+                self._open(self.idx, self.in_part)
+            _full, rel, start, size, _sha = self.files[self.idx]
+            want = min(len(view), size - self.in_part)
+            n = self.f.readinto(view[:want]) if want > 0 else 0
+            if n:
+                if self.h is not None:
+                    self.h.update(view[:n])
+                self.in_part += n
+                self.pos += n
+                if self.in_part >= size:
+                    self._end_part()
+                return n
+            if self.in_part < size:
+                raise PartError("%s ended at %d bytes, manifest says %d" % (rel, self.in_part, size), rel, start)
+            self._end_part()
+        return 0
+
+    def read(self, n):
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            k = self.readinto(view[got:])
+            if not k:
+                break
+            got += k
+        return bytes(buf[:got])
+
+    def close(self):
+        if self.f is not None:
+            self.f.close()
+            self.f = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def load_manifest(path):
@@ -229,37 +429,55 @@ class StampCache(object):
 
 # ---------------------------------------------------------------- verify
 
-def _check_one(root, entry, stamps, bufsize):
-    path = os.path.join(root, entry["path"])
-    res = {"path": entry["path"], "kind": entry.get("kind"), "expected_size": entry["size"],
-           "expected_sha256": entry["sha256"], "size": None, "sha256": None, "hashed": False}
+def _check_file(path, size, sha256, stamps, bufsize):
+    """(state, size found, sha256 found or None, hashed) of one file on disk against its expected size/sha256."""
     try:
         st = os.stat(path)
     except OSError:
-        res["state"] = "missing"  # absent, or a dangling symlink
-        return res
+        return "missing", None, None, False  # absent, or a dangling symlink
     if not stat.S_ISREG(st.st_mode):
-        res["state"] = "not_a_file"  # a directory, FIFO or device where the manifest lists a file
-        return res
-    res["size"] = st.st_size
-    if st.st_size != entry["size"]:
-        res["state"] = "size_mismatch"
-        return res
+        return "not_a_file", None, None, False  # a directory, FIFO or device where the manifest lists a file
+    if st.st_size != size:
+        return "size_mismatch", st.st_size, None, False
     cached = stamps.get(path, st) if stamps is not None else None
+    hashed = False
     if cached is None:
-        h = hash_file(path, bufsize=bufsize)[0]
-        cached = h.hexdigest()
-        res["hashed"] = True
+        cached = hash_file(path, bufsize=bufsize)[0].hexdigest()
+        hashed = True
         # Only remember a hash taken of a file that did not change while we read it.
         if stamps is not None and file_key(path) == file_key(path, st):
             stamps.put(path, cached, st)
-    res["sha256"] = cached
-    res["state"] = "ok" if cached == entry["sha256"] else "checksum_mismatch"
+    return ("ok" if cached == sha256 else "checksum_mismatch"), st.st_size, cached, hashed
+
+
+def _check_one(root, entry, stamps, bufsize):
+    """One entry: the whole file when it is there (a staged copy), else its parts (a split file on the medium)."""
+    path = os.path.join(root, entry["path"])
+    res = {"path": entry["path"], "kind": entry.get("kind"), "expected_size": entry["size"],
+           "expected_sha256": entry["sha256"], "size": None, "sha256": None, "hashed": False}
+    if not entry.get("parts") or os.path.lexists(path):
+        res["state"], res["size"], res["sha256"], res["hashed"] = _check_file(
+            path, entry["size"], entry["sha256"], stamps, bufsize)
+        return res
+    res["parts"] = []
+    res["state"] = "ok"
+    res["size"] = 0
+    res["hashed_bytes"] = 0
+    for p in entry["parts"]:
+        state, size, sha, hashed = _check_file(os.path.join(root, p["path"]), p["size"], p["sha256"], stamps,
+                                               bufsize)
+        res["parts"].append({"path": p["path"], "state": state, "size": size, "sha256": sha, "hashed": hashed})
+        res["size"] += size or 0
+        res["hashed"] = res["hashed"] or hashed
+        res["hashed_bytes"] += (size or 0) if hashed else 0
+        if state != "ok" and res["state"] == "ok":
+            res["state"] = state  # the first bad part decides; every part is listed under parts
     return res
 
 
 def find_unlisted(root, entries, scan_dirs=PAYLOAD_DIRS):
     listed = set(e["path"] for e in entries)
+    listed.update(p["path"] for e in entries for p in e.get("parts") or ())
     found = []
     for d in scan_dirs:
         top = os.path.join(root, d)
@@ -292,7 +510,7 @@ def verify_bundle(root, entries, stamps=None, workers=4, bufsize=BUF_SIZE, scan_
     summary = dict((s, 0) for s in STATES)
     for r in results:
         summary[r["state"]] += 1
-    summary["hashed_bytes"] = sum(r["size"] or 0 for r in results if r["hashed"])
+    summary["hashed_bytes"] = sum(r.get("hashed_bytes", r["size"] or 0) for r in results if r["hashed"])
     summary["hashed_files"] = sum(1 for r in results if r["hashed"])
     return results, summary
 
@@ -301,7 +519,15 @@ def verify_failures(results, allow_unlisted=False):
     bad = [r for r in results if r["state"] != "ok" and not (allow_unlisted and r["state"] == "unlisted")]
     hints = {"missing": " (absent or a dangling symlink: copy the file into the bundle again)",
              "not_a_file": " (the manifest lists a file; replace this directory/special file with it)"}
-    return ["%s: %s%s" % (r["path"], r["state"].replace("_", " "), hints.get(r["state"], "")) for r in bad]
+    out = []
+    for r in bad:
+        parts = [p for p in r.get("parts") or () if p["state"] != "ok"]
+        if parts:
+            out.extend("%s: %s%s (part of %s)" % (p["path"], p["state"].replace("_", " "), hints.get(p["state"], ""),
+                                                  r["path"]) for p in parts)
+        else:
+            out.append("%s: %s%s" % (r["path"], r["state"].replace("_", " "), hints.get(r["state"], "")))
+    return out
 
 
 # ---------------------------------------------------------------- progress
@@ -495,16 +721,20 @@ def dest_is_current(dest, entry, stamps):
     return digest == entry["sha256"], True
 
 
-def copy_resumable(src, dest, entry, progress=None, bufsize=BUF_SIZE, reader=None):
+def copy_resumable(src, dest, entry, progress=None, bufsize=BUF_SIZE, reader=None, buf=None, fsync=True):
     """Copy src -> dest.part from where a previous copy stopped, hashing as it goes.
 
+    `reader` (a SourceReader for a split file) replaces opening `src`; `buf` is a reusable bytearray
+    (one per run, not one per file); fsync=False leaves the flush to the commit, which flushes every part
+    at once. A file that fits in one buffer gets no resume record: restarting it costs one read.
+    A wrong part (PartError) cuts the .part back to where that part starts and is raised again.
     Returns {'bytes_copied', 'resumed_from', 'sha256'}; does not rename (the caller commits).
     """
     size = entry["size"]
     stale = stale_part(dest, entry)
     offset, h = probe_part(dest, size, bufsize, entry=entry)
     part = part_path(dest)
-    if not os.path.exists(part):
+    if not os.path.exists(part) and size > bufsize:
         write_part_meta(dest, entry)
     if progress:
         progress.done = progress.start_at = offset
@@ -513,15 +743,21 @@ def copy_resumable(src, dest, entry, progress=None, bufsize=BUF_SIZE, reader=Non
         if offset:
             progress.message("resuming at %s" % human_bytes(offset))
     copied = 0
-    buf = bytearray(bufsize)
+    if buf is None or len(buf) < min(bufsize, max(size, 1)):
+        buf = bytearray(min(bufsize, max(size, 1)))
     view = memoryview(buf)
+    bufsize = len(buf)
     src_f = reader if reader is not None else open(src, "rb", buffering=0)
     try:
         src_f.seek(offset)
         fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             while offset + copied < size:
-                n = src_f.readinto(view[:min(bufsize, size - offset - copied)])
+                try:
+                    n = src_f.readinto(view[:min(bufsize, size - offset - copied)])
+                except PartError as e:
+                    os.ftruncate(fd, min(e.offset, offset + copied))
+                    raise
                 if not n:
                     break
                 chunk = view[:n]
@@ -532,12 +768,12 @@ def copy_resumable(src, dest, entry, progress=None, bufsize=BUF_SIZE, reader=Non
                 copied += n
                 if progress:
                     progress.update(n)
-            os.fsync(fd)
+            if fsync:
+                os.fsync(fd)
         finally:
             os.close(fd)
     finally:
-        if reader is None:
-            src_f.close()
+        src_f.close()
     if progress:
         progress.finish()
     return {"bytes_copied": copied, "resumed_from": offset, "sha256": h.hexdigest(),
@@ -549,7 +785,9 @@ def stage_files(src_root, dest_root, entries, stamps=None, log_path=None, bufsiz
     """Stage manifest entries from src_root to dest_root; all-or-nothing commit.
 
     Every file is copied to `.part` and checked against the manifest first; only when all match are
-    the parts renamed into place. Raises StageError naming the bad files (their parts removed).
+    the parts renamed into place. A split file is read from its parts in order, in the same pass.
+    Raises StageError naming the bad files (their parts removed; a bad part of a split file keeps the
+    good parts before it).
     """
     entries = validate_entries(entries)
     results = []
@@ -566,25 +804,31 @@ def stage_files(src_root, dest_root, entries, stamps=None, log_path=None, bufsiz
         return results
     check_space(dest_root, sum(e["size"] - _part_size(os.path.join(dest_root, e["path"])) for e in todo), keep_free)
     by_path = dict((r["path"], r) for r in results)
+    buf = bytearray(min(bufsize, max([e["size"] for e in todo] + [1])))
+    made = set()
     for entry in todo:
-        src = os.path.join(src_root, entry["path"])
         dest = os.path.join(dest_root, entry["path"])
         res = by_path[entry["path"]]
-        if not os.path.exists(src):
-            res["state"] = "missing"  # absent, or a dangling symlink
-            continue
-        if not os.path.isfile(src):
-            res["state"] = "not_a_file"
-            continue
-        src_size = os.path.getsize(src)
-        if src_size != entry["size"]:
-            res["state"] = "size_mismatch"
+        problem = source_problem(src_root, entry)
+        if problem:
+            res["state"] = problem[0]
+            if problem[1] != entry["path"]:
+                res["part"] = problem[1]
             continue
         parent = os.path.dirname(dest)
-        if not os.path.isdir(parent):
-            os.makedirs(parent, dir_mode)
+        if parent not in made:
+            if not os.path.isdir(parent):
+                os.makedirs(parent, dir_mode)
+            made.add(parent)
         progress = Progress(log_path, entry["path"], entry["size"])
-        out = copy_resumable(src, dest, entry, progress=progress, bufsize=bufsize)
+        try:
+            out = copy_resumable(None, dest, entry, progress=progress, bufsize=bufsize,
+                                 reader=SourceReader(src_root, entry), buf=buf, fsync=False)
+        except PartError as e:
+            res["state"] = "checksum_mismatch" if "sha256" in str(e) else "size_mismatch"
+            res["part"] = e.path
+            progress.message("BAD PART: %s" % e)
+            continue
         res["bytes_copied"] = out["bytes_copied"]
         res["resumed_from"] = out["resumed_from"]
         res["restarted_stale_part"] = out["restarted_stale_part"]
@@ -599,21 +843,47 @@ def stage_files(src_root, dest_root, entries, stamps=None, log_path=None, bufsiz
     return results
 
 
+def _fsync_all(paths, workers=16):
+    """Flush every file to disk, several at once so the filesystem can commit them together."""
+    def one(path):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    if not paths:
+        return
+    if len(paths) == 1:
+        one(paths[0])
+        return
+    with ThreadPoolExecutor(max_workers=min(workers, len(paths))) as pool:
+        list(pool.map(one, paths))
+
+
+def _describe_bad(r):
+    what = r["state"].replace("_", " ")
+    if r.get("part"):
+        what += " in %s" % r["part"]
+    return "%s (%s)" % (r["path"], what)
+
+
 def _commit(results, pending, stamps, mode):
     """Rename every verified part into place, or none of them.
 
-    The stamp file is checked writable first. Each existing destination is moved aside before its
-    part is renamed in; if any step fails, every file already renamed goes back to being a `.part`
-    (verified, so the next run only commits it) and the previous files are put back.
+    The stamp file is checked writable first and every part is flushed to disk. Each existing
+    destination is moved aside before its part is renamed in; if any step fails, every file already
+    renamed goes back to being a `.part` (verified, so the next run only commits it) and the previous
+    files are put back.
     """
     bad = [r for r in results if r["state"] not in ("current", "copied")]
     if bad:
         raise StageError("bundle files failed verification, nothing was put in place: %s" % ", ".join(
-            "%s (%s)" % (r["path"], r["state"].replace("_", " ")) for r in bad), results)
+            _describe_bad(r) for r in bad), results)
     if not pending:
         return
     if stamps is not None:
         stamps.check_writable()
+    _fsync_all([part_path(dest) for dest, _digest in pending])
     done = []  # (dest, backup or None)
     try:
         for dest, digest in pending:
@@ -638,6 +908,13 @@ def _commit(results, pending, stamps, mode):
                     os.rename(backup, dest)
                 undone.append(dest)
             except OSError:
+                pass
+        for dest, digest in pending:
+            # Verified parts: their record lets the next run commit them without reading the medium again.
+            try:
+                if os.path.exists(part_path(dest)) and not os.path.exists(part_meta_path(dest)):
+                    write_part_meta(dest, {"sha256": digest, "size": os.path.getsize(part_path(dest))})
+            except (IOError, OSError):
                 pass
         raise StageError("renaming the verified files into place failed (%s); the %d already renamed were "
                          "put back, nothing changed: fix the destination and run again" % (e, len(undone)),
@@ -722,6 +999,63 @@ def append_chunk(dest_root, rel, chunk, offset, dir_mode=0o755, entry=None):
     return os.path.getsize(part)
 
 
+def append_segments(dest_root, chunk, segments, entries=None, dir_mode=0o755):
+    """Append an uploaded chunk that holds several files' next bytes to their `.part` files.
+
+    segments: [{path, offset, length}] in the chunk's order; each `.part` must be exactly at `offset`
+    (else BundleError: probe again). A segment of length 0 creates an empty `.part` (a 0-byte file, or
+    one that needs no more bytes). A segment with `cut: true` cuts a `.part` longer than `offset` back
+    to it (a bad part of a split file was sent). One upload and one module run carry many small files.
+    Returns {path: size of its .part}.
+    """
+    by_path = dict((e["path"], e) for e in entries or ())
+    sizes = {}
+    buf = bytearray(min(BUF_SIZE, max([int(s_.get("length") or 0) for s_ in segments] + [1])))
+    view = memoryview(buf)
+    made = set()
+    with open(chunk, "rb", buffering=0) as f:
+        for seg in segments:
+            rel = seg.get("path")
+            dest = _inside(dest_root, rel)
+            part = part_path(dest)
+            offset = int(seg.get("offset") or 0)
+            length = int(seg.get("length") or 0)
+            have = os.path.getsize(part) if os.path.exists(part) else 0
+            if seg.get("cut"):
+                if have > offset:
+                    with open(part, "r+b") as p_:
+                        p_.truncate(offset)
+                sizes[rel] = min(have, offset)
+                continue
+            parent = os.path.dirname(dest)
+            if parent not in made:
+                if not os.path.isdir(parent):
+                    os.makedirs(parent, dir_mode)
+                made.add(parent)
+            if have != offset:
+                raise BundleError("%s: part is at %d bytes, chunk starts at %d; probe again" % (rel, have, offset))
+            entry = by_path.get(posixpath.normpath(rel))
+            if have == 0 and entry is not None and length < entry["size"]:
+                # The file spans more chunks: record what the part is for, so an interruption resumes it.
+                write_part_meta(dest, entry)
+            fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            try:
+                left = length
+                while left:
+                    n = f.readinto(view[:min(len(buf), left)])
+                    if not n:
+                        raise BundleError("%s: the uploaded chunk ended %d bytes early" % (rel, left))
+                    written = 0
+                    while written < n:
+                        written += os.write(fd, view[written:n])
+                    left -= n
+            finally:
+                os.close(fd)
+            sizes[rel] = have + length
+    os.unlink(chunk)
+    return sizes
+
+
 def commit_parts(dest_root, entries, stamps, mode=0o644, check_mode=False):
     """Verify every complete .part at the destination, then rename all of them, or fail naming the bad ones."""
     results = []
@@ -731,8 +1065,14 @@ def commit_parts(dest_root, entries, stamps, mode=0o644, check_mode=False):
         part = part_path(dest)
         if not os.path.exists(part):
             current = dest_is_current(dest, entry, stamps)[0]
-            results.append({"path": entry["path"], "state": "current" if current else "missing"})
-            continue
+            if current or entry["size"] or check_mode:
+                results.append({"path": entry["path"], "state": "current" if current else "missing"})
+                continue
+            # A 0-byte file has no bytes to upload, so no chunk created its part: create it here.
+            parent = os.path.dirname(dest)
+            if not os.path.isdir(parent):
+                os.makedirs(parent, 0o755)
+            os.close(os.open(part, os.O_WRONLY | os.O_CREAT, 0o600))
         res = {"path": entry["path"], "state": "copied"}
         if os.path.getsize(part) != entry["size"]:
             res["state"] = "size_mismatch"

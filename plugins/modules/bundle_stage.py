@@ -27,8 +27,11 @@ description:
     copied again, not reported as a checksum mismatch.
   - Progress lines (percent, rate, ETA) go to O(log_path); C(tail -f) it while a run is going.
   - With O(remote_src=false) (the default) the bundle is on the controller; the action plugin streams
-    it in O(chunk_size) pieces, each appended on the target to the C(.part) file, then verified on the
-    target. With O(remote_src=true) the bundle is mounted on the target (USB or NFS) and the module copies locally.
+    it in O(chunk_size) pieces, each appended on the target to the C(.part) files, then verified on the
+    target. Small files share a piece, so many small files cost few round trips.
+  - A file the bundle build split into parts (C(<name>.part000), ... for FAT32's 4 GiB limit; the
+    manifest entry lists them under C(parts)) is read from its parts in order, in the same single pass,
+    each part checked against its own sha256 as it ends, and staged as the whole file. With O(remote_src=true) the bundle is mounted on the target (USB or NFS) and the module copies locally.
 author:
   - airgap.vllm maintainers (@airgap-vllm)
 options:
@@ -91,6 +94,12 @@ options:
   _path:
     description: Internal (V(append)) - bundle-relative path the chunk belongs to.
     type: str
+  _segments:
+    description:
+      - Internal (V(append)) - the files whose next bytes the chunk holds, in order, each C(path),
+        C(offset) and C(length); replaces O(_path) and O(_offset).
+    type: list
+    elements: dict
 attributes:
   check_mode:
     support: full
@@ -134,6 +143,9 @@ files:
     state:
       description: V(current) (already staged), V(copied), or on failure V(missing), V(size_mismatch), V(checksum_mismatch).
       type: str
+    part:
+      description: On failure of a split file, the part on the medium that is missing or wrong.
+      type: str
     bytes_copied:
       description: Bytes moved this run.
       type: int
@@ -158,6 +170,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._bundle import (
     StageError,
     StampCache,
     append_chunk,
+    append_segments,
     commit_parts,
     load_manifest,
     parse_mode,
@@ -192,6 +205,7 @@ def main():
             _chunk=dict(type="path"),
             _offset=dict(type="int"),
             _path=dict(type="str"),
+            _segments=dict(type="list", elements="dict"),
         ),
         supports_check_mode=True,
     )
@@ -209,6 +223,9 @@ def main():
         if p["_op"] == "append":
             if module.check_mode:
                 module.fail_json(msg="append is never called in check mode")
+            if p["_segments"] is not None:
+                sizes = append_segments(p["dest"], p["_chunk"], p["_segments"], entries)
+                module.exit_json(changed=True, part_sizes=sizes)
             entry = [e for e in entries or [] if e["path"] == p["_path"]]
             size = append_chunk(p["dest"], p["_path"], p["_chunk"], p["_offset"], entry=entry[0] if entry else None)
             module.exit_json(changed=True, part_size=size)

@@ -133,7 +133,8 @@ def test_stages_every_file_in_chunks_then_a_rerun_moves_nothing(stage, world):
     assert result["bytes_copied"] == sum(len(d) for d in FILES.values())
     assert sorted(f["path"] for f in result["files"]) == sorted(FILES)
     assert all(f["state"] == "copied" and f["resumed_from"] == 0 for f in result["files"])
-    expected_chunks = sum(-(-len(d) // CHUNK) for d in FILES.values())
+    # One stream cut into chunks: a chunk carries the end of one file and the start of the next.
+    expected_chunks = -(-sum(len(d) for d in FILES.values()) // CHUNK)
     assert calls["transfers"] == expected_chunks
     assert calls["modules"] == ["probe"] + ["append"] * expected_chunks + ["commit"]
     for rel in FILES:
@@ -220,3 +221,83 @@ def test_artifacts_given_inline_stage_only_those(stage, world):
     result, _calls = stage(artifacts=one)
     assert result["changed"] is True
     assert list(staged(world)) == ["wheels/x-1.0-py3-none-any.whl"]
+
+
+def test_a_zero_byte_artifact_stages_from_the_controller(stage, world):
+    (world["src"] / "artifacts" / "empty.txt").write_bytes(b"")
+    entries = world["entries"] + [{"path": "artifacts/empty.txt", "size": 0, "kind": "file",
+                                   "sha256": hashlib.sha256(b"").hexdigest()}]
+    (world["src"] / "manifest.yml").write_text(yaml.safe_dump({"artifacts": entries}))
+    result, _calls = stage()
+    assert not result.get("failed"), result.get("msg")
+    assert (world["dest"] / "artifacts" / "empty.txt").read_bytes() == b""
+    again, _calls = stage()
+    assert again["changed"] is False
+
+
+def test_many_small_files_share_chunks_a_round_trip_per_chunk_not_per_file(stage, world):
+    small = dict(("artifacts/rpms/p%03d.rpm" % i, bytes(bytearray([i % 256])) * (50 + i)) for i in range(60))
+    entries = make_bundle(world["src"], dict(FILES, **small))
+    result, calls = stage(chunk_size=1 << 20)
+    assert not result.get("failed"), result.get("msg")
+    assert calls["transfers"] == 1 and calls["modules"] == ["probe", "append", "commit"]
+    for rel, data in small.items():
+        assert (world["dest"] / rel).read_bytes() == data
+    assert len(result["files"]) == len(entries)
+
+
+def split_world(world, part=5000):
+    """Replace image.tar on the medium by parts, the way the bundle build stores a file over the split size."""
+    data = FILES["artifacts/image.tar"]
+    img = world["src"] / "artifacts" / "image.tar"
+    img.unlink()
+    parts = []
+    for i, off in enumerate(range(0, len(data), part)):
+        piece = data[off:off + part]
+        (world["src"] / ("artifacts/image.tar.part%03d" % i)).write_bytes(piece)
+        parts.append({"path": "artifacts/image.tar.part%03d" % i, "size": len(piece),
+                      "sha256": hashlib.sha256(piece).hexdigest()})
+    entries = [dict(e, parts=parts) if e["path"] == "artifacts/image.tar" else e for e in world["entries"]]
+    (world["src"] / "manifest.yml").write_text(yaml.safe_dump({"artifacts": entries}))
+    return parts
+
+
+def test_a_split_file_is_staged_whole_from_its_parts(stage, world):
+    split_world(world)
+    result, _calls = stage()
+    assert not result.get("failed"), result.get("msg")
+    assert staged(world) == FILES
+    assert not list((world["dest"] / "artifacts").glob("image.tar.part0*"))
+
+
+def test_a_split_file_resumes_after_an_interrupted_transfer(stage, world):
+    split_world(world)
+    with pytest.raises(Interrupted):
+        stage(fail_after=4)
+    result, _calls = stage()
+    assert staged(world) == FILES
+    img = [f for f in result["files"] if f["path"] == "artifacts/image.tar"][0]
+    assert 0 < img["resumed_from"] < len(FILES["artifacts/image.tar"])
+
+
+def test_a_bad_part_fails_naming_it_and_the_good_parts_stay_on_the_target(stage, world):
+    split_world(world)
+    bad = world["src"] / "artifacts" / "image.tar.part002"
+    good = bad.read_bytes()
+    bad.write_bytes(b"\0" * len(good))
+    with pytest.raises(AnsibleActionFail, match="image.tar.part002"):
+        stage()
+    assert (world["dest"] / "artifacts" / "image.tar.part").stat().st_size == 10000, "cut back to part002's start"
+    bad.write_bytes(good)
+    result, _calls = stage()
+    assert staged(world) == FILES
+    img = [f for f in result["files"] if f["path"] == "artifacts/image.tar"][0]
+    assert img["resumed_from"] == 10000
+
+
+def test_a_missing_part_fails_before_anything_is_sent(stage, world):
+    split_world(world)
+    (world["src"] / "artifacts" / "image.tar.part001").unlink()
+    with pytest.raises(AnsibleActionFail, match="image.tar.part001 is missing"):
+        stage()
+    assert not world["dest"].exists() or staged(world) == {}
