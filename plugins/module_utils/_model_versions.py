@@ -1,0 +1,167 @@
+# -*- coding: utf-8 -*-
+# Copyright: airgap.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Model versions side by side under one stable name.
+
+Layout in the models directory:
+    <name>            -> symlink to <name>@<version> (the stable path the plan and the unit use)
+    <name>@<version>  one directory per imported version (airgap.vllm.model_import)
+    .<name>.history.json  activation order, oldest first
+The service mounts <name>; Docker resolves the link when the container starts, so a running container
+keeps its version until the restart that brings the next one, and a rollback switches the link back.
+A models directory of the older layout (<name> a real directory) is migrated by renaming it to a
+version directory: no copy, and a running container keeps reading it.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import re
+import shutil
+
+from ansible_collections.airgap.vllm.plugins.module_utils._versions import prunable, record_activation
+
+STAMP = ".airgap-vllm-model.json"  # written by model_import
+VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
+
+
+class ModelVersionError(Exception):
+    pass
+
+
+def version_id(version, sha256):
+    """Directory version of a model: the bundle's version plus a checksum prefix (two different models
+    shipped under one version string never share a directory), or the checksum prefix alone."""
+    sha = (sha256 or "").lower()
+    if not re.match(r"^[0-9a-f]{64}$", sha):
+        raise ModelVersionError("sha256 %r is not a 64-hex-digit checksum" % (sha256,))
+    version = (version or "").strip()
+    vid = "%s-%s" % (version, sha[:8]) if version else sha[:12]
+    if not VERSION_RE.match(vid):
+        raise ModelVersionError("model version %r: use letters, digits and . _ + - (at most 55 characters)"
+                                % (version,))
+    return vid
+
+
+def _check_name(name):
+    if not NAME_RE.match(name or "") or "@" in name:
+        raise ModelVersionError("model name %r: use letters, digits and . _ + - only" % (name,))
+
+
+def version_dir(models_dir, name, vid):
+    return os.path.join(models_dir, "%s@%s" % (name, vid))
+
+
+def history_path(models_dir, name):
+    return os.path.join(models_dir, ".%s.history.json" % name)
+
+
+def read_history(models_dir, name):
+    try:
+        with open(history_path(models_dir, name)) as f:
+            data = json.load(f)
+    except (IOError, OSError, ValueError):
+        return []
+    return [v for v in data if isinstance(v, str)] if isinstance(data, list) else []
+
+
+def present_versions(models_dir, name):
+    prefix = name + "@"
+    try:
+        entries = os.listdir(models_dir)
+    except (IOError, OSError):
+        return []
+    return sorted(e[len(prefix):] for e in entries
+                  if e.startswith(prefix) and os.path.isdir(os.path.join(models_dir, e))
+                  and not os.path.islink(os.path.join(models_dir, e)))
+
+
+def current_version(models_dir, name):
+    """The version the stable name points at (None: no link yet; "" : a directory of the older layout)."""
+    link = os.path.join(models_dir, name)
+    if os.path.islink(link):
+        target = os.readlink(link)
+        base = os.path.basename(target.rstrip("/"))
+        return base[len(name) + 1:] if base.startswith(name + "@") else None
+    return "" if os.path.isdir(link) else None
+
+
+def _stamp_sha(path):
+    try:
+        with open(os.path.join(path, STAMP)) as f:
+            return (json.load(f) or {}).get("sha256") or ""
+    except (IOError, OSError, ValueError, AttributeError):
+        return ""
+
+
+def _point(models_dir, name, vid):
+    link = os.path.join(models_dir, name)
+    tmp = os.path.join(models_dir, ".%s.link-tmp" % name)
+    if os.path.lexists(tmp):
+        os.unlink(tmp)
+    os.symlink("%s@%s" % (name, vid), tmp)  # relative: the models directory may be moved or mounted elsewhere
+    os.rename(tmp, link)  # atomic replacement of the old link
+
+
+def prepare(models_dir, name, vid, sha256, check_mode=False):
+    """Migrate a models directory of the older layout. Returns (changed, message)."""
+    _check_name(name)
+    link = os.path.join(models_dir, name)
+    if os.path.islink(link) or not os.path.lexists(link):
+        return False, ""
+    if not os.path.isdir(link):
+        raise ModelVersionError("%s is neither a directory nor a link: move it away first" % link)
+    old_sha = _stamp_sha(link)
+    old_vid = vid if old_sha and old_sha == (sha256 or "").lower() else (
+        "legacy-" + old_sha[:12] if old_sha else "legacy")
+    dest = version_dir(models_dir, name, old_vid)
+    if os.path.lexists(dest):
+        raise ModelVersionError("cannot migrate %s: %s exists already" % (link, dest))
+    if not check_mode:
+        os.rename(link, dest)
+        _point(models_dir, name, old_vid)
+        _write_history(models_dir, name, record_activation(read_history(models_dir, name), old_vid))
+    return True, "moved %s to %s and made %s a link to it" % (link, dest, name)
+
+
+def _write_history(models_dir, name, history):
+    path = history_path(models_dir, name)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(history, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.rename(tmp, path)
+
+
+def activate(models_dir, name, vid, keep, protect=(), check_mode=False):
+    """Point <name> at <name>@<vid> and remove versions beyond the retention. Returns a result dict."""
+    _check_name(name)
+    target = version_dir(models_dir, name, vid)
+    if not os.path.isdir(target) and not check_mode:
+        raise ModelVersionError("%s does not exist: import the model version first" % target)
+    link = os.path.join(models_dir, name)
+    if os.path.lexists(link) and not os.path.islink(link):
+        raise ModelVersionError("%s is a directory of the older layout: prepare (migrate) it first" % link)
+    replaced = current_version(models_dir, name)
+    history = read_history(models_dir, name)
+    new_history = record_activation(history, vid)
+    present = present_versions(models_dir, name)
+    if vid not in present:
+        present.append(vid)
+    remove = prunable(present, new_history, vid, keep, replaced=replaced, protect=protect)
+    switch = replaced != vid
+    changed = switch or bool(remove) or new_history != history
+    if not check_mode:
+        if switch:
+            _point(models_dir, name, vid)
+        if new_history != history:
+            _write_history(models_dir, name, new_history)
+        for v in remove:
+            shutil.rmtree(version_dir(models_dir, name, v))
+    return dict(changed=changed, version=vid, previous=replaced or "", switched=switch, removed=remove,
+                versions=sorted(set(present) - set(remove)), dir=link, version_dir=target)

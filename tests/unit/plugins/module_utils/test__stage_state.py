@@ -1,0 +1,68 @@
+"""Per-stage state files: written once, read back, damaged files named, nothing shared with other users."""
+import os
+import stat
+
+import pytest
+
+from ansible_collections.airgap.vllm.plugins.module_utils import _stage_state as S
+
+
+def test_write_then_read_back_and_unchanged_is_not_a_change(tmp_path):
+    d = str(tmp_path / "state")
+    changed, before, after = S.write_stage(d, "model", {"dir": "/m/q", "version": "v1"})
+    assert changed and before == "" and '"version": "v1"' in after
+    assert S.read_all(d) == {"model": {"dir": "/m/q", "version": "v1"}}
+    assert S.write_stage(d, "model", {"version": "v1", "dir": "/m/q"})[0] is False
+    mode = stat.S_IMODE(os.stat(os.path.join(d, "model.json")).st_mode)
+    assert mode & 0o007 == 0, "state files are not for other users"
+    assert stat.S_IMODE(os.stat(d).st_mode) & 0o007 == 0
+
+
+def test_check_mode_writes_nothing(tmp_path):
+    d = str(tmp_path / "state")
+    changed, _, _ = S.write_stage(d, "image", {"ref": "sha256:ab"}, check_mode=True)
+    assert changed and not os.path.exists(d)
+    assert S.read_all(d) == {}
+
+
+def test_damaged_file_is_named_not_ignored(tmp_path):
+    (tmp_path / "plan.json").write_text("{not json")
+    with pytest.raises(S.StageStateError, match="plan.json is damaged"):
+        S.read_all(str(tmp_path))
+    (tmp_path / "plan.json").write_text("[1, 2]")
+    with pytest.raises(S.StageStateError, match="not a mapping"):
+        S.read_stage(str(tmp_path), "plan")
+
+
+def test_other_files_are_not_stages(tmp_path):
+    (tmp_path / ".tmp123.tmp").write_text("x")
+    (tmp_path / "README").write_text("x")
+    (tmp_path / "Bad-Name.json").write_text("{}")
+    S.write_stage(str(tmp_path), "bundle", {"staged": {}})
+    assert list(S.read_all(str(tmp_path))) == ["bundle"]
+
+
+@pytest.mark.parametrize("stage", ["", "../etc/passwd", "Model", "a/b", "x" * 65, None, "model.json"])
+def test_hostile_stage_names_are_refused(tmp_path, stage):
+    with pytest.raises(S.StageStateError, match="lowercase"):
+        S.write_stage(str(tmp_path), stage, {})
+
+
+def test_data_that_is_not_json_is_refused(tmp_path):
+    with pytest.raises(S.StageStateError, match="JSON"):
+        S.write_stage(str(tmp_path), "plan", {"x": object()})
+
+
+def test_remove(tmp_path):
+    d = str(tmp_path)
+    S.write_stage(d, "service", {"name": "vllm"})
+    assert S.remove_stage(d, "service", check_mode=True)[0] and S.read_all(d)
+    assert S.remove_stage(d, "service")[0] and S.read_all(d) == {}
+    assert S.remove_stage(d, "service") == (False, "")
+
+
+def test_published_facts_merge_every_stage():
+    stages = {"model": {"facts": {"vllm_model_dir": "/m"}, "version": "1"},
+              "image": {"facts": {"vllm_image_ref": "sha256:a"}}, "service": {"name": "vllm"},
+              "odd": {"facts": ["not", "a", "mapping"]}}
+    assert S.published_facts(stages) == {"vllm_model_dir": "/m", "vllm_image_ref": "sha256:a"}
