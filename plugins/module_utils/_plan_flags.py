@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The `vllm serve` argv, container options and environment of a launch plan (vLLM 0.27.1).
+"""The `vllm serve` argv of a launch plan (vLLM 0.27.1); the container around it is _container_options.
 
 Pure, stdlib only, Python 3.7-clean. Every input that changes the ledger reaches the argv here.
 """
@@ -9,9 +9,7 @@ Pure, stdlib only, Python 3.7-clean. Every input that changes the ledger reaches
 from __future__ import absolute_import, division, print_function
 
 import json
-import math
 import os
-import re
 
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_memory import (
     default_batched_tokens,
@@ -121,71 +119,3 @@ def api_key_config_yaml(path):
             "template": "api-key:\n{% for k in vllm_api_keys %}  - {{ k | to_json }}\n"
                         "{% endfor %}",
             "mode": "0600"}
-
-
-def _version_tuple(text):
-    nums = re.findall(r"\d+", str(text or ""))
-    return tuple(int(n) for n in nums[:3]) if nums else None
-
-
-# /dev/shm without KV offload (the field manual's 4g); with offload it is offload + 8g.
-SHM_BASELINE_GIB = 4
-
-
-def docker_decisions(kernel, docker_version, offload_gib):
-    """Container options with a reason each, plus whether the madvise patch is needed."""
-    opts, reasons = [], {}
-    kv = _version_tuple(kernel)
-    dv = _version_tuple(docker_version)
-    if dv is not None and dv < (19, 3):
-        opts += ["--runtime", "nvidia"]
-        reasons["--runtime nvidia"] = "Docker %s predates --gpus (19.03)" % docker_version
-    else:
-        opts += ["--gpus", "all"]
-        reasons["--gpus all"] = "Docker >= 19.03 passes GPUs through nvidia-container-toolkit"
-    # Docker's default seccomp profile allows clone3 (returns ENOSYS) from 20.10.10; older
-    # profiles answer EPERM and glibc >= 2.34 in the image then fails pthread_create.
-    if kv is not None and dv is not None and kv < (5, 3) and dv < (20, 10, 10):
-        opts += ["--security-opt", "seccomp=unconfined"]
-        reasons["--security-opt seccomp=unconfined"] = (
-            "kernel %s lacks clone3 and Docker %s's seccomp profile answers it with EPERM, so "
-            "pthread_create fails in the image (fixed profile from Docker 20.10.10)"
-            % (kernel, docker_version))
-    if offload_gib:
-        shm = int(math.ceil(offload_gib)) + 8
-        opts += ["--shm-size", "%dg" % shm]
-        reasons["--shm-size %dg" % shm] = (
-            "native KV offload maps /dev/shm/vllm_offload_*.mmap of %s GiB; tmpfs must exceed "
-            "it or writes SIGBUS (offload + 8g)" % offload_gib)
-    else:
-        opts += ["--shm-size", "%dg" % SHM_BASELINE_GIB]
-        reasons["--shm-size %dg" % SHM_BASELINE_GIB] = (
-            "Docker's 64 MiB /dev/shm is too small for vLLM's shared-memory message queues and "
-            "multimodal caches (field manual: 4g without offload)")
-    needs_patch = bool(offload_gib) and kv is not None and kv < (5, 14)
-    return opts, reasons, needs_patch
-
-
-OFFLINE_ENV = (
-    ("HF_HUB_OFFLINE", "1", "use the local snapshot, never call the Hub"),
-    ("TRANSFORMERS_OFFLINE", "1", "transformers never reaches the network"),
-    ("HF_HUB_DISABLE_TELEMETRY", "1", "no Hub telemetry"),
-    ("VLLM_NO_USAGE_STATS", "1", "usage stats POST would hang on a black-holed network"),
-    ("VLLM_DO_NOT_TRACK", "1", "same, vLLM's own switch"),
-    ("DO_NOT_TRACK", "1", "same, the generic switch"),
-    ("FLASHINFER_NO_DOWNLOAD", "1", "cubin downloads fail fast instead of retrying"),
-    ("VLLM_HOST_IP", "127.0.0.1", "get_ip() would probe a public address"),
-    ("VLLM_MEDIA_FETCH_MAX_RETRIES", "1", "remote media URLs fail fast"),
-)
-
-
-def plan_env(backend):
-    """Container environment: the offline set, with the backend's own need spelled out."""
-    env = dict((k, v) for k, v, _why in OFFLINE_ENV)
-    reasons = dict((k, why) for k, _value, why in OFFLINE_ENV)
-    if backend == "FLASHINFER":
-        reasons["FLASHINFER_NO_DOWNLOAD"] = (
-            "attention backend is FlashInfer: any TRT-LLM/cuDNN cubin fetch fails at once "
-            "instead of retrying for minutes (with --attention-config use_trtllm_attention "
-            "false none is attempted)")
-    return env, reasons

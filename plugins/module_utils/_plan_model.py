@@ -10,9 +10,12 @@ from __future__ import absolute_import, division, print_function
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _model_dir
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import (
+    VLLM_VERSION,
     ModelConfigError,
+    TargetsError,
     cdiv,
     dtype_bytes,
+    fmt_gib,
 )
 
 __metaclass__ = type
@@ -389,3 +392,42 @@ def read_model_dir(path):
     except _model_dir.ModelDirError as exc:
         raise ModelConfigError(str(exc))
     return model["config"], model["weight_bytes"], model["weight_source"]
+
+
+def model_weights(t, config=None, weight_bytes=None, weight_source=None):
+    """(shape, weights) for the targets ``t``: config.json read from t["model_dir"] unless given,
+    checked against tensor parallelism, MTP and the KV dtype; weights as loaded (vision tower and
+    MTP head left out when they are not)."""
+    if config is None:
+        if not t["model_dir"]:
+            raise TargetsError("model_dir is required")
+        config, weight_bytes, weight_source = read_model_dir(t["model_dir"])
+    shape = describe_model(config, t["layer_layout"])
+    if shape["num_full_layers"] + shape["num_sliding_layers"] == 0:
+        raise ModelConfigError("no attention layers: pure state-space models are not sized")
+    tp = t["tp"]
+    if shape["num_kv_heads"] % tp and tp % shape["num_kv_heads"]:
+        raise TargetsError("tensor_parallel_size %d does not divide %d KV heads"
+                           % (tp, shape["num_kv_heads"]))
+    if t["num_spec"] and not shape["mtp_layers"]:
+        raise TargetsError("num_speculative_tokens set but config.json has no "
+                           "mtp_num_hidden_layers: this checkpoint carries no MTP head")
+    if t["kv_cache_dtype"] == "fp8_e5m2" and shape["fp8_checkpoint"]:
+        # model_executor/layers/attention/attention.py:198-213 raises this at model load.
+        raise TargetsError(
+            "vLLM %s refuses this: 'fp8_e5m2 kv-cache is not supported with fp8 checkpoints.' "
+            "(quantization %s). Use kv_cache_dtype fp8_e4m3 (or auto)."
+            % (VLLM_VERSION, shape["quant_method"]))
+    arch = estimate_weight_bytes(shape)
+    if weight_bytes is None:
+        weight_bytes, weight_source = arch["total"], "estimated from config.json architecture"
+    loaded, how = weight_bytes, weight_source
+    if shape["vision"] and t["language_model_only"]:
+        loaded -= arch["vision"]
+        how += " - vision tower %s (--language-model-only)" % fmt_gib(arch["vision"])
+    if shape["mtp_layers"] and not t["num_spec"]:
+        loaded -= arch["mtp"]
+        how += " - MTP head %s (not loaded without MTP)" % fmt_gib(arch["mtp"])
+    weights = {"checkpoint": weight_bytes, "loaded": loaded, "how": how,
+               "vision": arch["vision"], "mtp": arch["mtp"]}
+    return shape, weights

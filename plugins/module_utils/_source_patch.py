@@ -44,6 +44,7 @@ import ast
 import hashlib
 import io
 import os
+import re
 import tokenize
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _files
@@ -152,6 +153,45 @@ def get_patch(name):
         return CATALOGUE[name]
     except KeyError:
         raise UnknownPatchError("unknown patch %r; known: %s" % (name, ", ".join(sorted(CATALOGUE))))
+
+
+# --------------------------------------------------------------------------- when the image needs it
+
+# MADV_POPULATE_WRITE exists from Linux 5.14 (mm/madvise.c); older kernels answer EINVAL.
+MADVISE_POPULATE_WRITE_SINCE = (5, 14)
+
+
+def kernel_version(release):
+    """(major, minor) of a kernel release such as ``uname -r`` prints, or None when it has none."""
+    match = re.match(r"\s*(\d+)\.(\d+)", str(release or ""))
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def madvise_patch_decision(kv_offloading, kernel_release):
+    """Whether the image needs ``madvise_populate_write``, and why: the one home of this rule.
+
+    Needed when the service offloads KV to host memory (native offload or the EC CPU connector, the
+    code paths that call madvise(MADV_POPULATE_WRITE)) on a kernel older than 5.14. A kernel release
+    that cannot be read (missing, empty, not ``<major>.<minor>...``) counts as old: the patched calls
+    only swallow EINVAL, so the patch is harmless on a new kernel, while a missing patch on an old one
+    kills the engine at its first offload. Called by the launch planner (``needs_madvise_patch``) and,
+    through airgap.vllm.vllm_source_patch, by the vllm_image role.
+    """
+    if not kv_offloading:
+        return False, "no KV offload: nothing calls madvise(MADV_POPULATE_WRITE)"
+    version = kernel_version(kernel_release)
+    if version is None:
+        return True, ("KV offload on a kernel whose version cannot be read (%r): patched, as the patch is "
+                      "harmless on >= 5.14 and a missing one is fatal below" % (kernel_release,))
+    if version < MADVISE_POPULATE_WRITE_SINCE:
+        return True, ("KV offload on kernel %d.%d < 5.14: madvise(MADV_POPULATE_WRITE) answers EINVAL"
+                      % version)
+    return False, "kernel %d.%d >= 5.14 has MADV_POPULATE_WRITE" % version
+
+
+def needs_madvise_patch(kv_offloading, kernel_release):
+    """madvise_patch_decision() without the reason."""
+    return madvise_patch_decision(kv_offloading, kernel_release)[0]
 
 
 # --------------------------------------------------------------------------- token analysis

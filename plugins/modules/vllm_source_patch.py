@@ -51,6 +51,19 @@ options:
     elements: str
     choices: [madvise_populate_write]
     default: [madvise_populate_write]
+  kv_offloading:
+    description:
+      - Whether the service offloads KV to host memory (native offload or the EC CPU connector). When given, the
+        module also says whether the image needs C(madvise_populate_write) (RV(madvise_patch_needed)), by the same
+        rule as the launch planner's C(needs_madvise_patch) (see O(kernel_release)).
+    type: bool
+  kernel_release:
+    description:
+      - Kernel release the containers run on (C(uname -r) of the host), read with O(kv_offloading).
+      - The patch is needed with KV offload on a kernel older than 5.14. A release whose C(<major>.<minor>)
+        cannot be read counts as old (patched): the patch is harmless on a new kernel, a missing one fatal on an
+        old one.
+    type: str
 attributes:
   check_mode:
     support: full
@@ -82,6 +95,13 @@ EXAMPLES = r"""
   airgap.vllm.vllm_source_patch:
     patches: [madvise_populate_write]
   register: vllm_patch_catalogue
+
+- name: Ask whether this host's image needs the madvise patch (reads and writes nothing)
+  airgap.vllm.vllm_source_patch:
+    patches: [madvise_populate_write]
+    kv_offloading: true
+    kernel_release: "{{ ansible_facts['kernel'] }}"
+  register: vllm_patch_decision
 """
 
 RETURN = r"""
@@ -138,6 +158,17 @@ catalogue:
   returned: always
   type: list
   elements: dict
+madvise_patch_needed:
+  description: Whether the image needs C(madvise_populate_write) (KV offload on a kernel older than 5.14, or one
+    whose version cannot be read).
+  returned: when O(kv_offloading) is given
+  type: bool
+  sample: true
+madvise_patch_reason:
+  description: Why RV(madvise_patch_needed) is what it is.
+  returned: when O(kv_offloading) is given
+  type: str
+  sample: "KV offload on kernel 4.19 < 5.14: madvise(MADV_POPULATE_WRITE) answers EINVAL"
 written:
   description: On a failure part-way through writing, the files already patched (then C(changed) is true).
   returned: failure
@@ -171,6 +202,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._source_patch import (
     apply_tree,
     fingerprint,
     get_patch,
+    madvise_patch_decision,
     plan_tree,
 )
 
@@ -181,6 +213,8 @@ def main():
             root=dict(type="path"),
             patches=dict(type="list", elements="str", choices=sorted(CATALOGUE),
                          default=["madvise_populate_write"]),
+            kv_offloading=dict(type="bool"),
+            kernel_release=dict(type="str"),
         ),
         supports_check_mode=True,
     )
@@ -188,6 +222,9 @@ def main():
     specs = [get_patch(name) for name in module.params["patches"]]
     result = dict(changed=False, files=[], patches=[s.ident for s in specs],
                   catalogue=[s.as_dict() for s in specs])
+    if module.params["kv_offloading"] is not None:
+        needed, why = madvise_patch_decision(module.params["kv_offloading"], module.params["kernel_release"])
+        result.update(madvise_patch_needed=needed, madvise_patch_reason=why)
     if root is None:
         module.exit_json(**result)
     if not os.path.isdir(root):

@@ -1,0 +1,324 @@
+# -*- coding: utf-8 -*-
+# Copyright: airgap.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The memory ledger of a launch plan: budget, non-KV estimate, KV pool, blocks, context.
+
+Pure, stdlib only, Python 3.7-clean. size() lays the KV cache out the way vLLM 0.27.1 does
+(_plan_kv), takes the non-KV estimate (_plan_memory), and chooses (or checks) the context against
+the pool; render_ledger() prints it for a human.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import math
+import re
+
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import (
+    GIB,
+    VLLM_VERSION,
+    InfeasibleError,
+    TargetsError,
+    dtype_bytes,
+    fmt_gib,
+    fmt_tokens,
+)
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_kv import (
+    attn_bytes_per_token,
+    blocks_per_request,
+    gdn_blocks_per_request,
+    gdn_state_bytes,
+    group_layers,
+    hybrid_block_size,
+    longest_fitting_len,
+    max_in_flight_tokens,
+    num_gpu_blocks,
+)
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_memory import (
+    attention_backend,
+    estimate_non_kv,
+    flashinfer_workspace,
+)
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_targets import resolve_kv_dtype
+
+CLEAN_LEN_MULTIPLE = 1024  # "max" context lengths are rounded down to whole K (binary)
+# Observed error of the non-KV estimate (docs/launch-planning.md, "Remaining error"): three
+# independent vLLM starts of the Qwen3.5-27B-FP8 family on 48 GB cards put the true non-KV memory
+# between 0.13 GiB below (qevos.ai, no MTP, 16384 batched tokens, vLLM 0.21.0's fixed 394 MiB
+# FlashInfer workspace) and 1.71 GiB above (field bf16, MTP 3) the estimate. Not a correction: the
+# band is reported, and the confirm step replaces the estimate with the engine's numbers.
+ESTIMATE_ERROR_LOW = int(1.71 * GIB)   # non-KV may be this much larger -> smaller pool
+ESTIMATE_ERROR_HIGH = int(0.13 * GIB)  # or this much smaller -> larger pool
+
+
+def _kv_layout(shape, t):
+    """KV dtype, backend, block size, page and groups as vLLM 0.27.1 lays them out."""
+    kv_dtype = resolve_kv_dtype(t["kv_cache_dtype"], shape["model_dtype"],
+                                 shape["kv_cache_scheme_dtype"])
+    t["kv_from_scheme"] = t["kv_cache_dtype"] == "auto" and bool(shape["kv_cache_scheme_dtype"])
+    kv_b = dtype_bytes(kv_dtype)
+    t["attention_backend"] = attention_backend(t["cc"], kv_dtype, shape["head_dim"])
+    # MTP adds one full-attention layer per mtp_num_hidden_layers, with its own KV.
+    n_full = shape["num_full_layers"] + (shape["mtp_layers"] if t["num_spec"] else 0)
+    n_lin, n_sw = shape["num_linear_layers"], shape["num_sliding_layers"]
+    tok_bytes = attn_bytes_per_token(shape, kv_b, t["tp"])
+    ssm_dtype = shape["mamba_ssm_dtype"] or shape["model_dtype"]
+    state = gdn_state_bytes(shape, t["tp"], t["num_spec"], dtype_bytes(shape["model_dtype"]),
+                            dtype_bytes(ssm_dtype))
+    block = hybrid_block_size(tok_bytes, state["total"])
+    groups = group_layers(n_full, n_lin, n_sw)
+    # engine/arg_utils.py:2603 prefix caching defaults to on, except for hybrid (GDN) models.
+    prefix = t["prefix_caching_asked"]
+    if prefix is None:
+        prefix = not n_lin
+    sliding = None
+    if n_sw:
+        sliding = (shape["sliding_window"], max_in_flight_tokens(t["max_num_batched_tokens"]))
+    return {"kv_dtype": kv_dtype, "tok_bytes": tok_bytes, "state": state, "block": block,
+            "page": block * tok_bytes, "groups": groups, "n_full": n_full, "n_lin": n_lin,
+            "n_sw": n_sw, "prefix": prefix, "sliding": sliding,
+            "attn_groups": groups["full_groups"] + groups["sliding_groups"]}
+
+
+def _memory(shape, weights, t, lay):
+    requested = int(math.ceil(t["gpu_total_bytes"] * t["gpu_memory_utilization"]))
+    overhead = estimate_non_kv(shape, weights, t, lay["attn_groups"])
+    non_kv = sum(b for _name, b, _how in overhead)
+    if t["measured_kv_cache_bytes"]:
+        kv_pool = int(t["measured_kv_cache_bytes"])
+        kv_how = "measured (given): vLLM's 'Available KV cache memory'"
+    else:
+        kv_pool = requested - non_kv
+        kv_how = "budget - estimated non-KV"
+    if kv_pool <= 0:
+        raise InfeasibleError(
+            "No memory left for the KV cache: budget %s, non-KV estimate %s. Raise "
+            "gpu_memory_utilization, add GPUs (tensor parallel) or use --language-model-only."
+            % (fmt_gib(requested), fmt_gib(non_kv)))
+    return requested, overhead, non_kv, kv_pool, kv_how
+
+
+def _choose_context(t, shape, lay, blocks, kv_pool):
+    g, block, spec = lay["groups"], lay["block"], (t["num_spec"], lay["prefix"])
+    model_max = shape["max_position_embeddings"] or None
+    fit_one = longest_fitting_len(blocks, block, g, spec[0], spec[1], 1, lay["sliding"],
+                                  model_max)
+    fit_all = longest_fitting_len(blocks, block, g, spec[0], spec[1], t["concurrency"],
+                                  lay["sliding"], model_max)
+
+    def alts(ctx):
+        return _alternatives(t, shape, lay, blocks, kv_pool, ctx)
+
+    if t["context"] == "max":
+        ctx = fit_all - fit_all % CLEAN_LEN_MULTIPLE if fit_all >= CLEAN_LEN_MULTIPLE else fit_all
+        if model_max:
+            ctx = min(ctx, model_max)
+        if ctx < block or ctx < 1:
+            raise InfeasibleError(
+                "%d concurrent requests leave no room for context (%d blocks)."
+                % (t["concurrency"], blocks), alts(None))
+        how = "largest multiple of %d keeping %d full-length requests in %d blocks" % (
+            CLEAN_LEN_MULTIPLE, t["concurrency"], blocks)
+        return ctx, how, fit_one
+    ctx = t["context"]
+    if model_max and ctx > model_max:
+        raise TargetsError("context %d exceeds the model's max_position_embeddings %d"
+                           % (ctx, model_max))
+    need = blocks_per_request(ctx, block, g, spec[0], spec[1], lay["sliding"])
+    if need > blocks:
+        # kv_cache_utils.py:751 _check_enough_kv_cache_memory: vLLM refuses to start.
+        raise InfeasibleError(
+            "vLLM %s would refuse to start: one %d-token request needs %d blocks "
+            "(%s of KV), the pool holds %d blocks (%s). Longest length that starts: %d."
+            % (VLLM_VERSION, ctx, need, fmt_gib(need * lay["page"] * g["group_size"]),
+               blocks, fmt_gib(kv_pool), fit_one), alts(ctx))
+    if t["require_full_length_concurrency"] and t["concurrency"] * need > blocks:
+        raise InfeasibleError(
+            "%d x %d tokens needs %s of KV; the pool holds %s (%.2f full-length requests)."
+            % (t["concurrency"], ctx, fmt_gib(t["concurrency"] * need * lay["page"]
+                                              * g["group_size"]),
+               fmt_gib(kv_pool), blocks / float(need)), alts(ctx))
+    return ctx, "requested", fit_one
+
+
+def size(t, shape, weights):
+    """The memory ledger of the targets ``t`` for this model: KV layout, budget, pool, blocks and the
+    context chosen. Returns (ledger, warnings, lay, kv_pool)."""
+    lay = _kv_layout(shape, t)
+    requested, overhead, non_kv, kv_pool, kv_how = _memory(shape, weights, t, lay)
+    g = lay["groups"]
+    blocks = num_gpu_blocks(kv_pool, lay["page"], g["group_size"])
+    state_blocks = g["linear_groups"] * gdn_blocks_per_request(t["num_spec"], lay["prefix"])
+    if blocks < t["concurrency"] * (state_blocks + g["full_groups"] + g["sliding_groups"]):
+        raise InfeasibleError(
+            "%d blocks cannot hold even the per-request state of %d requests (%d blocks each "
+            "before any token)." % (blocks, t["concurrency"], state_blocks),
+            [{"concurrency": max(1, blocks // (state_blocks + g["full_groups"]
+                                               + g["sliding_groups"]))}])
+    ctx, ctx_how, fit_one = _choose_context(t, shape, lay, blocks, kv_pool)
+    need = blocks_per_request(ctx, lay["block"], g, t["num_spec"], lay["prefix"], lay["sliding"])
+    max_conc = blocks / float(need)
+    kv_tokens = int(max_conc * ctx)  # kv_cache_utils.py:1877 get_kv_cache_capacity
+    warnings = []
+    if max_conc < t["concurrency"]:
+        warnings.append(
+            "only %.2f requests of the full %d tokens fit at once; beyond that vLLM preempts "
+            "(or offloads, with kv_offloading_gib) while all %d sessions are long"
+            % (max_conc, ctx, t["concurrency"]))
+    if t["attention_backend"] == "FLASHINFER" and not any(
+            n == "attention_workspace" for n, _b, _h in overhead):
+        ws, _per = flashinfer_workspace(shape, t, lay["attn_groups"])
+        headroom = t["gpu_total_bytes"] - requested
+        if headroom < ws + GIB:
+            warnings.append(
+                "FlashInfer's workspace (%s) is allocated at the first request, outside the KV "
+                "budget (speculative decoding or enforce_eager: no FULL graphs are profiled); "
+                "only %s of the card lies outside gpu_memory_utilization %.2f"
+                % (fmt_gib(ws), fmt_gib(headroom), t["gpu_memory_utilization"]))
+    band = None
+    if not t["measured_kv_cache_bytes"]:
+        low_pool = max(0, kv_pool - ESTIMATE_ERROR_LOW)
+        low_blocks = num_gpu_blocks(low_pool, lay["page"], g["group_size"])
+        band = {"kv_pool_low_bytes": low_pool, "kv_pool_high_bytes": kv_pool + ESTIMATE_ERROR_HIGH,
+                "num_gpu_blocks_low": low_blocks,
+                "num_gpu_blocks_high": num_gpu_blocks(kv_pool + ESTIMATE_ERROR_HIGH, lay["page"],
+                                                      g["group_size"]),
+                "longest_single_request_low": longest_fitting_len(
+                    low_blocks, lay["block"], g, t["num_spec"], lay["prefix"], 1, lay["sliding"],
+                    shape["max_position_embeddings"] or None) or 0}
+        if need > low_blocks:
+            warnings.append(
+                "estimated budget: if the non-KV memory is %s larger than estimated (the largest "
+                "error observed, docs/launch-planning.md), vLLM refuses %d tokens and starts at "
+                "most %d; the confirm step (vllm_plan_confirm) re-plans from the engine's numbers, "
+                "or give measured_kv_cache_bytes" % (fmt_gib(ESTIMATE_ERROR_LOW), ctx,
+                                                     band["longest_single_request_low"]))
+    if shape["vision"] and shape["vision"].get("_defaulted"):
+        warnings.append("config.json vision_config omits %s: sized with vLLM's defaults"
+                        % ", ".join(shape["vision"]["_defaulted"]))
+    ledger = {
+        "budget_bytes": requested,
+        "budget_how": "ceil(%d x %.2f)" % (int(t["gpu_total_bytes"]), t["gpu_memory_utilization"]),
+        "components": [{"name": n, "bytes": b, "how": h} for n, b, h in overhead],
+        "non_kv_bytes": non_kv,
+        "kv_pool_bytes": kv_pool,
+        "kv_pool_how": kv_how,
+        "kv_pool_measured": bool(t["measured_kv_cache_bytes"]),
+        "estimate_band": band,
+        "kv_dtype": lay["kv_dtype"],
+        "kv_dtype_how": ("checkpoint kv_cache_scheme (auto -> %s)" % lay["kv_dtype"])
+        if t["kv_from_scheme"] else ("model dtype" if t["kv_cache_dtype"] == "auto"
+                                     else "asked"),
+        "attention_backend": t["attention_backend"],
+        "compute_capability": "%d.%d" % t["cc"],
+        "model_family": shape["family"],
+        "prefix_caching": lay["prefix"],
+        "attn_bytes_per_token_per_layer": lay["tok_bytes"],
+        "full_attention_layers": lay["n_full"],
+        "linear_attention_layers": lay["n_lin"],
+        "sliding_attention_layers": lay["n_sw"],
+        "sliding_window": shape["sliding_window"],
+        "sliding_in_flight_tokens": lay["sliding"][1] if lay["sliding"] else None,
+        "gdn_state_bytes_per_layer": lay["state"]["total"],
+        "gdn_state_conv_bytes": lay["state"]["conv"],
+        "gdn_state_temporal_bytes": lay["state"]["temporal"],
+        "per_request_state_bytes": lay["n_lin"] * lay["state"]["total"]
+        * gdn_blocks_per_request(t["num_spec"], lay["prefix"]) if lay["n_lin"] else 0,
+        "block_size": lay["block"],
+        "page_bytes": lay["page"],
+        "group_size": g["group_size"],
+        "kv_cache_groups": g["full_groups"] + g["linear_groups"] + g["sliding_groups"],
+        "full_groups": g["full_groups"],
+        "linear_groups": g["linear_groups"],
+        "sliding_groups": g["sliding_groups"],
+        "num_gpu_blocks": blocks,
+        "blocks_per_full_request": need,
+        "max_model_len": ctx,
+        "max_model_len_how": ctx_how,
+        "max_position_embeddings": shape["max_position_embeddings"] or None,
+        "context_requested": t["context"] != "max",
+        "require_full_length_concurrency": bool(t["require_full_length_concurrency"]),
+        "longest_single_request": fit_one,
+        "gpu_kv_cache_tokens": kv_tokens,
+        "max_concurrency_at_len": round(max_conc, 2),
+        "concurrency": t["concurrency"],
+        "num_speculative_tokens": t["num_spec"],
+        "max_num_batched_tokens": t["max_num_batched_tokens"],
+        "gpu_total_bytes": t["gpu_total_bytes"],
+        "gpu_memory_utilization": t["gpu_memory_utilization"],
+        "kv_bytes_per_full_request": need * lay["page"] * g["group_size"],
+    }
+    return ledger, warnings, lay, kv_pool
+
+
+def _alternatives(t, shape, lay, blocks, kv_pool, ctx):
+    """Concrete plans that fit: shorter context at this concurrency, fewer requests at this
+    context, fp8 KV if not chosen, and the KV offload that would hold the idle remainder."""
+    g, block = lay["groups"], lay["block"]
+    spec = (t["num_spec"], lay["prefix"])
+    out = []
+    n_len = longest_fitting_len(blocks, block, g, spec[0], spec[1], t["concurrency"],
+                                lay["sliding"], shape["max_position_embeddings"] or None)
+    if n_len and n_len >= CLEAN_LEN_MULTIPLE:
+        n_len -= n_len % CLEAN_LEN_MULTIPLE
+    if n_len and n_len >= block:
+        out.append({"concurrency": t["concurrency"], "context": n_len,
+                    "text": "%d x %s" % (t["concurrency"], fmt_tokens(n_len))})
+    if ctx:
+        need = blocks_per_request(ctx, block, g, spec[0], spec[1], lay["sliding"])
+        m = blocks // need
+        if m >= 1:
+            out.append({"concurrency": m, "context": ctx,
+                        "text": "%d x %s" % (m, fmt_tokens(ctx))})
+        short = t["concurrency"] * need - blocks
+        if short > 0:
+            gib = int(math.ceil(short * lay["page"] * g["group_size"] * t["tp"] / float(GIB)))
+            out.append({"kv_offloading_gib": gib,
+                        "text": "--kv-offloading-size %d (GiB, holds the idle part of %d x %s;"
+                                " running requests still need GPU blocks)"
+                                % (gib, t["concurrency"], fmt_tokens(ctx))})
+    if not lay["kv_dtype"].startswith("fp8"):
+        out.append({"kv_cache_dtype": "fp8_e4m3",
+                    "text": "--kv-cache-dtype fp8_e4m3 (1 byte per element instead of %d)"
+                            % dtype_bytes(lay["kv_dtype"])})
+    return out
+
+
+def render_ledger(result):
+    """Human-readable ledger (CLI / playbook)."""
+    L = result["ledger"]
+    rows = ["budget              %10s  %s" % (fmt_gib(L["budget_bytes"]), L["budget_how"])]
+    for c in L["components"]:
+        rows.append("  - %-17s %10s  %s" % (c["name"], fmt_gib(c["bytes"]), c["how"]))
+    rows += [
+        "non-KV total        %10s" % fmt_gib(L["non_kv_bytes"]),
+        "KV pool             %10s  %s" % (fmt_gib(L["kv_pool_bytes"]), L["kv_pool_how"]),
+        "KV dtype            %10s  backend %s (SM %s), %s" % (
+            L["kv_dtype"], L["attention_backend"], L["compute_capability"], L["kv_dtype_how"]),
+        "bytes/token/layer   %10d  x %d full-attention layers"
+        % (L["attn_bytes_per_token_per_layer"], L["full_attention_layers"]),
+    ]
+    if L["linear_attention_layers"]:
+        rows.append("GDN state/layer     %10d  x %d linear layers (conv %d + temporal %d)"
+                    % (L["gdn_state_bytes_per_layer"], L["linear_attention_layers"],
+                       L["gdn_state_conv_bytes"], L["gdn_state_temporal_bytes"]))
+    if L["sliding_attention_layers"]:
+        rows.append("sliding layers      %10d  window %d, %d tokens in flight"
+                    % (L["sliding_attention_layers"], L["sliding_window"],
+                       L["sliding_in_flight_tokens"]))
+    rows += [
+        "block size          %10d  page %d B, %d groups of %d layers"
+        % (L["block_size"], L["page_bytes"], L["kv_cache_groups"], L["group_size"]),
+        "num_gpu_blocks      %10d" % L["num_gpu_blocks"],
+        "max_model_len       %10d  %s" % (L["max_model_len"], L["max_model_len_how"]),
+        "blocks/full request %10d" % L["blocks_per_full_request"],
+        "GPU KV cache size   %10s  tokens" % "{:,}".format(L["gpu_kv_cache_tokens"]),
+        "max concurrency     %10.2f  at %d tokens"
+        % (L["max_concurrency_at_len"], L["max_model_len"]),
+        "longest 1 request   %10d" % L["longest_single_request"],
+    ]
+    rows += ["WARNING: " + w for w in result["warnings"]]
+    rows.append("vllm serve " + " ".join(
+        a if re.match(r"^[\w./:=+-]+$", a) else "'%s'" % a for a in result["argv"]))
+    return "\n".join(rows)
