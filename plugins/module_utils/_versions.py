@@ -41,3 +41,33 @@ def prunable(present, history, active, keep, replaced=None, protect=()):
     # Never activated (a failed candidate, a leftover import) goes first; then the oldest activations.
     doomed = [v for v in present if v not in kept]
     return sorted(doomed, key=lambda v: (v in order, order.get(v, -1), v))
+
+
+def image_retention(previous, active, active_base, keep, protect=()):
+    """Which images the vllm_image stage removes after activating `active`.
+
+    previous: what the stage recorded last time ({"history": [ids], "bases": {id: base id},
+    "facts": {"vllm_image_ref": id}}), or None; active: the image ID the unit runs now (derived or
+    imported); active_base: the imported image it was derived from ("" when not derived); keep: previous
+    images kept; protect: IDs that stay (the service's last good image).
+    Returns {"history", "bases", "remove"}; remove lists derived images before the bases they came from.
+    """
+    previous = previous or {}
+    history = [h for h in previous.get("history") or [] if isinstance(h, str)]
+    bases = dict(previous.get("bases") or {})
+    replaced = (previous.get("facts") or {}).get("vllm_image_ref") or None
+    if active_base and active_base != active:
+        bases[active] = active_base
+    new_history = record_activation(history, active)
+    doomed = prunable(new_history, new_history, active, keep, replaced=replaced, protect=protect)
+    kept = [h for h in new_history if h not in doomed]
+    in_use = set(kept) | set(bases.get(h) for h in kept if bases.get(h))
+    remove = list(doomed)
+    for ref in doomed:
+        base = bases.get(ref)
+        if base and base not in in_use and base not in remove:
+            remove.append(base)
+    remove = [r for r in remove if r not in in_use and r not in protect]
+    derived_first = [r for r in remove if r in bases] + [r for r in remove if r not in bases]
+    return {"history": kept, "bases": {k: v for k, v in bases.items() if k in kept},
+            "remove": derived_first}
