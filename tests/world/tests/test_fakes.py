@@ -206,7 +206,7 @@ def test_old_driver_rpms_metadata(built):
     rpms = {qp(p, "%{NAME}"): p for p in (built / "driver").glob("*.rpm")}
     assert set(rpms) == {"nvidia-driver", "nvidia-driver-libs", "nvidia-driver-cuda", "kmod-nvidia-latest-dkms"}
     evr = "3:%s-1.el8" % OLD_DRIVER
-    for name, path in rpms.items():
+    for path in rpms.values():
         assert qp(path, "%{EPOCH}:%{VERSION}-%{RELEASE} %{ARCH}") == evr + " x86_64"
         assert "/usr/lib/nvidia/alternate-install-present" in sh(["rpm", "-qpl", str(path)]).stdout.split()
     reqs = sh(["rpm", "-qpR", str(rpms["nvidia-driver"])]).stdout.splitlines()
