@@ -1,11 +1,22 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Preflight decisions that are more than a comparison: pure functions, unit-tested, called by the
-preflight role through the airgap.vllm filters (the role only gathers facts and reports)."""
+"""Every preflight decision: pure functions, unit-tested, called by the preflight role through the
+airgap.vllm.preflight_verdicts filter (the role only gathers facts and reports).
+
+Each check returns a record {'check', 'status' (ok, fail, n/a, skipped), 'detail', 'hint'}; ``evaluate``
+runs the checks a pass asks for, marks the skipped ones, and keeps the hint only on a failure.
+"""
 
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
+
+import re
+
+CHECKS = ('os', 'gpu_present', 'driver_version', 'nvml', 'gpu_memory', 'docker_runtime', 'disk', 'port')
+KYLIN_SERVICE_PACKS = ('SP1', 'SP2', 'SP3')
+BEST_EFFORT_DISTRIBUTIONS = ('RedHat', 'Rocky', 'AlmaLinux', 'CentOS', 'OracleLinux')
+BEST_EFFORT_MAJORS = ('8', '9')
 
 GIB = 1024 ** 3
 
@@ -56,3 +67,264 @@ def gpu_memory_verdict(nvml, utilization, own_container_ids=(), gpu_indexes=None
             text += '; held by ' + ', '.join(held)
         parts.append(text)
     return {'status': 'fail' if short else 'ok', 'detail': '; '.join(parts), 'short': short}
+
+
+def _record(check, status, detail, hint=''):
+    return {'check': check, 'status': status, 'detail': detail, 'hint': hint if status == 'fail' else ''}
+
+
+def version_tuple(text):
+    """'580.65.06' -> (580, 65, 6); non-numeric parts compare as 0 (a driver version is dotted numbers)."""
+    return tuple(int(part) if part.isdigit() else 0 for part in re.split(r'[.\-]', str(text or '').strip()) if part)
+
+
+def version_at_least(version, minimum):
+    if not version:
+        return False
+    a, b = version_tuple(version), version_tuple(minimum)
+    width = max(len(a), len(b))
+    return a + (0,) * (width - len(a)) >= b + (0,) * (width - len(b))
+
+
+# ------------------------------------------------------------------------------------------------ os
+def os_check(host, distribution, major_version, allow_best_effort=True):
+    """Kylin V10 SP1-SP3 always; RHEL-family 8-9 and openEuler when best effort is allowed."""
+    kylin_ok = bool(host.get('kylin')) and host.get('kylin_sp') in KYLIN_SERVICE_PACKS
+    best_effort = bool(allow_best_effort) and not host.get('kylin') and (
+        (distribution in BEST_EFFORT_DISTRIBUTIONS and str(major_version) in BEST_EFFORT_MAJORS)
+        or distribution == 'openEuler')
+    release = host.get('distribution_release')
+    words = [host.get('distribution'), host.get('distribution_version'), '(%s)' % release if release else '',
+             host.get('kylin_sp') or '']
+    detail = ' '.join(w for w in words if w) + (' (best effort)' if best_effort else '')
+    detail += ', kernel %s, Python %s' % (host.get('kernel_release'), host.get('python_version'))
+    hint = 'Supported: Kylin Linux Advanced Server V10 SP1-SP3%s.' % (
+        ', and (best effort) RHEL/Rocky/AlmaLinux 8-9 and openEuler' if allow_best_effort else '')
+    return _record('os', 'ok' if (kylin_ok or best_effort) else 'fail', detail, hint)
+
+
+# --------------------------------------------------------------------------------------- gpu_present
+def gpu_present_check(pci):
+    """The PCI probe's GPUs (module_utils/_pci.py through host_info pci=true)."""
+    pci = pci or {}
+    gpus = pci.get('summary') or []
+    if gpus:
+        detail = '%d NVIDIA GPU(s): %s' % (len(gpus), '; '.join(gpus))
+    elif pci.get('error'):
+        detail = pci['error']
+    else:
+        detail = 'no PCI device of vendor 10de with a display class'
+    return _record('gpu_present', 'ok' if gpus else 'fail', detail,
+                   'No NVIDIA GPU found by lspci (pciutils): check the card is seated and powered, '
+                   'or that pciutils is installed.')
+
+
+# ------------------------------------------------------------------------------------ driver, nvml
+def driver_version_check(nvml, minimum):
+    """A mismatched host still tells which driver is installed: the library's version."""
+    nvml = nvml or {}
+    version = nvml.get('driver_version') or nvml.get('library_version') or ''
+    detail = ('driver %s' % version) if version else 'no NVIDIA driver found'
+    detail += ' (need >= %s%s)' % (minimum, (', kernel module %s' % nvml['kernel_module_version'])
+                                   if nvml.get('kernel_module_version') else '')
+    return _record('driver_version', 'ok' if version_at_least(version, minimum) else 'fail', detail,
+                   'Install NVIDIA driver %s or newer from the offline bundle (nvidia_driver role).' % minimum)
+
+
+def select_gpus(gpus, selection):
+    """(selected, unknown): the NVML GPUs named by index ("0") or UUID ("GPU-..."); an empty selection is all."""
+    gpus = list(gpus or [])
+    if not selection:
+        return gpus, []
+    selected, unknown = [], []
+    for wanted in selection:
+        key = str(wanted).strip()
+        match = [g for g in gpus if str(g.get('index')) == key or (g.get('uuid') or '').lower() == key.lower()]
+        if not match:
+            unknown.append(key)
+        for g in match:
+            if g not in selected:
+                selected.append(g)
+    return selected, unknown
+
+
+def _unknown_gpus_text(unknown, gpus):
+    return 'preflight_gpus names %s, which NVML does not see (present: %s)' % (
+        ', '.join(unknown), ', '.join('%s %s' % (g.get('index'), g.get('uuid')) for g in gpus) or 'none')
+
+
+def nvml_check(nvml, selection=()):
+    nvml = nvml or {}
+    ok = nvml.get('nvml_state') == 'ok'
+    parts = ['nvml_state %s' % nvml.get('nvml_state')]
+    if nvml.get('nvml_error'):
+        parts[0] += ' (%s)' % nvml['nvml_error'].get('name')
+    if nvml.get('kernel_module_version'):
+        parts.append('kernel module %s' % nvml['kernel_module_version'])
+    if nvml.get('library_version'):
+        parts.append('library %s' % nvml['library_version'])
+    hint = nvml.get('hint') or ''
+    status = 'ok' if ok else 'fail'
+    if ok:
+        parts.append('%s GPU(s), CUDA %s' % (nvml.get('gpu_count'), nvml.get('cuda_version')))
+        selected, unknown = select_gpus(nvml.get('gpus'), selection)
+        if selection:
+            parts.append('selected %s' % (', '.join(str(g.get('index')) for g in selected) or 'none'))
+        if unknown:
+            status = 'fail'
+            parts.append(_unknown_gpus_text(unknown, nvml.get('gpus') or []))
+            hint = 'Name GPUs by index (nvidia-smi -L) or UUID in preflight_gpus, or leave it empty for all.'
+    return _record('nvml', status, ', '.join(parts), hint)
+
+
+def gpu_memory_check(nvml, utilization, own_container_ids=(), selection=()):
+    """gpu_memory_verdict on the selected GPUs (all when the selection is empty)."""
+    nvml = nvml or {}
+    hint = ('Free the GPU memory: stop the processes and containers listed (docker stop <container>, '
+            'systemctl stop <service>), or lower preflight_gpu_memory_utilization to match vLLM\'s '
+            '--gpu-memory-utilization.')
+    indexes = None
+    if selection and nvml.get('nvml_state') == 'ok':
+        selected, unknown = select_gpus(nvml.get('gpus'), selection)
+        if unknown:
+            return _record('gpu_memory', 'fail', _unknown_gpus_text(unknown, nvml.get('gpus') or []),
+                           'Name GPUs by index (nvidia-smi -L) or UUID in preflight_gpus, or leave it empty for all.')
+        indexes = [g.get('index') for g in selected]
+    verdict = gpu_memory_verdict(nvml, utilization, own_container_ids, indexes)
+    return _record('gpu_memory', verdict['status'], verdict['detail'], hint)
+
+
+# ------------------------------------------------------------------------------------ docker runtime
+def docker_runtime_check(toolkit_installed, docker):
+    docker = docker or {}
+    if not toolkit_installed:
+        status, detail = 'n/a', 'container toolkit not installed yet'
+    elif not docker.get('running'):
+        status, detail = 'fail', 'Docker not running: %s' % docker.get('error')
+    else:
+        runtimes = docker.get('runtimes') or []
+        status = 'ok' if 'nvidia' in runtimes else 'fail'
+        detail = 'Docker %s, runtimes %s (default %s)' % (docker.get('server_version'), ', '.join(runtimes),
+                                                          docker.get('default_runtime'))
+    return _record('docker_runtime', status, detail,
+                   'Register the runtime: nvidia-ctk runtime configure --runtime=docker, then restart docker '
+                   '(nvidia_toolkit role).')
+
+
+# ---------------------------------------------------------------------------------------------- disk
+def parse_df(rc, stdout):
+    """(free bytes, mount) from `df -B1 --output=avail,target <path> | tail -n 1`; (-1, '?') when unreadable."""
+    fields = (stdout or '').split()
+    if rc != 0 or len(fields) != 2 or not fields[0].isdigit():
+        return -1, fields[1] if len(fields) == 2 else '?'
+    return int(fields[0]), fields[1]
+
+
+def disk_check(measurements):
+    """measurements: one df per required path, {'path', 'min_free_gb', 'rc', 'stdout'} or a loop result
+    ({'item': {'path', 'min_free_gb'}, 'rc', 'stdout'})."""
+    rows, low = [], []
+    for m in measurements or []:
+        req = m.get('item') or m
+        free, mount = parse_df(m.get('rc', 1), m.get('stdout'))
+        need = int(float(req['min_free_gb']) * GIB)
+        text = '%s (on %s): %s GiB free, need %.1f' % (
+            req['path'], mount, ('%.1f' % (free / GIB)) if free >= 0 else 'unknown', need / GIB)
+        if free < need:
+            low.append(req['path'])
+            text += ' LOW'
+        rows.append(text)
+    return _record('disk', 'fail' if low else 'ok', '; '.join(rows) or 'no path to check',
+                   'Free disk space for the vLLM image and the model, or point the image/model paths at a '
+                   'larger filesystem.')
+
+
+# ---------------------------------------------------------------------------------------------- port
+def listening_ports(proc_net_tcp):
+    """Local TCP ports in LISTEN state (0A) in /proc/net/tcp and tcp6 text: no ss/netstat needed."""
+    ports = set()
+    for line in (proc_net_tcp or '').splitlines():
+        fields = line.split()
+        if len(fields) > 3 and fields[3] == '0A' and ':' in fields[1]:
+            try:
+                ports.add(int(fields[1].rsplit(':', 1)[1], 16))
+            except ValueError:
+                continue
+    return sorted(ports)
+
+
+def port_check(port, proc_net_tcp, publishers, own_name):
+    """Free, or held by our own container (a re-run replaces it); otherwise name who holds it."""
+    port = int(port)
+    busy = port in listening_ports(proc_net_tcp)
+    publishers = [p for p in publishers or [] if p]
+    if not busy:
+        status, detail = 'ok', 'port %d free' % port
+    elif own_name in publishers:
+        status, detail = 'ok', 'port %d held by our container %s' % (port, own_name)
+    elif publishers:
+        status, detail = 'fail', 'port %d in use by container(s) %s' % (port, ', '.join(publishers))
+    else:
+        status, detail = 'fail', 'port %d in use by a process outside Docker' % port
+    return _record('port', status, detail,
+                   "Stop what listens on TCP %d (ss -ltnp 'sport = :%d') or choose another port." % (port, port))
+
+
+# ------------------------------------------------------------------------------------------ evaluate
+def evaluate(facts, settings):
+    """Every check of this pass, in CHECKS order.
+
+    facts: host (host_info with pci), distribution, distribution_major_version, nvml (nvml_info),
+    toolkit_installed, disk ([{'path', 'min_free_gb', 'rc', 'stdout'}]), own_container_ids, proc_net_tcp,
+    port_publishers. settings: checks, skip_checks, allow_best_effort_os, min_driver_version,
+    gpu_memory_utilization, gpus, port, service_container_name.
+    """
+    host = facts.get('host') or {}
+    nvml = facts.get('nvml') or {}
+    selection = [str(g) for g in settings.get('gpus') or []]
+    deciders = {
+        'os': lambda: os_check(host, facts.get('distribution'), facts.get('distribution_major_version'),
+                               settings.get('allow_best_effort_os', True)),
+        'gpu_present': lambda: gpu_present_check(host.get('pci')),
+        'driver_version': lambda: driver_version_check(nvml, settings['min_driver_version']),
+        'nvml': lambda: nvml_check(nvml, selection),
+        'gpu_memory': lambda: gpu_memory_check(nvml, settings['gpu_memory_utilization'],
+                                               facts.get('own_container_ids') or [], selection),
+        'docker_runtime': lambda: docker_runtime_check(facts.get('toolkit_installed'), host.get('docker')),
+        'disk': lambda: disk_check(facts.get('disk')),
+        'port': lambda: port_check(settings['port'], facts.get('proc_net_tcp'), facts.get('port_publishers'),
+                                   settings.get('service_container_name')),
+    }
+    wanted = settings.get('checks')
+    wanted = CHECKS if wanted is None else wanted
+    skip = settings.get('skip_checks') or []
+    unknown = [c for c in list(wanted) + list(skip) if c not in CHECKS]
+    if unknown:
+        raise ValueError('unknown preflight check(s) %s; known: %s' % (', '.join(unknown), ', '.join(CHECKS)))
+    records = []
+    for check in CHECKS:
+        if check not in wanted:
+            continue
+        if check in skip:
+            records.append(_record(check, 'skipped', 'skipped by preflight_skip_checks'))
+        else:
+            records.append(deciders[check]())
+    return records
+
+
+def summary_lines(records):
+    """The report table: header, then one line per check."""
+    lines = ['%-15s %-8s %s' % ('CHECK', 'STATUS', 'DETAIL')]
+    for r in records:
+        lines.append('%-15s %-8s %s' % (r['check'], r['status'].upper(), ' '.join(r['detail'].split())))
+    return lines
+
+
+def failure_message(records):
+    """One message naming every failing check and its fix; '' when none failed."""
+    failed = [r for r in records if r['status'] == 'fail']
+    if not failed:
+        return ''
+    return 'Preflight failed %d check(s): %s' % (len(failed), ' | '.join(
+        '[%s] %s -- fix: %s' % (r['check'], ' '.join(r['detail'].split()), ' '.join(r['hint'].split()))
+        for r in failed))

@@ -1,4 +1,6 @@
 """Preflight's GPU-memory decision: our own serving container is not a foreign workload."""
+import pytest
+
 from ansible_collections.airgap.vllm.plugins.module_utils._preflight import GIB, gpu_memory_verdict
 
 OWN = "a" * 64
@@ -52,3 +54,147 @@ def test_only_selected_gpus_count():
     state["gpus"].append(dict(state["gpus"][0], index=1, memory_free=48 * GIB, processes=[]))
     assert gpu_memory_verdict(state, 0.9, gpu_indexes=[1])["status"] == "ok"
     assert gpu_memory_verdict(state, 0.9)["short"] == [0]
+
+
+# ------------------------------------------------------------------ every other decision of the role
+from ansible_collections.airgap.vllm.plugins.module_utils._preflight import (  # noqa: E402
+    CHECKS, disk_check, docker_runtime_check, driver_version_check, evaluate, failure_message, gpu_present_check,
+    listening_ports, nvml_check, os_check, port_check, select_gpus, summary_lines, version_at_least)
+
+KYLIN = {"distribution": "Kylin Linux Advanced Server", "distribution_version": "V10", "distribution_release": "Lance",
+         "kylin": True, "kylin_sp": "SP3", "kernel_release": "4.19.90-52.22.v2207.ky10.x86_64", "python_version": "3.7.9"}
+NVML_OK = {"nvml_state": "ok", "nvml_error": None, "driver_version": "580.65.06", "library_version": "580.65.06",
+           "kernel_module_version": "580.65.06", "gpu_count": 2, "cuda_version": "13.0", "hint": None,
+           "gpus": [{"index": 0, "uuid": "GPU-aaaa", "name": "A", "memory_total": 48 * GIB,
+                     "memory_free": 10 * GIB, "processes": []},
+                    {"index": 1, "uuid": "GPU-bbbb", "name": "B", "memory_total": 48 * GIB,
+                     "memory_free": 47 * GIB, "processes": []}]}
+# /proc/net/tcp: 8000 (1F40) listening on 127.0.0.1, 22 on 0.0.0.0, an established connection from port 8001
+TCP = """  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1
+   1: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 2 1
+   2: 0100007F:1F41 0100007F:0016 01 00000000:00000000 00:00000000 00000000     0        0 3 1
+"""
+TCP6 = "   0: 00000000000000000000000000000000:2328 00000000000000000000000000000000:0000 0A 0 0 0 0 0\n"
+
+
+def test_os_kylin_best_effort_and_refused():
+    assert os_check(KYLIN, "Kylin Linux Advanced Server", "V10")["status"] == "ok"
+    assert "Kylin Linux Advanced Server V10 (Lance) SP3, kernel 4.19.90" in os_check(KYLIN, "Kylin", "V10")["detail"]
+    assert os_check(dict(KYLIN, kylin_sp="SP4"), "Kylin", "V10")["status"] == "fail"
+    rocky = {"distribution": "Rocky Linux", "distribution_version": "8.9", "kylin": False, "kylin_sp": None,
+             "kernel_release": "4.18", "python_version": "3.6.8"}
+    assert os_check(rocky, "Rocky", "8")["detail"].endswith("(best effort), kernel 4.18, Python 3.6.8")
+    assert os_check(rocky, "Rocky", "8", allow_best_effort=False)["status"] == "fail"
+    assert os_check(rocky, "Rocky", "7")["status"] == "fail"
+    assert os_check(rocky, "openEuler", "22")["status"] == "ok"
+    refused = os_check(rocky, "Ubuntu", "22")
+    assert refused["hint"].startswith("Supported: Kylin Linux Advanced Server V10 SP1-SP3, and (best effort)")
+
+
+def test_gpu_present_from_the_pci_probe():
+    ok = gpu_present_check({"summary": ["0000:3b:00.0 AD102GL [RTX 6000 Ada Generation] [10de:26b1]"], "error": None})
+    assert ok["status"] == "ok" and ok["detail"].startswith("1 NVIDIA GPU(s): 0000:3b:00.0") and ok["hint"] == ""
+    assert gpu_present_check({"summary": [], "error": "lspci not found (install pciutils)"})["detail"] \
+        == "lspci not found (install pciutils)"
+    none = gpu_present_check({"summary": [], "error": None})
+    assert none["status"] == "fail" and "vendor 10de" in none["detail"] and "pciutils" in none["hint"]
+
+
+def test_driver_versions_compare_as_numbers():
+    assert version_at_least("580.65.06", "580.65.06") and version_at_least("580.100.1", "580.65.06")
+    assert not version_at_least("580.9.99", "580.65.06") and not version_at_least("", "1")
+    assert version_at_least("590", "580.65.06") and not version_at_least("580", "580.65.06")
+    old = driver_version_check(dict(NVML_OK), "590.0.0")
+    assert old["status"] == "fail"
+    assert old["detail"] == "driver 580.65.06 (need >= 590.0.0, kernel module 580.65.06)"
+    mismatch = {"nvml_state": "version_mismatch", "driver_version": None, "library_version": "580.65.06",
+                "kernel_module_version": "560.35.03"}
+    assert driver_version_check(mismatch, "580.65.06")["status"] == "ok"  # the installed driver is new enough
+    assert driver_version_check({}, "580.65.06")["detail"] == "no NVIDIA driver found (need >= 580.65.06)"
+
+
+def test_nvml_detail_and_hint():
+    bad = {"nvml_state": "version_mismatch", "nvml_error": {"name": "NVML_ERROR_LIB_RM_VERSION_MISMATCH"},
+           "kernel_module_version": "560.35.03", "library_version": "580.65.06", "hint": "reboot, or stop GPU users"}
+    r = nvml_check(bad)
+    assert r["detail"] == ("nvml_state version_mismatch (NVML_ERROR_LIB_RM_VERSION_MISMATCH), "
+                           "kernel module 560.35.03, library 580.65.06")
+    assert r["status"] == "fail" and r["hint"] == "reboot, or stop GPU users"
+    ok = nvml_check(NVML_OK)
+    assert ok["status"] == "ok" and ok["detail"].endswith("2 GPU(s), CUDA 13.0") and ok["hint"] == ""
+
+
+def test_gpu_selection_by_index_or_uuid():
+    assert select_gpus(NVML_OK["gpus"], []) == (NVML_OK["gpus"], [])
+    assert select_gpus(NVML_OK["gpus"], ["1"]) == ([NVML_OK["gpus"][1]], [])
+    assert select_gpus(NVML_OK["gpus"], ["gpu-AAAA", "0"]) == ([NVML_OK["gpus"][0]], [])
+    assert select_gpus(NVML_OK["gpus"], ["7", "GPU-zz"]) == ([], ["7", "GPU-zz"])
+    unknown = nvml_check(NVML_OK, ["1", "GPU-zz"])
+    assert unknown["status"] == "fail" and "preflight_gpus names GPU-zz, which NVML does not see" in unknown["detail"]
+    assert "selected 1" in unknown["detail"] and "UUID" in unknown["hint"]
+
+
+def test_free_memory_is_checked_only_on_the_selected_gpus():
+    settings = dict(checks=["gpu_memory"], min_driver_version="1", gpu_memory_utilization=0.9, port=8000)
+    facts = {"nvml": NVML_OK}
+    assert evaluate(facts, dict(settings, gpus=[]))[0]["status"] == "fail"  # GPU0 has 10 of 48 GiB free
+    only_b = evaluate(facts, dict(settings, gpus=["GPU-bbbb"]))[0]
+    assert only_b["status"] == "ok" and "GPU1 B" in only_b["detail"] and "GPU0" not in only_b["detail"]
+    assert evaluate(facts, dict(settings, gpus=[1]))[0]["status"] == "ok"
+    assert evaluate(facts, dict(settings, gpus=["5"]))[0]["status"] == "fail"
+
+
+def test_docker_runtime():
+    docker = {"running": True, "server_version": "20.10.24", "runtimes": ["nvidia", "runc"], "default_runtime": "runc"}
+    assert docker_runtime_check(False, {})["status"] == "n/a"
+    assert docker_runtime_check(True, docker)["detail"] == "Docker 20.10.24, runtimes nvidia, runc (default runc)"
+    assert docker_runtime_check(True, dict(docker, runtimes=["runc"]))["status"] == "fail"
+    down = docker_runtime_check(True, {"running": False, "error": "Cannot connect"})
+    assert down["status"] == "fail" and down["detail"] == "Docker not running: Cannot connect"
+
+
+def test_disk_rows_low_and_unknown():
+    r = disk_check([
+        {"item": {"path": "/var/lib/docker", "min_free_gb": 30}, "rc": 0, "stdout": "%d /" % (40 * GIB)},
+        {"item": {"path": "/opt/models", "min_free_gb": 40.5}, "rc": 0, "stdout": "%d /opt" % (20 * GIB)},
+        {"path": "/srv/x", "min_free_gb": 1, "rc": 1, "stdout": ""},
+    ])
+    assert r["status"] == "fail"
+    assert r["detail"] == ("/var/lib/docker (on /): 40.0 GiB free, need 30.0; "
+                           "/opt/models (on /opt): 20.0 GiB free, need 40.5 LOW; "
+                           "/srv/x (on ?): unknown GiB free, need 1.0 LOW")
+    assert disk_check([{"item": {"path": "/", "min_free_gb": 1}, "rc": 0, "stdout": "%d /" % GIB}])["status"] == "ok"
+
+
+def test_listening_ports_and_port_owner():
+    assert listening_ports(TCP + TCP6) == [22, 8000, 9000]
+    assert port_check(8001, TCP, [], "vllm")["detail"] == "port 8001 free"  # only an outgoing connection
+    assert port_check(8000, TCP, ["vllm"], "vllm")["status"] == "ok"
+    theirs = port_check(8000, TCP, ["comfyui", ""], "vllm")
+    assert theirs["status"] == "fail" and theirs["detail"] == "port 8000 in use by container(s) comfyui"
+    outside = port_check(9000, TCP6, [], "vllm")
+    assert outside["detail"] == "port 9000 in use by a process outside Docker" and "sport = :9000" in outside["hint"]
+
+
+def test_evaluate_runs_the_pass_in_order_skips_and_reports():
+    facts = {"host": dict(KYLIN, pci={"summary": ["x"], "error": None}, docker={"running": False, "error": "e"}),
+             "distribution": "Kylin", "distribution_major_version": "V10", "nvml": NVML_OK,
+             "toolkit_installed": True, "disk": [], "proc_net_tcp": TCP, "port_publishers": []}
+    settings = dict(checks=list(CHECKS), skip_checks=["gpu_memory"], min_driver_version="580.65.06",
+                    gpu_memory_utilization=0.9, gpus=[], port=8000, service_container_name="vllm")
+    records = evaluate(facts, settings)
+    assert [r["check"] for r in records] == list(CHECKS)
+    by = dict((r["check"], r) for r in records)
+    assert by["gpu_memory"] == {"check": "gpu_memory", "status": "skipped",
+                                "detail": "skipped by preflight_skip_checks", "hint": ""}
+    assert by["docker_runtime"]["status"] == "fail" and by["port"]["status"] == "fail"
+    assert [r["check"] for r in evaluate(facts, dict(settings, checks=["port", "os"]))] == ["os", "port"]
+    lines = summary_lines(records)
+    assert lines[0].split() == ["CHECK", "STATUS", "DETAIL"] and lines[1].startswith("os              OK ")
+    message = failure_message(records)
+    assert message.startswith("Preflight failed 2 check(s): [docker_runtime] Docker not running: e -- fix: ")
+    assert " | [port] port 8000 in use by a process outside Docker -- fix: Stop what" in message
+    assert failure_message([r for r in records if r["status"] != "fail"]) == ""
+    with pytest.raises(ValueError, match="unknown preflight check"):
+        evaluate(facts, dict(settings, checks=["gpu"]))

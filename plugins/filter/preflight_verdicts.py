@@ -1,0 +1,59 @@
+# -*- coding: utf-8 -*-
+# Copyright: airgap.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filter that runs every preflight decision (plugins/module_utils/_preflight.py) on what the role gathered."""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+name: preflight_verdicts
+short_description: Decide every preflight check from the facts the preflight role gathered
+description:
+  - OS, GPU on the PCI bus, driver version, NVML health, free memory on the selected GPUs, Docker's nvidia
+    runtime, free disk and the service port, decided in module_utils/_preflight.py (unit-tested there).
+positional: settings
+options:
+  _input:
+    description:
+      - Gathered facts, keys C(host) (M(airgap.vllm.host_info) with C(pci=true)), C(distribution),
+        C(distribution_major_version), C(nvml) (M(airgap.vllm.nvml_info)), C(toolkit_installed), C(disk)
+        (one C({path, min_free_gb, rc, stdout}) per df run), C(own_container_ids), C(proc_net_tcp),
+        C(port_publishers).
+    type: dict
+    required: true
+  settings:
+    description:
+      - C(checks), C(skip_checks), C(allow_best_effort_os), C(min_driver_version), C(gpu_memory_utilization),
+        C(gpus) (indexes or UUIDs; empty = all), C(port), C(service_container_name).
+    type: dict
+    required: true
+'''
+
+EXAMPLES = r'''
+verdicts: "{{ gathered | airgap.vllm.preflight_verdicts({'checks': ['os'], 'skip_checks': []}) }}"
+'''
+
+RETURN = r'''
+_value:
+  description:
+    - C(records) (one C({check, status, detail, hint}) per check of this pass; status ok, fail, n/a or skipped),
+      C(lines) (the summary table) and C(message) (every failing check with its fix; empty when none failed).
+  type: dict
+'''
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.airgap.vllm.plugins.module_utils._preflight import evaluate, failure_message, summary_lines
+
+
+def preflight_verdicts(facts, settings):
+    try:
+        records = evaluate(facts, settings)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise AnsibleFilterError('preflight_verdicts: %s' % exc)
+    return {'records': records, 'lines': summary_lines(records), 'message': failure_message(records)}
+
+
+class FilterModule(object):
+    def filters(self):
+        return {'preflight_verdicts': preflight_verdicts}

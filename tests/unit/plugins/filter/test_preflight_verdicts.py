@@ -1,0 +1,33 @@
+"""airgap.vllm.preflight_verdicts as roles/preflight/tasks/checks.yml calls it (gathered facts + settings)."""
+import pytest
+from ansible.errors import AnsibleFilterError
+
+GIB = 1024 ** 3
+SETTINGS = {"checks": ["gpu_present", "disk", "port"], "skip_checks": ["port"], "allow_best_effort_os": True,
+            "min_driver_version": "580.65.06", "gpu_memory_utilization": 0.93, "gpus": [], "port": 8000,
+            "service_container_name": "vllm"}
+
+
+def gathered(free_gib):
+    # The shapes the role hands over: host_info with pci, a registered df loop, /proc/net/tcp text.
+    return {"host": {"pci": {"summary": ["0000:3b:00.0 AD102GL [RTX 6000 Ada Generation] [10de:26b1]"],
+                             "error": None}, "docker": {"running": False}},
+            "disk": [{"item": {"path": "/opt/models", "min_free_gb": 40}, "rc": 0, "changed": False,
+                      "stdout": "%d /opt" % int(free_gib * GIB)}],
+            "proc_net_tcp": "", "port_publishers": []}
+
+
+def test_records_lines_and_message(render):
+    out = render("{{ facts | airgap.vllm.preflight_verdicts(settings) }}", facts=gathered(12), settings=SETTINGS)
+    assert [(r["check"], r["status"]) for r in out["records"]] == [
+        ("gpu_present", "ok"), ("disk", "fail"), ("port", "skipped")]
+    assert len(out["lines"]) == 4 and out["lines"][2].startswith("disk            FAIL     /opt/models (on /opt)")
+    assert out["message"].startswith("Preflight failed 1 check(s): [disk] /opt/models (on /opt): 12.0 GiB free")
+    healthy = render("{{ facts | airgap.vllm.preflight_verdicts(settings) }}", facts=gathered(50), settings=SETTINGS)
+    assert healthy["message"] == ""
+
+
+def test_an_unknown_check_is_a_clear_error(render):
+    with pytest.raises(AnsibleFilterError, match="unknown preflight check"):
+        render("{{ facts | airgap.vllm.preflight_verdicts(settings) }}", facts=gathered(50),
+               settings=dict(SETTINGS, checks=["gpus"]))
