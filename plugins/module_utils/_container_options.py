@@ -29,6 +29,7 @@ __metaclass__ = type
 import math
 import re
 
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import TargetsError
 from ansible_collections.airgap.vllm.plugins.module_utils._source_patch import (
     madvise_patch_decision,
 )
@@ -58,7 +59,7 @@ OFFLINE_ENV = (
 )
 
 
-class ContainerOptionsError(ValueError):
+class ContainerOptionsError(TargetsError):
     """An input of the container options is unusable; the message names it."""
 
 
@@ -69,8 +70,8 @@ def version_tuple(text):
 
 
 def _log_size(value):
-    text = str(value).strip().lower()
-    if not re.match(r"^[1-9][0-9]*[kmg]?$", text):
+    text = str(value).lower()
+    if not re.match(r"[1-9][0-9]*[kmg]?\Z", text):
         raise ContainerOptionsError(
             "log_max_size %r: give a size Docker's json-file driver takes, such as 100m, 1g or 50000k"
             % (value,))

@@ -21,7 +21,7 @@ import re
 
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import TargetsError
 
-GPU_ID = re.compile(r"^(?:[0-9]+|GPU-[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12})$")
+GPU_ID = re.compile(r"^(?:[0-9]+|GPU-[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12})\Z")
 
 
 def _describe(card):

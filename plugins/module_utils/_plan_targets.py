@@ -68,6 +68,8 @@ DEFAULTS = {
     "docker_log_driver": None,
     "log_max_size": "100m",
     "log_max_file": 5,
+    "measured_kv_cache_bytes_by_gpu": None,  # {NVML GPU name: bytes} measured on a card of that kind
+    "pin_measured_kv_cache": False,          # pin (--kv-cache-memory-bytes) a pool found there
     "extra_args": None,
     "extra_docker_options": None,
     "override_flags": None,
@@ -97,6 +99,11 @@ def targets(params):
             t["gpu_total_bytes"] = min(int(c["memory_total"]) for c in sel["cards"])
         if not params.get("compute_capability"):
             t["compute_capability"] = sel["cards"][0]["compute_capability"]
+        measured = (t["measured_kv_cache_bytes_by_gpu"] or {}).get(sel["cards"][0].get("name"))
+        if measured and not t["measured_kv_cache_bytes"]:
+            # A pool measured on a card of this kind, for this model and these settings.
+            t["measured_kv_cache_bytes"] = _positive_int(t, "measured_kv_cache_bytes_by_gpu", value=measured)
+            t["pin_kv_cache_memory"] = bool(t["pin_kv_cache_memory"] or t["pin_measured_kv_cache"])
     if not t["gpu_total_bytes"] or int(t["gpu_total_bytes"]) <= 0:
         raise TargetsError("gpu_total_bytes is required (from airgap.vllm.nvml_info or given)")
     t["gpu_total_bytes"] = int(t["gpu_total_bytes"])

@@ -31,23 +31,45 @@ options:
     description: Name clients use; defaults to the model directory's basename.
     type: str
   gpu_total_bytes:
-    description: Total memory of one GPU in bytes (C(airgap.vllm.nvml_info) reports it).
+    description:
+      - Total memory of one GPU in bytes (C(airgap.vllm.nvml_info) reports it).
+      - Required unless O(nvml_gpus) is given; then the smallest planned GPU's memory is the default.
     type: int
-    required: true
   gpu_count:
-    description: GPUs available on the host.
+    description:
+      - GPUs to plan for when O(gpus) selects none (the first ones NVML lists).
+      - Not used with a selection, which is its own count.
     type: int
     default: 1
+  gpus:
+    description:
+      - GPUs to run on, as NVML indexes (C("0")) or UUIDs (C(GPU-...), C(nvidia-smi -L)); each at most once.
+      - Empty (default), the first O(gpu_count) GPUs and the container gets C(--gpus all).
+      - With a selection, the container gets only those (C(--gpus "device=0,1"), the quotes being part of the
+        option's value for Docker's CSV reading; C(NVIDIA_VISIBLE_DEVICES) under C(--runtime nvidia)), tensor
+        parallel defaults to their number, and with O(nvml_gpus) each must be an NVML GPU and the budget is the
+        smallest selected card.
+    type: list
+    elements: str
+  nvml_gpus:
+    description:
+      - The C(gpus) list M(airgap.vllm.nvml_info) returns (C(index), C(uuid), C(name), C(memory_total),
+        C(compute_capability)). With it, O(gpu_total_bytes) and O(compute_capability) default to the planned GPUs'
+        (smallest memory, first card's capability), and a selection naming a GPU NVML does not list is refused.
+    type: list
+    elements: dict
   tensor_parallel_size:
-    description: GPUs the model is split across; defaults to O(gpu_count).
+    description:
+      - GPUs the model is split across; defaults to the number of planned GPUs (O(gpus), else O(gpu_count)).
+      - Refused when larger than that number.
     type: int
   compute_capability:
     description:
       - CUDA compute capability as MAJOR.MINOR, e.g. C(8.9) (Ada), C(9.0) (Hopper), C(10.0) or C(12.0) (Blackwell).
       - Decides the attention backend the way vLLM 0.27.1 does (FlashInfer on 10.x, and for fp8 KV on 8.x/12.x and
         C(fp8_e5m2) everywhere; FlashAttention otherwise), its workspace and the flags it needs offline.
+      - Default, the first planned GPU's in O(nvml_gpus), else C(9.0).
     type: str
-    default: "9.0"
   concurrency:
     description: Target concurrent requests (C(--max-num-seqs)).
     type: int
@@ -121,6 +143,15 @@ options:
         of C(vllm:cache_config_info), or the C(replan.kv_cache_memory_bytes) that M(airgap.vllm.vllm_plan_confirm) returns);
         replaces the estimate, so every number of the plan is exact.
     type: int
+  measured_kv_cache_bytes_by_gpu:
+    description:
+      - KV memory measured on cards of a kind, keyed by the GPU name NVML reports (as O(measured_kv_cache_bytes));
+        with O(nvml_gpus), the first planned GPU's entry is used unless O(measured_kv_cache_bytes) is given.
+    type: dict
+  pin_measured_kv_cache:
+    description: Pin (as O(pin_kv_cache_memory)) a pool found in O(measured_kv_cache_bytes_by_gpu).
+    type: bool
+    default: false
   pin_kv_cache_memory:
     description:
       - Emit C(--kv-cache-memory-bytes) with O(measured_kv_cache_bytes) so vLLM uses exactly that pool.
@@ -149,6 +180,42 @@ options:
   port:
     description: Port vLLM listens on.
     type: int
+  extra_args:
+    description:
+      - Extra C(vllm serve) arguments, one word per item, appended after the plan (e.g. C([--seed, "7"])).
+      - Long option names only; a duplicate of a planned option (C(_) for C(-) and C(--no-X) for C(--X) included)
+        is refused, naming it, unless it is in O(override_flags). No API key in any spelling (list the keys in
+        C(vllm_service_api_keys)), no C(--config) (the service's keys file), no newline, carriage return or NUL.
+    type: list
+    elements: str
+  extra_docker_options:
+    description:
+      - Extra C(docker run) options, one word per item, appended after the planned ones (e.g. C([--ulimit,
+        memlock=-1])). A duplicate of a planned option (for C(--log-opt)/C(--security-opt) the same key) is refused
+        unless in O(override_flags). The service's guard still applies its network and privilege rules.
+    type: list
+    elements: str
+  override_flags:
+    description:
+      - Options (e.g. C(--max-num-seqs), C(--shm-size)) that O(extra_args) or O(extra_docker_options) may set
+        although the plan sets them; the extra value replaces the planned one. Overriding an option the ledger is
+        computed with adds a warning.
+    type: list
+    elements: str
+  log_max_size:
+    description: Rotate the container's log at this size (C(--log-opt max-size), Docker units C(k), C(m), C(g)).
+    type: str
+    default: 100m
+  log_max_file:
+    description: Rotated container log files kept (C(--log-opt max-file)).
+    type: int
+    default: 5
+  docker_log_driver:
+    description:
+      - Docker's logging driver (C(docker info --format '{{.LoggingDriver}}')). The log options are set for
+        C(json-file) and C(local) (and when unknown, Docker's default being C(json-file)); other drivers rotate
+        themselves and refuse them.
+    type: str
 attributes:
   check_mode:
     support: full
@@ -223,9 +290,20 @@ env_reasons:
   returned: success
   type: dict
 needs_madvise_patch:
-  description: KV offload on a kernel older than 5.14 (MADV_POPULATE_WRITE missing) needs the patch.
+  description:
+    - KV offload on a kernel older than 5.14 (MADV_POPULATE_WRITE missing) needs the patch; so does offload on a
+      kernel whose version cannot be read (the patch is harmless on a new kernel). The rule is the one
+      M(airgap.vllm.vllm_source_patch) applies (RV(madvise_patch_needed)).
   returned: success
   type: bool
+gpus:
+  description: The GPUs planned for - C(selected) (O(gpus) as given, empty for all), C(count), C(tensor_parallel_size).
+  returned: success
+  type: dict
+extras:
+  description: The operator's extras merged after the plan - C(args), C(docker_options), C(overridden) (option names).
+  returned: when O(extra_args), O(extra_docker_options) or O(override_flags) is given
+  type: dict
 ledger:
   description: Budget, non-KV components, KV pool, block size, num_gpu_blocks, GPU KV cache tokens, concurrency.
   returned: success
@@ -281,10 +359,12 @@ def argument_spec():
         model_dir=dict(type="path", required=True),
         model_path=dict(type="str"),
         served_model_name=dict(type="str"),
-        gpu_total_bytes=dict(type="int", required=True),
+        gpu_total_bytes=dict(type="int"),
         gpu_count=dict(type="int", default=1),
+        gpus=dict(type="list", elements="str"),
+        nvml_gpus=dict(type="list", elements="dict"),
         tensor_parallel_size=dict(type="int"),
-        compute_capability=dict(type="str", default="9.0"),
+        compute_capability=dict(type="str"),
         concurrency=dict(type="int", default=1),
         context=dict(type="str", default="max"),
         kv_cache_dtype=dict(type="str", default="auto", choices=list(KV_CACHE_DTYPES)),
@@ -304,11 +384,19 @@ def argument_spec():
         max_image_pixels=dict(type="int"),
         measured_kv_cache_bytes=dict(type="int"),
         pin_kv_cache_memory=dict(type="bool", default=False),
+        measured_kv_cache_bytes_by_gpu=dict(type="dict"),
+        pin_measured_kv_cache=dict(type="bool", default=False),
         require_full_length_concurrency=dict(type="bool", default=False),
         api_keys_config_path=dict(type="str", no_log=False),
         host=dict(type="str"),
         port=dict(type="int"),
         layer_layout=dict(type="dict"),
+        extra_args=dict(type="list", elements="str"),
+        extra_docker_options=dict(type="list", elements="str"),
+        override_flags=dict(type="list", elements="str"),
+        log_max_size=dict(type="str", default="100m"),
+        log_max_file=dict(type="int", default=5),
+        docker_log_driver=dict(type="str"),
     )
 
 
@@ -327,9 +415,18 @@ def main():
         module.fail_json(msg=str(exc), alternatives=exc.alternatives)
     except PlanError as exc:
         module.fail_json(msg=str(exc))
+    # What NVML gave, resolved: a re-plan (vllm_plan_confirm, the trade-off) needs no NVML facts.
+    measured = result["ledger"]["kv_pool_measured"]
+    by_gpu = measured and not params["measured_kv_cache_bytes"]  # found in measured_kv_cache_bytes_by_gpu
+    params.update(gpu_total_bytes=result["ledger"]["gpu_total_bytes"],
+                  compute_capability=result["ledger"]["compute_capability"], nvml_gpus=None,
+                  measured_kv_cache_bytes=result["ledger"]["kv_pool_bytes"] if measured else None,
+                  pin_kv_cache_memory=bool(params["pin_kv_cache_memory"]
+                                           or (by_gpu and params["pin_measured_kv_cache"])),
+                  measured_kv_cache_bytes_by_gpu=None, pin_measured_kv_cache=False)
     result["inputs"] = dict((k, v) for k, v in params.items() if v is not None)
     result["tradeoff"] = tradeoff(plan, params, title="%.0f GiB GPU x %d" % (
-        params["gpu_total_bytes"] / float(GIB), params["tensor_parallel_size"] or params["gpu_count"]))
+        params["gpu_total_bytes"] / float(GIB), result["gpus"]["tensor_parallel_size"]))
     warnings_list = result.pop("warnings")
     for w in warnings_list:
         module.warn(w)

@@ -310,3 +310,29 @@ def test_multi_line_string_inside_a_call_keeps_its_text():
     mm = FakeMmap()
     load(after, "vllm.x")["f"](mm)
     assert mm.calls == [(23, 0, 4)]
+
+
+# --------------------------------------------------------------------------- when the image needs the patch
+
+
+@pytest.mark.parametrize("offload,kernel,needed", [
+    (True, "4.19.90-52.22.v2207.ky10.x86_64", True),   # Kylin V10 SP3
+    (True, "5.13.19", True),
+    (True, "5.14.0-70.el9.x86_64", False),
+    (True, "6.8.0", False),
+    (True, None, True),          # unknown kernel: the patch is harmless on >= 5.14, its absence fatal below
+    (True, "", True),
+    (True, "unknown", True),
+    (True, "5", True),
+    (False, "4.19.90", False),   # no offload: nothing calls madvise(MADV_POPULATE_WRITE)
+    (0, None, False),
+])
+def test_madvise_patch_rule(offload, kernel, needed):
+    got, why = sp.madvise_patch_decision(offload, kernel)
+    assert got is needed and why
+    assert sp.needs_madvise_patch(offload, kernel) is needed
+
+
+def test_planner_and_image_role_share_the_madvise_rule():
+    from ansible_collections.airgap.vllm.plugins.module_utils import _planner
+    assert _planner.needs_madvise_patch is sp.needs_madvise_patch
