@@ -124,7 +124,13 @@ class DockerCli(object):
         found = []
         for ref in refs:
             args = ["service", "inspect", ref] if kind == "service" else ["inspect", "--type", "container", ref]
-            items = self.inspect_json(args)
+            try:
+                items = self.inspect_json(args)
+            except DockerError as exc:
+                # A node outside a swarm (or a worker) has no services to inspect: the service is not there.
+                if kind == "service" and "not a swarm manager" in (exc.stderr or "").lower():
+                    continue
+                raise
             if items:
                 found.extend(items)
         return found

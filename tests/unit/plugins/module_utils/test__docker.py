@@ -44,9 +44,10 @@ def test_inspect_json_tells_missing_from_failing():
         (["inspect", "--type", "container", "here"], (0, json.dumps([{"Id": "c1"}]), "")),
         (["inspect", "--type", "container", "down"], (1, "", "Cannot connect to the Docker daemon")),
         (["service", "inspect", "svc"], (1, "[]", "Error: no such service: svc")),
+        (["service", "inspect", "off"], (1, "", "Error response from daemon: This node is not a swarm manager.")),
     ]))
     assert cli.inspect("container", ["gone", "here"]) == [{"Id": "c1"}]
-    assert cli.inspect("service", ["svc"]) == []
+    assert cli.inspect("service", ["svc", "off"]) == []
     with pytest.raises(DockerError, match="Cannot connect"):
         cli.inspect("container", ["down"])
 
