@@ -149,7 +149,7 @@ def main():
     result = host_facts(os_release, productinfo, p['kernel_release'] or platform.release(), platform.python_version())
     result['docker'] = docker_facts(module, p['docker_bin']) if p['docker'] else {'installed': None, 'running': None}
     if p['pci']:
-        lspci = module.get_bin_path('lspci', opt_dirs=['/usr/sbin', '/sbin'])
+        lspci = module.get_bin_path('lspci')  # PATH, then the sbin directories
         rc, out, err = module.run_command([lspci] + LSPCI_ARGS) if lspci else (None, '', '')
         result['pci'] = pci_facts(rc, out, err, lspci)
     module.exit_json(changed=False, **result)

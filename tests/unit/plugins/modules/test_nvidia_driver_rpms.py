@@ -1,0 +1,86 @@
+"""nvidia_driver_rpms as Ansible runs it: a stand-in rpm database and dnf on the PATH."""
+import json
+import stat
+import sys
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.common.text.converters import to_bytes
+
+from ansible_collections.airgap.vllm.plugins.modules import nvidia_driver_rpms as M
+
+INSTALLED = {"nvidia-driver": "3:560.35.03-1.el8.x86_64", "nvidia-driver-libs": "3:560.35.03-1.el8.x86_64",
+             "kmod-nvidia-latest-dkms": "3:560.35.03-1.el8.x86_64", "nvidia-persistenced": "3:560.35.03-1.el8.x86_64",
+             "libnvidia-container1": "0:1.17.8-1.x86_64", "nvidia-container-toolkit": "0:1.17.8-1.x86_64",
+             "kernel": "0:4.19.90-52.22.v2207.ky10.x86_64"}
+# rpm -qa prints the database; dnf remove deletes names from it (unless told to fail) and logs its argv.
+RPM = r'''import json, os
+db = json.load(open(os.environ["FAKE_RPM_DB"]))
+assert sys.argv[1:3] == ["-qa", "--qf"], sys.argv
+for name, version in sorted(db.items()):
+    sys.stdout.write("%s\t%s\n" % (name, version))
+'''
+DNF = r'''import json, os
+path = os.environ["FAKE_RPM_DB"]
+db = json.load(open(path))
+open(path + ".dnf.log", "a").write(json.dumps(sys.argv[1:]) + "\n")
+if os.environ.get("FAKE_DNF_FAIL"):
+    sys.stderr.write("Error: Transaction test error\n"); sys.exit(1)
+for name in sys.argv[sys.argv.index("remove") + 1:]:
+    db.pop(name, None)
+json.dump(db, open(path, "w"))
+'''
+
+
+@pytest.fixture
+def host(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in (("rpm", RPM), ("dnf", DNF)):
+        path = bin_dir / name
+        path.write_text("#!%s\nimport sys\n%s" % (sys.executable, body))
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    db = tmp_path / "rpmdb.json"
+    db.write_text(json.dumps(INSTALLED))
+    monkeypatch.setenv("FAKE_RPM_DB", str(db))
+    monkeypatch.setenv("PATH", "%s:/usr/bin:/bin" % bin_dir)
+    return db
+
+
+def run(monkeypatch, capsys, **args):
+    args.setdefault("_ansible_check_mode", False)
+    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args})))
+    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
+    with pytest.raises(SystemExit):
+        M.main()
+    return json.loads(capsys.readouterr().out)
+
+
+DRIVER = ["kmod-nvidia-latest-dkms", "nvidia-driver", "nvidia-driver-libs", "nvidia-persistenced"]
+
+
+def test_check_mode_lists_with_diff_then_removes_then_nothing_left(monkeypatch, capsys, host):
+    r = run(monkeypatch, capsys, _ansible_check_mode=True, _ansible_diff=True)
+    assert r["changed"] and r["packages"] == DRIVER
+    assert r["kept"] == ["libnvidia-container1", "nvidia-container-toolkit"]
+    assert "nvidia-driver 3:560.35.03-1.el8.x86_64\n" in r["diff"]["before"] and r["diff"]["after"] == ""
+    assert json.loads(host.read_text()) == INSTALLED  # nothing removed
+    r = run(monkeypatch, capsys)
+    assert r["changed"] and r["packages"] == DRIVER
+    assert r["cmd"][1:5] == ["-y", "--disablerepo=*", "--setopt=clean_requirements_on_remove=False", "remove"]
+    assert sorted(json.loads(host.read_text())) == ["kernel", "libnvidia-container1", "nvidia-container-toolkit"]
+    r = run(monkeypatch, capsys)
+    assert not r["changed"] and r["packages"] == [] and "cmd" not in r
+
+
+def test_keep_and_extra(monkeypatch, capsys, host):
+    r = run(monkeypatch, capsys, keep=["nvidia-persist*"], extra=["kernel"], _ansible_check_mode=True)
+    assert r["packages"] == ["kernel", "kmod-nvidia-latest-dkms", "nvidia-driver", "nvidia-driver-libs"]
+    assert "nvidia-persistenced" in r["kept"]
+
+
+def test_a_failed_removal_fails_and_says_what_is_left(monkeypatch, capsys, host):
+    monkeypatch.setenv("FAKE_DNF_FAIL", "1")
+    r = run(monkeypatch, capsys)
+    assert r["failed"] and "Transaction test error" in r["msg"]
+    assert "still installed: kmod-nvidia-latest-dkms, nvidia-driver" in r["msg"]
