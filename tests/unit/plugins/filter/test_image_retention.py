@@ -41,7 +41,7 @@ def test_a_base_still_in_use_and_a_protected_image_stay(render):
     assert sha("0") not in r["remove"], "the new image is derived from it"
     assert sha("1") not in r["remove"], "protected (the service's last good image)"
     assert r["bases"] == {sha("1"): sha("0"), sha("3"): sha("0")}, "both still in use, both remembered"
-    assert r["remove"] == [sha("2")]
+    assert r["remove"] == [], "2 is the image 3 replaces: it stays until 3 is proven"
 
 
 def test_keep_given_as_text_from_yaml_is_taken_as_a_number(render):
