@@ -1,17 +1,12 @@
 """Unit tests for _model_import: validation, atomic import, stamp skip, safety checks."""
 import json
 import os
-import subprocess
-import sys
 import tarfile
 
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _model_import as mi
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-MAKE_MODEL = os.path.join(ROOT, "tests", "world", "fake-model", "make_model.py")
-FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8", "config.json")
 SHA = "a" * 64
 
 
@@ -24,13 +19,10 @@ def sha_of(src):
     return mi.file_sha256(src)
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("m") / "qwen-tiny")
-    if not os.path.exists(MAKE_MODEL):
-        pytest.skip("tests/world/fake-model/make_model.py not present")
-    subprocess.run([sys.executable, MAKE_MODEL, out, FIXTURE], check=True)
-    return out
+@pytest.fixture
+def model_dir(tiny_model_dir):
+    """The shared tiny checkpoint (tests/unit/conftest.py); tests copy it before changing anything."""
+    return tiny_model_dir
 
 
 @pytest.fixture
