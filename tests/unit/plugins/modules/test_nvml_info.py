@@ -1,0 +1,64 @@
+"""nvml_info as Ansible runs it, on the stand-in libnvidia-ml (compiled from tests/world/fakes/nvml)."""
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.common.text.converters import to_bytes
+
+from ansible_collections.airgap.vllm.plugins.modules import nvml_info as M
+
+FAKES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "world", "fakes", "nvml"))
+VERSION = "580.65.06"
+GIB = 1024 ** 3
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory):
+    if not shutil.which("gcc"):
+        pytest.skip("gcc is needed to build the stand-in NVML library")
+    out = tmp_path_factory.mktemp("nvml")
+    subprocess.run(["make", "-s", "-C", FAKES, "VERSION=" + VERSION, "OUT=" + str(out)], check=True)
+    os.symlink("libnvidia-ml.so." + VERSION, str(out / "libnvidia-ml.so.1"))
+    return str(out / "libnvidia-ml.so.1")
+
+
+def run(monkeypatch, capsys, **args):
+    args.setdefault("_ansible_check_mode", True)
+    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args})))
+    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
+    with pytest.raises(SystemExit):
+        M.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def write_state(tmp_path, monkeypatch, module_version):
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"kernel_module_version": module_version, "init_error": None,
+                                 "cuda_driver_version": 13000, "gpus": [{
+                                     "index": 0, "uuid": "GPU-3f1c2a9e-6b1d-4c55-9f0e-2a7d5c8e1b40",
+                                     "name": "NVIDIA RTX 6000 Ada Generation", "pci_bus_id": "00000000:3B:00.0",
+                                     "pci_device_id": "0x26B110DE", "memory_total": 48 * GIB, "memory_used": 0,
+                                     "compute_capability": [8, 9], "persistence_mode": 1, "processes": []}]}))
+    monkeypatch.setenv("FAKE_NVML_STATE", str(state))
+    version = tmp_path / "version"
+    version.write_text("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  %s  Release Build\n" % module_version)
+    return str(version)
+
+
+def test_healthy_host(monkeypatch, capsys, tmp_path, library):
+    version = write_state(tmp_path, monkeypatch, VERSION)
+    r = run(monkeypatch, capsys, library=library, driver_version_file=version)
+    assert not r["changed"] and r["nvml_state"] == "ok" and r["driver_version"] == VERSION
+    assert r["gpu_count"] == 1 and r["gpus"][0]["uuid"].startswith("GPU-3f1c") and r["cuda_version"] == "13.0"
+
+
+def test_mismatch_and_absent_library_are_states_not_failures(monkeypatch, capsys, tmp_path, library):
+    version = write_state(tmp_path, monkeypatch, "560.35.03")
+    r = run(monkeypatch, capsys, library=library, driver_version_file=version)
+    assert "failed" not in r and r["nvml_state"] == "version_mismatch" and r["kernel_module_version"] == "560.35.03"
+    assert r["hint"]
+    r = run(monkeypatch, capsys, library=str(tmp_path / "nope.so"), driver_version_file=version)
+    assert "failed" not in r and r["nvml_state"] == "absent" and r["gpus"] == []
