@@ -97,7 +97,7 @@ def targets(params):
         # The budget of the smallest planned card; every rank gets the same share.
         if not params.get("gpu_total_bytes"):
             t["gpu_total_bytes"] = min(int(c["memory_total"]) for c in sel["cards"])
-        if not params.get("compute_capability"):
+        if not params.get("compute_capability") and sel["cards"][0].get("compute_capability"):
             t["compute_capability"] = sel["cards"][0]["compute_capability"]
         measured = (t["measured_kv_cache_bytes_by_gpu"] or {}).get(sel["cards"][0].get("name"))
         if measured and not t["measured_kv_cache_bytes"]:
