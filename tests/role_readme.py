@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Write every role's README.md from its meta/argument_specs.yml; --check fails when one is stale.
 
     python3 tests/role_readme.py            # (re)write roles/*/README.md
@@ -192,8 +191,8 @@ def example(role, options):
     if required:
         lines.append("      vars:")
         for name, spec in required:
-            lines.append("        %s: <%s>  # %s" % (name, type_of(spec), (description(spec.get("description"))
-                                                                      .split(". ")[0].rstrip("."))[:80]))
+            first = description(spec.get("description")).split(". ")[0].rstrip(".")[:80]
+            lines.append("        %s: <%s>  # %s" % (name, type_of(spec), first))
     lines.append("```")
     return lines
 

@@ -72,4 +72,3 @@ def test_a_role_without_argument_specs_is_an_error(roles, capsys):
     (roles / "bare" / "tasks").mkdir(parents=True)
     assert R.main(["--check", "--roles-dir", str(roles)]) == 1
     assert "bare:" in capsys.readouterr().err
-

@@ -56,9 +56,9 @@ class PlayContext(object):
         self.check_mode = check_mode
 
 
-def make_bundle(root, files=FILES):
+def make_bundle(root, files=None):
     entries = []
-    for rel, data in sorted(files.items()):
+    for rel, data in sorted((files or FILES).items()):
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
