@@ -44,7 +44,7 @@ def main():
                     "tool_call_parser", "enable_auto_tool_choice", "api_key",
                     "default_chat_template_kwargs", "attention_config", "tensor_parallel_size",
                     "language_model_only", "kv_cache_memory_bytes", "served_model_name",
-                    "enforce_eager", "mm_processor_kwargs", "max_num_batched_tokens")
+                    "enforce_eager", "mm_processor_kwargs", "max_num_batched_tokens", "seed", "max_log_len")
             args = {k: getattr(ns, k, None) for k in keep}
             out.append({"id": case["id"], "ok": True, "error": None,
                         "args": json.loads(json.dumps(args, default=str))})

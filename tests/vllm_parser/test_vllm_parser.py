@@ -54,6 +54,12 @@ def generated_plans():
                                        prefix_caching=False, pin_kv_cache_memory=True,
                                        measured_kv_cache_bytes=50 * P.GIB),
     }
+    # The operator's extras, merged after the plan (vllm_plan_extra_args): one new option with a value, one that
+    # replaces the planned --max-num-seqs (vllm_plan_override_flags), on two selected GPUs (tensor parallel 2).
+    variants["ada48x2-extras-override"] = dict(
+        base, kv_cache_dtype="fp8_e4m3", context="max", gpus=["0", "1"],
+        extra_args=["--seed", "7", "--max-log-len", "100", "--max-num-seqs", "8"],
+        override_flags=["--max-num-seqs"], extra_docker_options=["--ulimit", "memlock=-1"])
     return {k: P.plan(v) for k, v in variants.items()}
 
 
@@ -89,6 +95,9 @@ def test_real_parser_accepts_generated_argv(venv_python, tmp_path):
     assert got["b200-fp8-unset-prefix"]["args"]["enable_prefix_caching"] is None
     assert got["pro96-no-prefix-pinned"]["args"]["enable_prefix_caching"] is False
     assert got["b200-fp8-unset-prefix"]["args"]["attention_config"] is not None
+    extras = got["ada48x2-extras-override"]["args"]
+    assert (extras["seed"], extras["max_log_len"], extras["max_num_seqs"]) == (7, 100, 8)
+    assert extras["tensor_parallel_size"] == 2
     assert not got["control-swap-space"]["ok"]
     assert "swap-space" in got["control-swap-space"]["error"]
     assert not got["control-bad-parser"]["ok"]
