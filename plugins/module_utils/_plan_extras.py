@@ -170,8 +170,8 @@ def _merge_argv(flags, extra, overrides, warnings, used):
         if key in SERVICE_OWNED:
             raise TargetsError("%s[%d] %s: %s" % (ARGS_VAR, i, words[0], SERVICE_OWNED[key]))
         if key in seen:
-            raise TargetsError("%s[%d] %s repeats %s[%d]: give each option once" % (ARGS_VAR, i, words[0],
-                                                                                     ARGS_VAR, seen[key]))
+            raise TargetsError("%s[%d] %s repeats %s[%d]: give each option once"
+                               % (ARGS_VAR, i, words[0], ARGS_VAR, seen[key]))
         seen[key] = i
         abbreviated = [k for k in planned_keys if k != key and k.startswith(key)]
         if key not in planned_keys and abbreviated:

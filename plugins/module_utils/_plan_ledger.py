@@ -55,7 +55,7 @@ ESTIMATE_ERROR_HIGH = int(0.13 * GIB)  # or this much smaller -> larger pool
 def _kv_layout(shape, t):
     """KV dtype, backend, block size, page and groups as vLLM 0.27.1 lays them out."""
     kv_dtype = resolve_kv_dtype(t["kv_cache_dtype"], shape["model_dtype"],
-                                 shape["kv_cache_scheme_dtype"])
+                                shape["kv_cache_scheme_dtype"])
     t["kv_from_scheme"] = t["kv_cache_dtype"] == "auto" and bool(shape["kv_cache_scheme_dtype"])
     kv_b = dtype_bytes(kv_dtype)
     t["attention_backend"] = attention_backend(t["cc"], kv_dtype, shape["head_dim"])

@@ -293,7 +293,7 @@ needs_madvise_patch:
   description:
     - KV offload on a kernel older than 5.14 (MADV_POPULATE_WRITE missing) needs the patch; so does offload on a
       kernel whose version cannot be read (the patch is harmless on a new kernel). The rule is the one
-      M(airgap.vllm.vllm_source_patch) applies (RV(madvise_patch_needed)).
+      M(airgap.vllm.vllm_source_patch) applies (its C(madvise_patch_needed)).
   returned: success
   type: bool
 gpus:

@@ -61,8 +61,8 @@ options:
     description:
       - Kernel release the containers run on (C(uname -r) of the host), read with O(kv_offloading).
       - The patch is needed with KV offload on a kernel older than 5.14. A release whose C(<major>.<minor>)
-        cannot be read counts as old (patched): the patch is harmless on a new kernel, a missing one fatal on an
-        old one.
+        cannot be read counts as old (patched), as the patch is harmless on a new kernel and a missing one fatal on
+        an old one.
     type: str
 attributes:
   check_mode:
