@@ -93,6 +93,8 @@ def module_args(setup):
         # What the role's preflight tasks register on such a host.
         "__vllm_plan_gpu": {"nvml_state": "ok", "gpus": [gpu]},
         "__vllm_plan_docker": {"stdout": setup["docker"]},
+        "vllm_plan_gpu_facts": [gpu],
+        "vllm_plan_docker_version": setup["docker"],
         "__vllm_plan_model_config": {"stat": {"exists": True}},
         # site.yml wires the imported model's directory in (vllm_model's fact).
         "vllm_plan_model_dir": "%s/%s" % (variables["vllm_model_models_dir"], variables["vllm_model_name"]),

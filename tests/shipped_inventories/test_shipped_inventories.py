@@ -182,6 +182,7 @@ def test_site_check_from_the_bundle_root(bundle, env, host, host_facts, inventor
     # Validation passed: every variable of the setup, the bundle at inventory_dir/.., the connection.
     assert re.search(r"TASK \[Check the variables, the bundle and the connection\] \*+\nok: \[%s\]"
                      % re.escape(name), out), out[:3000]
+    assert "no role reads it" not in out, "a setting of %s is read by no role" % inventory
     # Preflight on the setup's card, port and disks.
     device = CARDS[inventory]["pci_device_id"][2:6].lower()
     assert re.search(r"1\s+NVIDIA\s+GPU\(s\):\s+3b:00.0\s+030[02]:\s+10de:%s" % device, out), out[-6000:]
