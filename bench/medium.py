@@ -112,13 +112,6 @@ def controller(src, d, entries, total):
     dest = os.path.join(d, "dest-controller")
     tmp = os.path.join(d, "tmp")
     os.makedirs(tmp)
-    empty = [e["path"] for e in entries if e["size"] == 0]
-    if empty:
-        # Known bug (docs/performance.md, findings): the action plugin sends no chunk for a 0-byte file, so
-        # no .part exists at commit and the whole staging fails as "missing". Left out here, 0 bytes anyway.
-        print("  controller path: leaving out %d empty file(s) (a 0-byte artifact fails there: see findings)"
-              % len(empty))
-        entries = [e for e in entries if e["size"]]
     args = {"src": src, "dest": dest, "artifacts": entries, "stamp_file": "",
             "log_path": os.path.join(d, "stage-controller.log"), "min_free_bytes": 0}
     trace = os.path.join(d, "strace.log")

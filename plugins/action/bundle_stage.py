@@ -36,7 +36,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._bundle import (
     Progress,
     SourceReader,
     load_manifest,
-    medium_files,
+    source_files,
     parse_mode,
     validate_entries,
 )
@@ -106,7 +106,7 @@ class ActionModule(ActionBase):
             # Missing or short source files (or parts of a split file) fail here, before anything moves.
             by_path = dict((e["path"], e) for e in entries)
             for p in todo:
-                for f in medium_files(by_path[p["path"]]):
+                for f in source_files(src, by_path[p["path"]]):
                     self._check_source(src, f)
             self._make_tmp_path()
             for path, out in self._send_all(src, todo, by_path, chunk_size, log_path, common, task_vars).items():

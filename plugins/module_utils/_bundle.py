@@ -130,8 +130,16 @@ def _validate_parts(path, size, parts, seen):
 
 
 def medium_files(entry):
-    """What lies on the medium for a manifest entry: its parts, or the whole file."""
+    """What the bundle build put on the medium for a manifest entry: its parts, or the whole file."""
     return entry.get("parts") or [entry]
+
+
+def source_files(root, entry):
+    """What to read for an entry under root: the whole file when it is there (a staged copy, or a disk
+    written without splitting), else its parts."""
+    if entry.get("parts") and not os.path.lexists(os.path.join(root, entry["path"])):
+        return entry["parts"]
+    return [entry]
 
 
 def medium_size(root, entry):
@@ -155,7 +163,7 @@ def source_problem(root, entry):
     """Why the entry cannot be read from the medium, as (state, path), or None when every file is there.
 
     state is missing (also a dangling symlink), not_a_file or size_mismatch; path names the part."""
-    for f in medium_files(entry):
+    for f in source_files(root, entry):
         full = os.path.join(root, f["path"])
         try:
             st = os.stat(full)
@@ -199,9 +207,9 @@ class SourceReader(object):
     def __init__(self, root, entry):
         self.files = []
         off = 0
-        for f in medium_files(entry):
+        for f in source_files(root, entry):
             self.files.append((os.path.join(root, f["path"]), f["path"], off, f["size"],
-                               f["sha256"] if entry.get("parts") else None))
+                               f["sha256"] if f is not entry else None))
             off += f["size"]
         self.size = off
         self.pos = 0

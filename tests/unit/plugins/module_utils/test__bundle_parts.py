@@ -240,3 +240,13 @@ def test_append_segments_carries_several_files_in_one_chunk(tmp_path):
     chunk.write_bytes(b"xy")
     with pytest.raises(b.BundleError, match="ended 3 bytes early"):
         b.append_segments(str(dest), str(chunk), [{"path": "c/new", "offset": 0, "length": 5}])
+
+
+def test_a_staged_copy_with_whole_files_is_a_source_too(tmp_path):
+    """Staging again from a directory that holds the whole file (a host's staged copy, a disk written
+    without splitting): the manifest's parts are not looked for."""
+    root, dest, dest2 = tmp_path / "medium", tmp_path / "stage", tmp_path / "stage2"
+    entries, data = split_bundle(root)
+    b.stage_files(str(root), str(dest), entries)
+    b.stage_files(str(dest), str(dest2), entries)
+    assert (dest2 / "artifacts/image.tar").read_bytes() == data
