@@ -79,7 +79,7 @@ def headers(d, sizes, repeats):
 
 def against_docker(d, load_size, repeats, version):
     run_id = uuid.uuid4().hex[:12]
-    docker = DA.DockerCli(cli)
+    docker = DA.DockerCli(run=cli)
     for layout in LAYOUTS:
         key = layout.replace("+", "_")
         if layout == "oci" and major(version) < 25:
@@ -129,7 +129,7 @@ def docker_save_roundtrip(d, run_id):
         B.run_quiet(["docker", "load", "--input", src])
         B.run_quiet(["docker", "save", "--output", saved, ref])
         info = DA.read_archive(saved)
-        want = DA.DockerCli(cli).image_id(ref)
+        want = DA.DockerCli(run=cli).image_id(ref)
         ok = info["images"][0]["image_id"] == want and ref in info["images"][0]["repo_tags"]
         print("  docker save of %s (layout %s): header read gives %s, docker says %s" % (
             ref, info["layout"], info["images"][0]["image_id"][:19], (want or "")[:19]))
