@@ -114,6 +114,7 @@ def host():
         if state in ("running", "degraded"):
             break
         subprocess.call(["sleep", "1"])
+    assert state in ("running", "degraded"), "systemd in %s: %s" % (NAME, state)
     yield NAME
     docker("rm", "-f", NAME)
 
