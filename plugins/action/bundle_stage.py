@@ -164,7 +164,10 @@ class ActionModule(ActionBase):
                     prog = progress.get(seg["path"])
                     if prog is not None and seg["length"]:
                         prog.update(seg["length"])
-                        display.display("  %s" % prog.line(), log_only=False)
+                # One line per chunk (the file it ends in), not one per small file.
+                prog = progress.get(state["segments"][-1]["path"])
+                if prog is not None:
+                    display.display("  %s" % prog.line(), log_only=False)
             state["segments"] = []
             state["filled"] = 0
             state["out"] = open(local_chunk, "wb")
