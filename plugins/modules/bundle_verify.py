@@ -17,6 +17,9 @@ description:
     state - V(ok), V(missing) (also a dangling symlink), V(not_a_file) (a directory or special file where
     the manifest lists a file), V(size_mismatch), V(checksum_mismatch), or V(unlisted) for a file under
     C(artifacts/), C(collections/) or C(wheels/) that the manifest does not name.
+  - A file the bundle build split into parts for FAT32 (its manifest entry lists C(parts)) is checked part
+    by part where the whole file is absent (the bundle disk), and whole where it is present (a host's
+    staged copy); RV(failures) names a bad part and the file it belongs to.
   - Hashes files in parallel with large reads (throughput close to C(sha256sum); see bench/).
   - Remembers each hash in a stamp cache keyed by path, size, mtime, ctime, inode and device, so an
     unchanged file is not read again on the next run. ctime cannot be set back from user space, so a file
@@ -110,6 +113,11 @@ files:
     expected_sha256:
       description: Checksum in the manifest.
       type: str
+    parts:
+      description: For a split file checked on the disk, each part's C(path), C(state), C(size), C(sha256), C(hashed).
+      type: list
+      elements: dict
+      returned: when the entry has parts and its whole file is absent
 summary:
   description: Count per state, plus C(hashed_files) and C(hashed_bytes) read this run.
   returned: always
