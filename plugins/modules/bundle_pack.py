@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: bundle_pack
 short_description: Put the operator's artifacts into the offline bundle (split for FAT32) and hash its payload
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Runs on the build machine (the bundle_build role calls it on localhost).
   - Copies each artifact (a file or a directory) under C(artifacts/<basename>) of O(dest). A file bigger
