@@ -68,9 +68,9 @@ def clone(tmp_path_factory):
         dst = os.path.join(dest, rel.decode())
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         shutil.copy2(src, dst, follow_symlinks=False)
-    docker("rm", "-f", NAME)
+    docker("rm", "-fv", NAME)
     yield dest
-    docker("rm", "-f", NAME)
+    docker("rm", "-fv", NAME)
     shutil.rmtree(dest, ignore_errors=True)  # its bundle holds a copy of the image archive
 
 
@@ -236,7 +236,7 @@ def test_fresh_replaces_the_host_and_says_so_and_check_changes_nothing(clone, en
 
 
 def test_missing_host_is_named(clone, env):
-    docker("rm", "-f", NAME)
+    docker("rm", "-fv", NAME)
     e = dict(env, AIRGAP_TEST_BUNDLE=os.path.join(clone, "build", "simulated-bundle"))
     rc, out = sh(["ansible-playbook", "site.yml", "-i", "inventories/simulated"], clone, e, timeout=300)
     assert rc != 0
