@@ -263,6 +263,16 @@ def render():
         COMMAND,
         "```",
         "",
+        "The vllm_plan role gives the same plan for one setup, through `playbooks/plan.yml` with the setup's",
+        "inventory (change the card to see another one; nothing is contacted):",
+        "",
+        "```sh",
+        "ansible-playbook playbooks/plan.yml -i inventories/kylin-prod -e plan_hosts=vllm_servers \\",
+        "  -e ansible_connection=local -e plan_model_dir=$PWD/tests/fixtures/models/qwen3.x-27b-fp8 \\",
+        "  -e plan_gpu_total_mib=49140 -e plan_compute_capability=8.9 \\",
+        "  -e \"plan_gpu_name='NVIDIA RTX 6000 Ada Generation'\" -e plan_kernel=%s" % KYLIN_KERNEL,
+        "```",
+        "",
         "How clients use the endpoints: [clients.md](clients.md).",
     ]
     for setup in SETUPS:

@@ -1,5 +1,7 @@
 """docs/setups.md is what the real planner makes of the shipped inventories today (no docker needed)."""
+import json
 import os
+import re
 import subprocess
 import sys
 
@@ -26,3 +28,28 @@ def test_setups_doc_states_what_the_field_runbook_measured():
     for want in ("**50** requests", "keeping 50 full-length requests", "--enable-auto-tool-choice",
                  '"num_speculative_tokens":3', "--gpu-memory-utilization 0.95", "--shm-size 4g"):
         assert want in rtx, want
+
+
+def test_the_role_plans_each_setup_as_the_doc_says():
+    """playbooks/plan.yml (the vllm_plan role itself, with the inventory) gives the doc's context and pool."""
+    sys.path.insert(0, os.path.dirname(__file__))
+    import render_setups  # pylint: disable=import-error,import-outside-toplevel
+    with open(os.path.join(ROOT, "docs", "setups.md")) as f:
+        doc = f.read()
+    for setup in render_setups.SETUPS:
+        section = doc.split("## `%s`" % setup["inventory"])[1].split("\n## ")[0]
+        context = re.search(r"--max-model-len (\d+)", section).group(1)
+        tokens = re.search(r"GPU KV cache size \| ([\d,]+) tokens", section).group(1)
+        gpu = setup["gpu"]
+        r = subprocess.run(
+            ["ansible-playbook", "playbooks/plan.yml", "-i", "inventories/" + setup["inventory"],
+             "-e", "plan_hosts=vllm_servers", "-e", "ansible_connection=local",
+             "-e", "plan_model_dir=" + render_setups.FIXTURE, "-e", "plan_gpu_total_mib=%d" % gpu["memory_mib"],
+             "-e", "plan_compute_capability=" + gpu["compute_capability"],
+             "-e", json.dumps({"plan_gpu_name": gpu["name"], "plan_kernel": setup["kernel"]})],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False,
+            timeout=300)
+        assert r.returncode == 0, r.stdout[-3000:]
+        out = re.sub(r"\s+", " ", r.stdout)
+        assert "--max-model-len %s " % context in out, (setup["inventory"], context, out[-3000:])
+        assert re.search(r"GPU KV cache size\s+%s\s+tokens" % tokens, out), (setup["inventory"], tokens)
