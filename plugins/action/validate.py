@@ -145,8 +145,9 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         args = self._task.args
-        # A fleet playbook that runs some roles checks those (stages); site.yml runs them all.
-        role_options = load_role_options(roles=args.get("roles") or args.get("stages") or None)
+        # A fleet playbook that runs some roles checks those (stages); site.yml runs every stage (not the
+        # controller-side bundle_build role).
+        role_options = load_role_options(roles=args.get("roles") or args.get("stages") or list(STAGES))
         options = {}
         for opts in role_options.values():
             options.update(opts)
