@@ -197,7 +197,9 @@ def test_site_check_from_the_bundle_root(bundle, env, host, host_facts, inventor
         assert rc != 0, out[-5000:]
         need = max(d["min_free_gb"] for d in settings["preflight_disk_requirements"])
         assert re.search(r"disk\s+FAIL\s+.*need\s+%.1f" % need, out, re.S), out[-5000:]
-        assert "TASK [airgap.vllm.bundle" not in out, "the run went on after the failed preflight"
+        assert re.search(r"Preflight failed 1 check\(s\):\s+\[disk\]", out), out[-5000:]
+        assert out.count("fatal: [") == 1, out[-5000:]
+        assert "TASK [airgap.vllm.nvidia_driver" not in out, "the run went on after the failed preflight"
         assert_host_unchanged(host)
         return
     assert rc == 0, out[-5000:]
