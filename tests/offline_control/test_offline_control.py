@@ -33,27 +33,43 @@ def images():
     return dict(line.split() for line in p.stdout.splitlines() if line.count(" ") == 1 and ":" in line)
 
 
+TINY = "airgap-test/offline-control-tiny:1"
+
+
 @pytest.fixture(scope="session")
-def bundle(tmp_path_factory):
+def bundle(tmp_path_factory, images):
     work = tmp_path_factory.mktemp("offline-control")
     notes = work / "site-notes.txt"
     notes.write_text("rack 4, row B\n")
+    # An image given by name (the role saves it with docker save): a one-file image made here.
+    empty = work / "tiny-rootfs.tar"
+    p = run(["bash", "-c", "set -e; d=$(mktemp -d); echo hi > $d/hello; tar -C $d -cf %s hello; rm -rf $d; "
+             "docker import %s %s >/dev/null" % (empty, empty, TINY)])
+    assert p.returncode == 0, p.stdout
     vars_file = work / "bundle-vars.json"
     vars_file.write_text(json.dumps({
         "bundle_build_dir": str(work / "bundle"),
         "bundle_build_hash_stamps": str(work / "stamps.json"),
         "bundle_build_wheels_pythons": sorted(SUITES.values()),
-        "bundle_build_artifacts": [{"kind": "file", "name": "site-notes", "version": "1", "src": str(notes)}],
+        "bundle_build_image_save_dir": str(work / "images"),
+        "bundle_build_artifacts": [{"kind": "file", "name": "site-notes", "version": "1", "src": str(notes)},
+                                   {"kind": "image", "name": "tiny", "version": "1", "image": TINY}],
     }))
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"))
     run(["bash", os.path.join(ROOT, "tests", "link-collection.sh")], cwd=ROOT, env=env)
     p = run(["ansible-playbook", "playbooks/bundle_build.yml", "-e", "@" + str(vars_file)], cwd=ROOT, env=env)
     assert p.returncode == 0, p.stdout[-4000:]
     root = work / "bundle"
+    image_id = run(["docker", "image", "inspect", "--format", "{{.Id}}", TINY]).stdout.strip()
+    assert (work / "images" / "tiny-1.tar.id").read_text().strip() == image_id
+    with open(str(root / "manifest.yml")) as f:
+        assert "path: artifacts/tiny-1.tar" in f.read()
+    assert run(["tar", "-tf", str(root / "artifacts" / "tiny-1.tar")]).returncode == 0
     for v in SUITES.values():
         assert list((root / "wheels" / ("py" + v)).glob("ansible_core-2.17.*.whl")), "no ansible-core wheel for %s" % v
     os.chmod(str(work), 0o755)
-    return root
+    yield root
+    run(["docker", "rmi", TINY])
 
 
 @pytest.mark.parametrize("suite", sorted(SUITES))
