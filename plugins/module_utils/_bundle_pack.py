@@ -229,7 +229,7 @@ def pack(root, artifacts, split_size=FAT32_SPLIT, stamps=None, check_mode=False,
         entries.append(entry)
     # Whatever artifacts/ holds that no artifact produces now.
     top = os.path.join(root, "artifacts")
-    for d, dirs, names in os.walk(top, topdown=False):
+    for d, _dirs, names in os.walk(top, topdown=False):
         for n in names:
             full = os.path.join(d, n)
             rel = os.path.relpath(full, root).replace(os.sep, "/")
@@ -268,7 +268,7 @@ def pack(root, artifacts, split_size=FAT32_SPLIT, stamps=None, check_mode=False,
 def _hash_medium(root, pieces):
     whole = hashlib.sha256()
     shas = []
-    for name, _off, length in pieces:
+    for name, _off, _length in pieces:
         h = hashlib.sha256()
         with open(os.path.join(root, name), "rb") as f:
             for chunk in iter(lambda: f.read(BUF_SIZE), b""):

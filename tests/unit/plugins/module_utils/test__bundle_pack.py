@@ -1,7 +1,6 @@
 # -*- coding: utf-8 -*-
 """Building the bundle's payload: artifacts as downloaded, split for FAT32, unchanged means untouched."""
 import hashlib
-import os
 
 import pytest
 
