@@ -59,3 +59,30 @@ def driver_packages(installed, keep=(), extra=()):
 def kept_packages(installed, keep=()):
     """Installed names with nvidia in them that the rule keeps (the toolkit's, the operator's): for the report."""
     return sorted(n for n in installed if 'nvidia' in n.lower() and not is_driver_package(n, keep))
+
+
+def _name_of_nevra(nevra):
+    """'nvidia-container-toolkit-1.17.8-1.x86_64' -> 'nvidia-container-toolkit'."""
+    parts = nevra.strip().rsplit('-', 2)
+    return parts[0] if len(parts) == 3 else nevra.strip()
+
+
+def parse_erase_test(text):
+    """{dependent package name: [what it needs]} from `rpm -e --test` (its "is needed by (installed)" lines).
+
+    Those dependents are what `dnf remove` would take away too.
+    """
+    dependents = {}
+    for line in (text or '').splitlines():
+        need, sep, who = line.strip().partition(' is needed by (installed) ')
+        if sep:
+            dependents.setdefault(_name_of_nevra(who), []).append(need.strip())
+    return dependents
+
+
+def removal_blockers(names, dependents, keep=()):
+    """(blocked, also_removed): dependents outside `names` that are kept (refuse) or would go too (report)."""
+    outside = dict((d, needs) for d, needs in dependents.items() if d not in names)
+    blocked = dict((d, needs) for d, needs in outside.items()
+                   if is_toolkit(d) or any(fnmatch.fnmatchcase(d, p) for p in keep or ()))
+    return blocked, sorted(d for d in outside if d not in blocked)

@@ -21,6 +21,8 @@ description:
     never removed, nor any name matching O(keep).
   - Removes them in one C(dnf remove) with every repository disabled (the host is air-gapped) and without
     removing their no-longer-needed dependencies, then checks that none is left.
+  - Packages that depend on them go too (dnf's rule) and are reported in RV(also_removed); when one of those is
+    kept (the toolkit's, O(keep)) the module fails before removing anything.
   - The rule lives in module_utils/_nvidia_rpms.py.
 options:
   keep:
@@ -71,6 +73,12 @@ kept:
   type: list
   elements: str
   sample: [libnvidia-container1, nvidia-container-toolkit]
+also_removed:
+  description: Installed packages outside the rule that depend on the removed ones, so dnf removes them too.
+  returned: when packages were found
+  type: list
+  elements: str
+  sample: [python3-pynvml]
 cmd:
   description: The removal command run (or that would run).
   returned: when packages were found
@@ -80,7 +88,7 @@ cmd:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airgap.vllm.plugins.module_utils._nvidia_rpms import (
-    RPM_QUERY_FORMAT, driver_packages, kept_packages, parse_rpm_qa)
+    RPM_QUERY_FORMAT, driver_packages, kept_packages, parse_erase_test, parse_rpm_qa, removal_blockers)
 
 
 def installed_packages(module, rpm):
@@ -109,6 +117,14 @@ def main():
     result = dict(changed=bool(names), packages=names, versions=dict((n, installed[n]) for n in names),
                   kept=kept_packages(installed, p['keep']))
     if names:
+        # What depends on them goes with them in `dnf remove`: refuse when that is a kept package, report the rest.
+        _rc, out, err = module.run_command([rpm, '-e', '--test'] + names)
+        blocked, result['also_removed'] = removal_blockers(names, parse_erase_test(out + '\n' + err), p['keep'])
+        if blocked:
+            module.fail_json(msg='removing the NVIDIA driver packages would also remove kept package(s) %s (%s); '
+                             'nothing was removed: remove or rebuild those first, or keep the driver packages '
+                             'they need' % (', '.join(sorted(blocked)), '; '.join(
+                                 '%s needs %s' % (d, ', '.join(n)) for d, n in sorted(blocked.items()))), **result)
         dnf = module.get_bin_path('dnf') or module.get_bin_path('yum', required=True)
         result['cmd'] = [dnf, '-y', '--disablerepo=*', '--setopt=clean_requirements_on_remove=False',
                          'remove'] + names

@@ -48,3 +48,19 @@ def test_rpm_qa_output_is_parsed_with_every_installed_version():
     assert driver_packages(installed) == ["kmod-nvidia-latest-dkms", "nvidia-driver"]
     assert kept_packages(installed) == ["libnvidia-container1"]
     assert "%{NAME}" in RPM_QUERY_FORMAT
+
+
+def test_dependents_of_the_removal_are_reported_and_kept_ones_block_it():
+    from ansible_collections.airgap.vllm.plugins.module_utils._nvidia_rpms import parse_erase_test, removal_blockers
+    text = ("error: Failed dependencies:\n"
+            "\tnvidia-driver-libs is needed by (installed) nvidia-driver-3:560.35.03-1.el8.x86_64\n"
+            "\tlibnvidia-ml.so.1()(64bit) is needed by (installed) python3-pynvml-11.5.0-1.el8.noarch\n"
+            "\tnvidia-driver-cuda is needed by (installed) nvidia-container-toolkit-1.17.8-1.x86_64\n")
+    dependents = parse_erase_test(text)
+    assert dependents == {"nvidia-driver": ["nvidia-driver-libs"], "python3-pynvml": ["libnvidia-ml.so.1()(64bit)"],
+                          "nvidia-container-toolkit": ["nvidia-driver-cuda"]}
+    blocked, also = removal_blockers(["nvidia-driver", "nvidia-driver-libs", "nvidia-driver-cuda"], dependents)
+    assert blocked == {"nvidia-container-toolkit": ["nvidia-driver-cuda"]} and also == ["python3-pynvml"]
+    blocked, also = removal_blockers(["nvidia-driver-libs"], {"vendor-tool": ["x"]}, keep=["vendor-*"])
+    assert list(blocked) == ["vendor-tool"] and also == []
+    assert parse_erase_test("") == {}

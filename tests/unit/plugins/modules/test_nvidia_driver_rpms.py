@@ -16,6 +16,13 @@ INSTALLED = {"nvidia-driver": "3:560.35.03-1.el8.x86_64", "nvidia-driver-libs": 
 # rpm -qa prints the database; dnf remove deletes names from it (unless told to fail) and logs its argv.
 RPM = r'''import json, os
 db = json.load(open(os.environ["FAKE_RPM_DB"]))
+if sys.argv[1:3] == ["-e", "--test"]:
+    needs = json.loads(os.environ.get("FAKE_RPM_NEEDS", "{}"))  # {dependent nevra: needed package}
+    lines = ["\t%s is needed by (installed) %s" % (need, who) for who, need in sorted(needs.items())
+             if need in sys.argv[3:]]
+    if lines:
+        sys.stderr.write("error: Failed dependencies:\n" + "\n".join(lines) + "\n")
+    sys.exit(1 if lines else 0)
 assert sys.argv[1:3] == ["-qa", "--qf"], sys.argv
 for name, version in sorted(db.items()):
     sys.stdout.write("%s\t%s\n" % (name, version))
@@ -84,3 +91,14 @@ def test_a_failed_removal_fails_and_says_what_is_left(monkeypatch, capsys, host)
     r = run(monkeypatch, capsys)
     assert r["failed"] and "Transaction test error" in r["msg"]
     assert "still installed: kmod-nvidia-latest-dkms, nvidia-driver" in r["msg"]
+
+
+def test_dependents_are_listed_and_a_kept_dependent_refuses_the_removal(monkeypatch, capsys, host):
+    monkeypatch.setenv("FAKE_RPM_NEEDS", json.dumps({"python3-pynvml-11.5.0-1.el8.noarch": "nvidia-driver-libs"}))
+    r = run(monkeypatch, capsys, _ansible_check_mode=True)
+    assert r["changed"] and r["also_removed"] == ["python3-pynvml"]
+    monkeypatch.setenv("FAKE_RPM_NEEDS", json.dumps({"nvidia-container-toolkit-1.17.8-1.x86_64": "nvidia-driver"}))
+    r = run(monkeypatch, capsys)
+    assert r["failed"] and "would also remove kept package(s) nvidia-container-toolkit" in r["msg"]
+    assert "nvidia-container-toolkit needs nvidia-driver" in r["msg"]
+    assert json.loads(host.read_text()) == INSTALLED
