@@ -53,3 +53,18 @@ def test_the_role_plans_each_setup_as_the_doc_says():
         out = re.sub(r"\s+", " ", r.stdout)
         assert "--max-model-len %s " % context in out, (setup["inventory"], context, out[-3000:])
         assert re.search(r"GPU KV cache size\s+%s\s+tokens" % tokens, out), (setup["inventory"], tokens)
+
+
+def test_clients_doc_quotes_the_setups_limits():
+    with open(os.path.join(ROOT, "docs", "setups.md")) as f:
+        setups = f.read()
+    with open(os.path.join(ROOT, "docs", "clients.md")) as f:
+        clients = f.read()
+    for section in setups.split("\n## `")[1:]:
+        context = re.search(r"context \(`--max-model-len`\) \| \*\*([\d,]+)\*\*", section).group(1)
+        seqs = re.search(r"concurrency \(`--max-num-seqs`\) \| \*\*(\d+)\*\*", section).group(1)
+        port = re.search(r"`http://127\.0\.0\.1:(\d+)/v1`", section).group(1)
+        row = [ln for ln in clients.splitlines() if ln.startswith("| `%s`" % section.split("`")[0])]
+        assert len(row) == 2, row          # the base URL row and the limits row
+        assert "127.0.0.1:%s/v1" % port in row[0], row[0]
+        assert context in row[1] and "| %s |" % seqs in row[1], row[1]
