@@ -22,7 +22,7 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle import BundleError, load_manifest
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle import BundleError, load_manifest, medium_size
 from ansible_collections.airgap.vllm.plugins.module_utils._validate import (
     STAGES,
     Problem,
@@ -111,10 +111,8 @@ class ActionModule(ActionBase):
         staged = [e for e in entries if e.get("kind") in kinds]
         present = {}
         for entry in staged:
-            try:
-                present[entry["path"]] = os.stat(os.path.join(path, entry["path"])).st_size
-            except OSError:
-                present[entry["path"]] = None
+            # A file split for FAT32 is on the medium as its parts.
+            present[entry["path"]] = medium_size(path, entry)
         need = needed_kinds(stages, values, options, manage_driver)
         return bundle_problems(path, manifest, staged, present, need)
 
