@@ -159,9 +159,9 @@ class PeerRequestHandler(BaseHTTPRequestHandler):
         log = self.server.airgap_log
         if not log:
             return
-        line = "%s %s %s %s %d %s %d\n" % (time.strftime("%Y-%m-%dT%H:%M:%S"), self.client_address[0],
-                                            self.command, rel or "-", status,
-                                            "%d-%d" % rng if rng else "-", sent)
+        line = "%s %s %s %s %d %s %d\n" % (
+            time.strftime("%Y-%m-%dT%H:%M:%S"), self.client_address[0], self.command, rel or "-", status,
+            "%d-%d" % rng if rng else "-", sent)
         with self.server.airgap_log_lock:
             fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             try:
@@ -470,4 +470,3 @@ def fetch_files(base_url, token, dest_root, entries, stamps=None, log_path=None,
     # Renames every verified part into place, or none (and fails naming a checksum mismatch).
     _commit(results, pending, stamps, mode)
     return results
-
