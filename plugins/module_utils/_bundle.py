@@ -39,6 +39,8 @@ import stat
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from ansible_collections.airgap.vllm.plugins.module_utils._files import write_atomic
+
 BUF_SIZE = 8 * 1024 * 1024
 STATES = ("ok", "missing", "size_mismatch", "checksum_mismatch", "unlisted", "not_a_file")
 PAYLOAD_DIRS = ("artifacts", "collections", "wheels")
@@ -419,14 +421,9 @@ class StampCache(object):
     def save(self):
         if not self.path or not self.dirty:
             return False
-        d = os.path.dirname(self.path)
-        tmp = "%s.tmp.%d" % (self.path, os.getpid())
         try:
-            if d and not os.path.isdir(d):
-                os.makedirs(d, 0o755)
-            with open(tmp, "w") as f:
-                json.dump({"format": 1, "files": self.entries}, f, sort_keys=True)
-            os.rename(tmp, self.path)
+            write_atomic(self.path, json.dumps({"format": 1, "files": self.entries}, sort_keys=True),
+                         mode=0o644, makedirs=0o755)
         except (IOError, OSError) as e:
             raise BundleError("stamp file %s cannot be written (%s): make its directory writable, or set "
                               "stamp_file to another path (or \"\" to disable the cache)"

@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 
+from ansible_collections.airgap.vllm.plugins.module_utils._files import write_atomic
 from ansible_collections.airgap.vllm.plugins.module_utils._versions import prunable, record_activation
 
 STAMP = ".airgap-vllm-model.json"  # written by model_import
@@ -129,13 +130,7 @@ def prepare(models_dir, name, vid, sha256, check_mode=False):
 
 
 def _write_history(models_dir, name, history):
-    path = history_path(models_dir, name)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(history, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.rename(tmp, path)
+    write_atomic(history_path(models_dir, name), json.dumps(history), mode=0o644)
 
 
 def activate(models_dir, name, vid, keep, protect=(), check_mode=False):

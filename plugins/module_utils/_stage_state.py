@@ -15,7 +15,8 @@ __metaclass__ = type
 import json
 import os
 import re
-import tempfile
+
+from ansible_collections.airgap.vllm.plugins.module_utils._files import write_atomic
 
 DEFAULT_DIR = "/var/lib/airgap-vllm/state"
 STAGE_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
@@ -88,27 +89,6 @@ def published_facts(stages):
     return out
 
 
-def _atomic_write(path, text, mode):
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(text.encode("utf-8"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.rename(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    dfd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-
-
 def write_stage(directory, stage, data, check_mode=False):
     """Store data as the stage's state. Returns (changed, before_text, after_text)."""
     path = os.path.join(directory, check_stage(stage) + ".json")
@@ -122,9 +102,7 @@ def write_stage(directory, stage, data, check_mode=False):
         return False, before, after
     if not check_mode:
         try:
-            if not os.path.isdir(directory):
-                os.makedirs(directory, DIR_MODE)
-            _atomic_write(path, after, FILE_MODE)
+            write_atomic(path, after, mode=FILE_MODE, makedirs=DIR_MODE)
         except (IOError, OSError) as exc:
             raise StageStateError("cannot write %s: %s" % (path, exc))
     return True, before, after
