@@ -68,3 +68,24 @@ def test_clients_doc_quotes_the_setups_limits():
         assert len(row) == 2, row          # the base URL row and the limits row
         assert "127.0.0.1:%s/v1" % port in row[0], row[0]
         assert context in row[1] and "| %s |" % seqs in row[1], row[1]
+
+
+def test_nothing_a_run_generates_lands_in_an_inventory_directory(tmp_path):
+    """A generated key or a fetched report inside an inventory directory becomes inventory (a key turned into
+    a host name): both go beside the playbook."""
+    import shutil
+    import subprocess
+    for inventory in ("kylin-prod", "rtx-pro-6000"):
+        text = open(os.path.join(ROOT, "inventories", inventory, "group_vars", "vllm_servers.yml")).read()
+        assert "inventory_dir ~ '/credentials" not in text
+        assert "playbook_dir ~ '/credentials/'" in text
+    defaults = open(os.path.join(ROOT, "roles", "vllm_service", "defaults", "main.yml")).read()
+    assert 'vllm_service_report_fetch_dir: "{{ playbook_dir }}/reports"' in defaults
+    # What happens when a key does sit in one: Ansible reads it as a host.
+    inv = tmp_path / "inv"
+    shutil.copytree(os.path.join(ROOT, "inventories", "kylin-prod"), str(inv))
+    (inv / "credentials").mkdir()
+    (inv / "credentials" / "vllm-api-key").write_text("Zz9" * 16 + "\n")
+    out = subprocess.run(["ansible-inventory", "-i", str(inv), "--list"], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, universal_newlines=True).stdout
+    assert "Zz9Zz9" in out
