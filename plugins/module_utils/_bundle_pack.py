@@ -286,4 +286,3 @@ def sums_text(entries):
             lines.append((f["path"], "%s  %s\n" % (f["sha256"], f["path"])))
     lines.sort(key=lambda x: x[0].encode("utf-8"))
     return "".join(line for _p, line in lines)
-

@@ -31,7 +31,8 @@ description:
     target. Small files share a piece, so many small files cost few round trips.
   - A file the bundle build split into parts (C(<name>.part000), ... for FAT32's 4 GiB limit; the
     manifest entry lists them under C(parts)) is read from its parts in order, in the same single pass,
-    each part checked against its own sha256 as it ends, and staged as the whole file. With O(remote_src=true) the bundle is mounted on the target (USB or NFS) and the module copies locally.
+    each part checked against its own sha256 as it ends, and staged as the whole file. With
+    O(remote_src=true) the bundle is mounted on the target (USB or NFS) and the module copies locally.
 author:
   - airgap.vllm maintainers (@airgap-vllm)
 options:

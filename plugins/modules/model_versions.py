@@ -15,7 +15,7 @@ version_added: 0.2.0
 description:
   - Each model version lives in O(models_dir)/<name>@<version>; O(models_dir)/<name> is a symlink to the
     active one (the path the plan and the service use). Docker resolves the link when the container
-    starts: a running container keeps its version until the restart that brings the next one.
+    starts, so a running container keeps its version until the restart that brings the next one.
   - The version directory name is the bundle's version plus the first 8 hex digits of the checksum
     (two different models shipped under one version string never share a directory), or the first 12
     digits alone without a version.

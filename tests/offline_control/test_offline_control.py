@@ -21,7 +21,8 @@ SUITES = {"bookworm": "3.11", "trixie": "3.13"}
 
 
 def run(cmd, **kw):
-    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, **kw)
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          check=kw.pop("check", False), **kw)
 
 
 @pytest.fixture(scope="session")

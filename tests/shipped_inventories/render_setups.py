@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """docs/setups.md: what each shipped inventory yields, computed by the real planner.
 
     python3 tests/shipped_inventories/render_setups.py           # rewrite docs/setups.md
@@ -164,16 +163,16 @@ def render_setup(setup):
         "|---|---|",
         "| endpoint | `http://%s:%s/v1` on the server (loopback), model `%s` |" % (
             bind, port, result["argv"][result["argv"].index("--served-model-name") + 1]),
-        "| context (`--max-model-len`) | **%s** tokens (%s) |" % ("{:,}".format(led["max_model_len"]),
-                                                             led["max_model_len_how"]),
+        "| context (`--max-model-len`) | **%s** tokens (%s) |" % (
+            "{:,}".format(led["max_model_len"]), led["max_model_len_how"]),
         "| concurrency (`--max-num-seqs`) | **%d** requests |" % led["concurrency"],
         "| requests of the full context that fit in the GPU KV pool at once | %.2f |" % led["max_concurrency_at_len"],
         "| GPU KV cache size | %s tokens |" % "{:,}".format(led["gpu_kv_cache_tokens"]),
         "| longest single request the pool holds | %s tokens |" % "{:,}".format(led["longest_single_request"]),
-        "| KV offload to host RAM | %s |" % ("%s GiB (native backend)" % args["kv_offloading_gib"]
-                                          if float(args.get("kv_offloading_gib") or 0) else "off"),
-        "| speculative decoding | %s |" % ("MTP, %d tokens" % led["num_speculative_tokens"]
-                                         if led["num_speculative_tokens"] else "off"),
+        "| KV offload to host RAM | %s |" % (
+            "%s GiB (native backend)" % args["kv_offloading_gib"] if float(args.get("kv_offloading_gib") or 0) else "off"),
+        "| speculative decoding | %s |" % (
+            "MTP, %d tokens" % led["num_speculative_tokens"] if led["num_speculative_tokens"] else "off"),
         "| prefix caching | %s |" % ("on" if led["prefix_caching"] else "off"),
         "| KV pool | %s (%s) |" % (gib(led["kv_pool_bytes"]), led["kv_pool_how"]),
         "",

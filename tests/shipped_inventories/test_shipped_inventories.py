@@ -210,8 +210,8 @@ def test_site_check_from_the_bundle_root(bundle, env, host, host_facts, inventor
     assert re.search(r"gpu_present\s+OK\s+1\s+NVIDIA\s+GPU\(s\):.{0,200}?10de:%s" % device, out, re.S), out[-6000:]
     assert re.search(r"port\s+%d\s+free" % settings["vllm_service_port"], out)
     for disk in settings["preflight_disk_requirements"]:
-        assert re.search(r"%s\s+\(on [^)]*\):\s+[\d.]+\s+GiB\s+free,\s+need\s+%.1f" % (re.escape(disk["path"]),
-                                                                        disk["min_free_gb"]), out), disk
+        pattern = r"%s\s+\(on [^)]*\):\s+[\d.]+\s+GiB\s+free,\s+need\s+%.1f" % (re.escape(disk["path"]), disk["min_free_gb"])
+        assert re.search(pattern, out), disk
     # The driver and toolkit from the bundle, the model and the image: predicted, not done.
     assert "NVIDIA-Linux-x86_64-%s.run" % settings["nvidia_driver_version"] in out
     assert "Would install libnvidia-container1-" in out

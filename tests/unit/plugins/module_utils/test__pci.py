@@ -9,13 +9,18 @@ from ansible_collections.airgap.vllm.plugins.module_utils._pci import (
 
 # Real `lspci -D -mm -nn -d 10de:` lines: an RTX 6000 Ada with its audio function, an H100 (3D controller),
 # an NVSwitch (bridge class) and an old card whose line carries a prog-if option.
-REAL = '''\
-0000:3b:00.0 "VGA compatible controller [0300]" "NVIDIA Corporation [10de]" "AD102GL [RTX 6000 Ada Generation] [26b1]" -ra1 "NVIDIA Corporation [10de]" "Device [16a1]"
-0000:3b:00.1 "Audio device [0403]" "NVIDIA Corporation [10de]" "AD102 High Definition Audio Controller [22ba]" -ra1 "NVIDIA Corporation [10de]" "Device [16a1]"
-0000:18:00.0 "3D controller [0302]" "NVIDIA Corporation [10de]" "GH100 [H100 SXM5 80GB] [2330]" -ra1 "NVIDIA Corporation [10de]" "Device [16c1]"
-0000:05:00.0 "Bridge [0680]" "NVIDIA Corporation [10de]" "GH100 [H100 NVSwitch] [22a3]" -ra1 "NVIDIA Corporation [10de]" "Device [1796]"
-0000:af:00.0 "VGA compatible controller [0300]" "NVIDIA Corporation [10de]" "GP102 [TITAN Xp] [1b02]" -ra1 -p00 "NVIDIA Corporation [10de]" "Device [11df]"
-'''
+REAL = "\n".join([
+    '0000:3b:00.0 "VGA compatible controller [0300]" "NVIDIA Corporation [10de]"'
+    ' "AD102GL [RTX 6000 Ada Generation] [26b1]" -ra1 "NVIDIA Corporation [10de]" "Device [16a1]"',
+    '0000:3b:00.1 "Audio device [0403]" "NVIDIA Corporation [10de]"'
+    ' "AD102 High Definition Audio Controller [22ba]" -ra1 "NVIDIA Corporation [10de]" "Device [16a1]"',
+    '0000:18:00.0 "3D controller [0302]" "NVIDIA Corporation [10de]"'
+    ' "GH100 [H100 SXM5 80GB] [2330]" -ra1 "NVIDIA Corporation [10de]" "Device [16c1]"',
+    '0000:05:00.0 "Bridge [0680]" "NVIDIA Corporation [10de]" "GH100 [H100 NVSwitch] [22a3]" -ra1'
+    ' "NVIDIA Corporation [10de]" "Device [1796]"',
+    '0000:af:00.0 "VGA compatible controller [0300]" "NVIDIA Corporation [10de]"'
+    ' "GP102 [TITAN Xp] [1b02]" -ra1 -p00 "NVIDIA Corporation [10de]" "Device [11df]"',
+]) + "\n"
 
 
 def test_only_display_class_functions_are_gpus_in_bus_order():

@@ -20,7 +20,7 @@ def test_write_then_read_back_and_unchanged_is_not_a_change(tmp_path):
 
 def test_check_mode_writes_nothing(tmp_path):
     d = str(tmp_path / "state")
-    changed, _, _ = S.write_stage(d, "image", {"ref": "sha256:ab"}, check_mode=True)
+    changed = S.write_stage(d, "image", {"ref": "sha256:ab"}, check_mode=True)[0]
     assert changed and not os.path.exists(d)
     assert S.read_all(d) == {}
 
