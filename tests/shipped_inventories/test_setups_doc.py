@@ -78,9 +78,9 @@ def test_nothing_a_run_generates_lands_in_an_inventory_directory(tmp_path):
     for inventory in ("kylin-prod", "rtx-pro-6000"):
         text = open(os.path.join(ROOT, "inventories", inventory, "group_vars", "vllm_servers.yml")).read()
         assert "inventory_dir ~ '/credentials" not in text
-        assert "playbook_dir ~ '/credentials/'" in text
+        assert "(inventory_dir | dirname) ~ '/credentials/'" in text
     defaults = open(os.path.join(ROOT, "roles", "vllm_service", "defaults", "main.yml")).read()
-    assert 'vllm_service_report_fetch_dir: "{{ playbook_dir }}/reports"' in defaults
+    assert 'vllm_service_report_fetch_dir: "{{ inventory_dir | default(playbook_dir, true) | dirname }}/reports"' in defaults
     # What happens when a key does sit in one: Ansible reads it as a host.
     inv = tmp_path / "inv"
     shutil.copytree(os.path.join(ROOT, "inventories", "kylin-prod"), str(inv))

@@ -175,7 +175,7 @@ def test_site_check_from_the_bundle_root(bundle, env, host, host_facts, inventor
     assert r.returncode == 0, r.stderr
     settings = group_vars(inventory)
     name = hosts_of(inventory)[0]
-    # Beside site.yml, never in the inventory directory (Ansible would read the key as a host name).
+    # Beside the inventory directory (the bundle root), never in it (Ansible would read the key as a host name).
     key_file = os.path.join(bundle, "credentials", inventory, "vllm-api-key")
 
     # The simulated host's disk is the build machine's, shared with everything else on it: a setup's real
