@@ -73,19 +73,23 @@ def tradeoff(plan_fn, params, model=None, lengths=TYPICAL_LENGTHS, title=None):
     est = dict(params)
     est.pop("measured_kv_cache_bytes", None)
     base_est = _run(plan_fn, est, model)
-    cur_t = ref["max_num_batched_tokens"]
-    for t in sorted(set(BATCHED_TOKENS) | {cur_t}):
-        over = {"max_num_batched_tokens": t}
-        note = " (current)" if t == cur_t else ""
+
+    def variant(**over):
+        """Plan one variant. With a measured pool, the measurement is moved by the variant's own change in
+        non-KV memory (estimated both ways); None when the variant does not plan or leaves no KV pool."""
         if measured and base_est:
             var = _run(plan_fn, est, model, **over)
             if var is None:
-                continue
-            over["measured_kv_cache_bytes"] = int(measured) - (var["non_kv_bytes"]
-                                                               - base_est["non_kv_bytes"])
+                return None
+            over["measured_kv_cache_bytes"] = int(measured) - (var["non_kv_bytes"] - base_est["non_kv_bytes"])
             if over["measured_kv_cache_bytes"] <= 0:
-                continue
-        led = _run(plan_fn, params, model, **over)
+                return None
+        return _run(plan_fn, params, model, **over)
+
+    cur_t = ref["max_num_batched_tokens"]
+    for t in sorted(set(BATCHED_TOKENS) | {cur_t}):
+        note = " (current)" if t == cur_t else ""
+        led = variant(max_num_batched_tokens=t)
         if led:
             out["batched_tokens"].append({"max_num_batched_tokens": t,
                                           "all_fit_len": led["max_model_len"],
@@ -94,15 +98,8 @@ def tradeoff(plan_fn, params, model=None, lengths=TYPICAL_LENGTHS, title=None):
     cur_s = ref["num_speculative_tokens"]
     if cur_s or params.get("_mtp_capable"):
         for s in sorted({0, 1, 3, cur_s}):
-            over = {"num_speculative_tokens": s}
             note = " (current)" if s == cur_s else ""
-            if measured and base_est:
-                var = _run(plan_fn, est, model, **over)
-                if var is None:
-                    continue
-                over["measured_kv_cache_bytes"] = int(measured) - (var["non_kv_bytes"]
-                                                                   - base_est["non_kv_bytes"])
-            led = _run(plan_fn, params, model, **over)
+            led = variant(num_speculative_tokens=s)
             if led:
                 out["speculative"].append({"num_speculative_tokens": s,
                                            "all_fit_len": led["max_model_len"],
