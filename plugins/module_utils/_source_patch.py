@@ -313,18 +313,23 @@ def _handler_catches_oserror(toks):
     return "mmap" in names and "error" in names
 
 
-def _is_guarded(lines, idx):
+def _openers(lines, idx):
+    """Indices of the logical lines opening the blocks around line idx, innermost first (to column 0)."""
     cur = lines[idx].indent
     for m in range(idx - 1, -1, -1):
+        if lines[m].indent < cur:
+            cur = lines[m].indent
+            yield m
+
+
+def _is_guarded(lines, idx):
+    for m in _openers(lines, idx):
         head = lines[m]
-        if head.indent >= cur:
-            continue
-        cur = head.indent
         if head.first in ("def", "class", "async"):
             return False  # an outer try does not guard code that runs later
         if head.first == "try" and _try_has_fallback(lines, m):
             return True
-        if cur == 0:
+        if head.indent == 0:
             return False
     return False
 
@@ -370,18 +375,14 @@ def _handler_reraises(lines, head_idx):
 
 def _enclosing_def(lines, idx):
     """(index, name) of the innermost def around logical line idx, or (None, None)."""
-    cur = lines[idx].indent
-    for m in range(idx - 1, -1, -1):
+    for m in _openers(lines, idx):
         head = lines[m]
-        if head.indent >= cur:
-            continue
-        cur = head.indent
         toks = head.toks
         if head.first == "def" and len(toks) > 1:
             return m, toks[1].string
         if head.first == "async" and len(toks) > 2 and toks[1].string == "def":
             return m, toks[2].string
-        if head.first == "class" or cur == 0:
+        if head.first == "class" or head.indent == 0:
             return None, None
     return None, None
 
