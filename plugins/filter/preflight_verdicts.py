@@ -11,27 +11,40 @@ name: preflight_verdicts
 short_description: Decide every preflight check from the facts the preflight role gathered
 description:
   - OS, GPU on the PCI bus, driver version, NVML health, free memory on the selected GPUs, Docker's nvidia
-    runtime, free disk and the service port, decided in module_utils/_preflight.py (unit-tested there).
+    runtime, free disk and the service port (one verdict per service), decided in module_utils/_preflight.py
+    (unit-tested there).
+  - Several services (C(services) not empty) - each port free or published by that service's own container,
+    free memory on the union of their GPUs with every one of their containers counted as ours.
+  - Fails with a clear message on an unknown check name or a malformed C(services) list.
 positional: settings
 options:
   _input:
     description:
       - Gathered facts, keys C(host) (M(airgap.vllm.host_info) with C(pci=true)), C(distribution),
         C(distribution_major_version), C(nvml) (M(airgap.vllm.nvml_info)), C(toolkit_installed), C(disk)
-        (one C({path, min_free_gb, rc, stdout}) per df run), C(own_container_ids), C(proc_net_tcp),
-        C(port_publishers).
+        (one C({path, min_free_gb, rc, stdout}) per df run), C(proc_net_tcp), C(own_containers) (the
+        registered loop of C(docker ps --quiet --filter name=^/NAME$) over container names, or
+        a mapping of name to ids), C(port_owners) (the registered loop of C(docker ps --filter publish=PORT) over
+        ports, or a mapping of port to container names).
+      - Still read - C(own_container_ids) (ids counted as ours whatever their name) and C(port_publishers)
+        (the container names publishing C(settings.port)).
     type: dict
     required: true
   settings:
     description:
       - C(checks), C(skip_checks), C(allow_best_effort_os), C(min_driver_version), C(gpu_memory_utilization),
-        C(gpus) (indexes or UUIDs; empty = all), C(port), C(service_container_name).
+        C(services) (a list of C({name, port, gpus}); names and ports unique, empty C(gpus) = all GPUs), or
+        when that is empty the one service of C(gpus) (indexes or UUIDs; empty = all), C(port),
+        C(service_container_name).
     type: dict
     required: true
 '''
 
 EXAMPLES = r'''
 verdicts: "{{ gathered | airgap.vllm.preflight_verdicts({'checks': ['os'], 'skip_checks': []}) }}"
+ports: >-
+  {{ gathered | airgap.vllm.preflight_verdicts({'checks': ['port'], 'services': [
+       {'name': 'vllm', 'port': 8000, 'gpus': ['0']}, {'name': 'vllm-b', 'port': 8001, 'gpus': ['1']}]}) }}
 '''
 
 RETURN = r'''

@@ -148,12 +148,21 @@ def select_gpus(gpus, selection):
     return selected, unknown
 
 
-def _unknown_gpus_text(unknown, gpus):
-    return 'preflight_gpus names %s, which NVML does not see (present: %s)' % (
-        ', '.join(unknown), ', '.join('%s %s' % (g.get('index'), g.get('uuid')) for g in gpus) or 'none')
+def _unknown_gpus_text(unknown, gpus, variable='preflight_gpus', owners=None):
+    """owners: {GPU as named: [service names]} to say which service names each unknown GPU."""
+    owners = owners or {}
+    named = ['%s (%s)' % (u, ', '.join(owners[u])) if owners.get(u) else u for u in unknown]
+    return '%s names %s, which NVML does not see (present: %s)' % (
+        variable, ', '.join(named), ', '.join('%s %s' % (g.get('index'), g.get('uuid')) for g in gpus) or 'none')
 
 
-def nvml_check(nvml, selection=()):
+def _unknown_gpus_hint(variable='preflight_gpus'):
+    if variable == 'preflight_services':
+        return 'Name GPUs by index (nvidia-smi -L) or UUID in each service\'s gpus, or leave them empty for all.'
+    return 'Name GPUs by index (nvidia-smi -L) or UUID in preflight_gpus, or leave it empty for all.'
+
+
+def nvml_check(nvml, selection=(), variable='preflight_gpus', owners=None):
     nvml = nvml or {}
     ok = nvml.get('nvml_state') == 'ok'
     parts = ['nvml_state %s' % nvml.get('nvml_state')]
@@ -172,13 +181,15 @@ def nvml_check(nvml, selection=()):
             parts.append('selected %s' % (', '.join(str(g.get('index')) for g in selected) or 'none'))
         if unknown:
             status = 'fail'
-            parts.append(_unknown_gpus_text(unknown, nvml.get('gpus') or []))
-            hint = 'Name GPUs by index (nvidia-smi -L) or UUID in preflight_gpus, or leave it empty for all.'
+            parts.append(_unknown_gpus_text(unknown, nvml.get('gpus') or [], variable, owners))
+            hint = _unknown_gpus_hint(variable)
     return _record('nvml', status, ', '.join(parts), hint)
 
 
-def gpu_memory_check(nvml, utilization, own_container_ids=(), selection=()):
-    """gpu_memory_verdict on the selected GPUs (all when the selection is empty)."""
+def gpu_memory_check(nvml, utilization, own_container_ids=(), selection=(), every_gpu=False,
+                     variable='preflight_gpus', owners=None):
+    """gpu_memory_verdict on the selected GPUs (all when the selection is empty or ``every_gpu``: a service
+    that takes every GPU; the GPUs named in ``selection`` must still exist)."""
     nvml = nvml or {}
     hint = ('Free the GPU memory: stop the processes and containers listed (docker stop <container>, '
             'systemctl stop <service>), or lower preflight_gpu_memory_utilization to match vLLM\'s '
@@ -187,9 +198,10 @@ def gpu_memory_check(nvml, utilization, own_container_ids=(), selection=()):
     if selection and nvml.get('nvml_state') == 'ok':
         selected, unknown = select_gpus(nvml.get('gpus'), selection)
         if unknown:
-            return _record('gpu_memory', 'fail', _unknown_gpus_text(unknown, nvml.get('gpus') or []),
-                           'Name GPUs by index (nvidia-smi -L) or UUID in preflight_gpus, or leave it empty for all.')
-        indexes = [g.get('index') for g in selected]
+            return _record('gpu_memory', 'fail', _unknown_gpus_text(unknown, nvml.get('gpus') or [], variable, owners),
+                           _unknown_gpus_hint(variable))
+        if not every_gpu:
+            indexes = [g.get('index') for g in selected]
     verdict = gpu_memory_verdict(nvml, utilization, own_container_ids, indexes)
     return _record('gpu_memory', verdict['status'], verdict['detail'], hint)
 
@@ -253,62 +265,189 @@ def listening_ports(proc_net_tcp):
     return sorted(ports)
 
 
-def port_check(port, proc_net_tcp, publishers, own_name):
-    """Free, or held by our own container (a re-run replaces it); otherwise name who holds it."""
+def port_check(port, proc_net_tcp, publishers, own_name, our_names=(), label=''):
+    """Free, or held by our own container (a re-run replaces it); otherwise name who holds it.
+
+    ``our_names``: the container names of every service this run manages; the port published by another
+    one of them is a failure naming it (two services cannot take turns on one port). ``label``: the service
+    the port is for, shown before the detail when a host runs several.
+    """
     port = int(port)
     busy = port in listening_ports(proc_net_tcp)
     publishers = [p for p in publishers or [] if p]
+    siblings = [p for p in publishers if p != own_name and p in (our_names or ())]
+    hint = "Stop what listens on TCP %d (ss -ltnp 'sport = :%d') or choose another port." % (port, port)
     if not busy:
         status, detail = 'ok', 'port %d free' % port
     elif own_name in publishers:
         status, detail = 'ok', 'port %d held by our container %s' % (port, own_name)
+    elif siblings:
+        status = 'fail'
+        detail = 'port %d held by our other service %s, not by %s' % (port, ', '.join(siblings), own_name)
+        hint = ('Give each service the port it runs on in preflight_services, or stop %s first '
+                '(systemctl stop %s).' % (siblings[0], siblings[0]))
     elif publishers:
         status, detail = 'fail', 'port %d in use by container(s) %s' % (port, ', '.join(publishers))
     else:
         status, detail = 'fail', 'port %d in use by a process outside Docker' % port
-    return _record('port', status, detail,
-                   "Stop what listens on TCP %d (ss -ltnp 'sport = :%d') or choose another port." % (port, port))
+    return _record('port', status, ('%s: %s' % (label, detail)) if label else detail, hint)
+
+
+# ---------------------------------------------------------------------------------------- services
+def _gpu_list(value, where):
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        items = value
+    elif isinstance(value, (str, int)) and not isinstance(value, bool):
+        items = [value]
+    else:
+        raise ValueError('%s.gpus must be a list of NVML indexes or UUIDs, got %r' % (where, value))
+    out = []
+    for g in items:
+        key = str(g).strip()
+        if isinstance(g, bool) or not key or not isinstance(g, (str, int)):
+            raise ValueError('%s.gpus holds %r: wants an NVML index ("0") or UUID ("GPU-...")' % (where, g))
+        if key not in out:
+            out.append(key)
+    return out
+
+
+def service_list(settings):
+    """The services this pass checks: [{'name', 'port', 'gpus'}], in order.
+
+    ``settings['services']`` (the role's preflight_services) wins when not empty: each entry a mapping with
+    ``name`` (container and unit), ``port`` (host TCP port) and ``gpus`` (indexes or UUIDs, empty = all);
+    names and ports must be unique. Empty or absent: the one service of ``service_container_name``,
+    ``port`` and ``gpus``, exactly as before services existed. Raises ValueError on a malformed list.
+    """
+    services = settings.get('services')
+    if not services:
+        return [{'name': settings.get('service_container_name'), 'port': settings.get('port'),
+                 'gpus': _gpu_list(settings.get('gpus'), 'preflight_gpus')}]
+    if not isinstance(services, (list, tuple)):
+        raise ValueError('preflight_services must be a list of {name, port, gpus} mappings, got %r' % (services,))
+    out, names, ports = [], {}, {}
+    for index, service in enumerate(services):
+        where = 'preflight_services[%d]' % index
+        if not isinstance(service, dict):
+            raise ValueError('%s must be a mapping {name, port, gpus}, got %r' % (where, service))
+        unknown = sorted(str(k) for k in service if k not in ('name', 'port', 'gpus'))
+        if unknown:
+            raise ValueError('%s has %s; a service takes name, port and gpus' % (where, ', '.join(unknown)))
+        name = service.get('name')
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError('%s.name must be the service\'s container name, got %r' % (where, name))
+        port = service.get('port')
+        try:
+            number = int(str(port).strip()) if not isinstance(port, bool) else None
+        except ValueError:
+            number = None
+        if number is None or not 0 < number < 65536:
+            raise ValueError('%s.port must be a TCP port (1-65535), got %r' % (where, port))
+        if name in names:
+            raise ValueError('%s.name %s is also preflight_services[%d].name' % (where, name, names[name]))
+        if number in ports:
+            raise ValueError('%s.port %d is also preflight_services[%d].port' % (where, number, ports[number]))
+        names[name], ports[number] = index, index
+        out.append({'name': name, 'port': number, 'gpus': _gpu_list(service.get('gpus'), where)})
+    return out
+
+
+def gpu_selection(services):
+    """(named, every_gpu): the GPUs the services name, in order without repeats, and whether one of them
+    takes every GPU (an empty gpus): then free memory is checked on all of them."""
+    named = []
+    for service in services:
+        for g in service['gpus']:
+            if g not in named:
+                named.append(g)
+    return named, any(not service['gpus'] for service in services)
+
+
+def _loop_map(results):
+    """{str(item): stdout lines} from a registered loop over ports or names (skipped items: [])."""
+    out = {}
+    if isinstance(results, dict):
+        return dict((str(k), [v for v in (lines or []) if v]) for k, lines in results.items())
+    for r in results or []:
+        if isinstance(r, dict) and 'item' in r:
+            lines = r.get('stdout_lines')
+            if lines is None:
+                lines = (r.get('stdout') or '').splitlines()
+            out[str(r['item'])] = [line.strip() for line in lines if line and line.strip()]
+    return out
 
 
 # ------------------------------------------------------------------------------------------ evaluate
 def evaluate(facts, settings):
-    """Every check of this pass, in CHECKS order.
+    """Every check of this pass, in CHECKS order (the port check: one record per service).
 
     facts: host (host_info with pci), distribution, distribution_major_version, nvml (nvml_info),
-    toolkit_installed, disk ([{'path', 'min_free_gb', 'rc', 'stdout'}]), own_container_ids, proc_net_tcp,
-    port_publishers. settings: checks, skip_checks, allow_best_effort_os, min_driver_version,
-    gpu_memory_utilization, gpus, port, service_container_name.
+    toolkit_installed, disk ([{'path', 'min_free_gb', 'rc', 'stdout'}]), proc_net_tcp, and Docker's answers:
+    own_containers (the registered loop of ``docker ps --quiet --filter name=^/<name>$`` over container
+    names, or {name: [ids]}), port_owners (the registered loop of ``docker ps --filter publish=<port>
+    --format {{.Names}}`` over ports, or {port: [names]}); still read: own_container_ids (ids counted as ours
+    whatever their name) and port_publishers (the publishers of ``settings['port']``).
+    settings: checks, skip_checks, allow_best_effort_os, min_driver_version, gpu_memory_utilization,
+    services ([{name, port, gpus}], see service_list), or when empty gpus, port, service_container_name.
     """
     host = facts.get('host') or {}
     nvml = facts.get('nvml') or {}
-    selection = [str(g) for g in settings.get('gpus') or []]
-    deciders = {
-        'os': lambda: os_check(host, facts.get('distribution'), facts.get('distribution_major_version'),
-                               settings.get('allow_best_effort_os', True)),
-        'gpu_present': lambda: gpu_present_check(host.get('pci')),
-        'driver_version': lambda: driver_version_check(nvml, settings['min_driver_version']),
-        'nvml': lambda: nvml_check(nvml, selection),
-        'gpu_memory': lambda: gpu_memory_check(nvml, settings['gpu_memory_utilization'],
-                                               facts.get('own_container_ids') or [], selection),
-        'docker_runtime': lambda: docker_runtime_check(facts.get('toolkit_installed'), host.get('docker')),
-        'disk': lambda: disk_check(facts.get('disk')),
-        'port': lambda: port_check(settings['port'], facts.get('proc_net_tcp'), facts.get('port_publishers'),
-                                   settings.get('service_container_name')),
-    }
+    several = bool(settings.get('services'))
+    variable = 'preflight_services' if several else 'preflight_gpus'
     wanted = settings.get('checks')
     wanted = CHECKS if wanted is None else wanted
     skip = settings.get('skip_checks') or []
     unknown = [c for c in list(wanted) + list(skip) if c not in CHECKS]
     if unknown:
         raise ValueError('unknown preflight check(s) %s; known: %s' % (', '.join(unknown), ', '.join(CHECKS)))
+    services = service_list(settings)
+    selection, every_gpu = gpu_selection(services)
+    owners = {}
+    if several:
+        for service in services:
+            for g in service['gpus']:
+                owners.setdefault(g, []).append(service['name'])
+    by_name = _loop_map(facts.get('own_containers'))
+    own_ids = [str(c) for c in facts.get('own_container_ids') or [] if c]
+    for service in services:
+        own_ids.extend(c for c in by_name.get(str(service['name']), []) if c not in own_ids)
+    by_port = _loop_map(facts.get('port_owners'))
+    our_names = [s['name'] for s in services]
+
+    def ports():
+        records = []
+        for service in services:
+            key = str(service['port']).strip()
+            publishers = by_port.get(key)
+            if publishers is None and key == str(settings.get('port')).strip():
+                publishers = facts.get('port_publishers')
+            records.append(port_check(service['port'], facts.get('proc_net_tcp'), publishers, service['name'],
+                                      our_names, service['name'] if several else ''))
+        return records
+
+    deciders = {
+        'os': lambda: os_check(host, facts.get('distribution'), facts.get('distribution_major_version'),
+                               settings.get('allow_best_effort_os', True)),
+        'gpu_present': lambda: gpu_present_check(host.get('pci')),
+        'driver_version': lambda: driver_version_check(nvml, settings['min_driver_version']),
+        'nvml': lambda: nvml_check(nvml, selection, variable, owners),
+        'gpu_memory': lambda: gpu_memory_check(nvml, settings['gpu_memory_utilization'], own_ids, selection,
+                                               every_gpu, variable, owners),
+        'docker_runtime': lambda: docker_runtime_check(facts.get('toolkit_installed'), host.get('docker')),
+        'disk': lambda: disk_check(facts.get('disk')),
+        'port': ports,
+    }
     records = []
     for check in CHECKS:
         if check not in wanted:
             continue
         if check in skip:
             records.append(_record(check, 'skipped', 'skipped by preflight_skip_checks'))
-        else:
-            records.append(deciders[check]())
+            continue
+        verdict = deciders[check]()
+        records.extend(verdict if isinstance(verdict, list) else [verdict])
     return records
 
 

@@ -31,3 +31,33 @@ def test_an_unknown_check_is_a_clear_error(render):
     with pytest.raises(AnsibleFilterError, match="unknown preflight check"):
         render("{{ facts | airgap.vllm.preflight_verdicts(settings) }}", facts=gathered(50),
                settings=dict(SETTINGS, checks=["gpus"]))
+
+
+# Two services, as roles/preflight/tasks/checks.yml hands them over: registered loops over names and ports.
+TCP = ("  sl  local_address rem_address   st\n"
+       "   0: 00000000:1F40 00000000:0000 0A 0 0 0 0 0\n"
+       "   1: 00000000:1F41 00000000:0000 0A 0 0 0 0 0\n")
+TWO = [{"name": "vllm", "port": 8000, "gpus": ["0"]}, {"name": "vllm-b", "port": 8001, "gpus": ["1"]}]
+
+
+def registered(rows):
+    return [{"item": item, "changed": False, "rc": 0, "stdout": "\n".join(lines), "stdout_lines": lines,
+             "ansible_loop_var": "item"} for item, lines in rows]
+
+
+def test_several_services_one_port_line_each(render):
+    facts = dict(gathered(50), proc_net_tcp=TCP,
+                 own_containers=registered([("vllm", ["a" * 64]), ("vllm-b", ["b" * 64])]),
+                 port_owners=registered([(8000, ["vllm"]), (8001, ["vllm"])]))
+    settings = dict(SETTINGS, checks=["port"], skip_checks=[], services=TWO)
+    out = render("{{ facts | airgap.vllm.preflight_verdicts(settings) }}", facts=facts, settings=settings)
+    assert [(r["check"], r["status"]) for r in out["records"]] == [("port", "ok"), ("port", "fail")]
+    assert out["lines"][1].endswith("vllm: port 8000 held by our container vllm")
+    assert out["lines"][2].endswith("vllm-b: port 8001 held by our other service vllm, not by vllm-b")
+    assert out["message"].startswith("Preflight failed 1 check(s): [port] vllm-b: port 8001 held by our other")
+
+
+def test_a_malformed_service_list_is_a_clear_error(render):
+    with pytest.raises(AnsibleFilterError, match=r"preflight_verdicts: preflight_services\[1\].port 8000 is also"):
+        render("{{ facts | airgap.vllm.preflight_verdicts(settings) }}", facts=gathered(50),
+               settings=dict(SETTINGS, services=[TWO[0], dict(TWO[1], port=8000)]))

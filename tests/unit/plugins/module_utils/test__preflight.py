@@ -198,3 +198,172 @@ def test_evaluate_runs_the_pass_in_order_skips_and_reports():
     assert failure_message([r for r in records if r["status"] != "fail"]) == ""
     with pytest.raises(ValueError, match="unknown preflight check"):
         evaluate(facts, dict(settings, checks=["gpu"]))
+
+
+# ------------------------------------------------------------------ several services (preflight_services)
+from ansible_collections.airgap.vllm.plugins.module_utils._preflight import (  # noqa: E402
+    gpu_selection, service_list)
+
+# 8000 (1F40) and 8001 (1F41) listening, 8002 (1F42) only an outgoing connection
+TCP_TWO = """  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1
+   1: 00000000:1F41 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 2 1
+   2: 0100007F:1F42 0100007F:0016 01 00000000:00000000 00:00000000 00000000     0        0 3 1
+"""
+ID_A = "a" * 64
+ID_B = "b" * 64
+ID_X = "c" * 64
+TWO = [{"name": "vllm", "port": 8000, "gpus": ["0"]}, {"name": "vllm-b", "port": "8001", "gpus": [1]}]
+
+
+def loop(rows):
+    """A registered loop as Ansible hands it over: one result per item, skipped ones without stdout."""
+    return [{"item": item, "skipped": True} if lines is None else
+            {"item": item, "rc": 0, "stdout": "\n".join(lines), "stdout_lines": list(lines)} for item, lines in rows]
+
+
+def serving(free_gib=(1, 1), procs=((ID_A, 44), (ID_B, 44))):
+    """Two 48 GiB GPUs, each nearly full with the given (container id, GiB) processes."""
+    gpus = []
+    for index, (free, (cid, used)) in enumerate(zip(free_gib, procs)):
+        gpus.append({"index": index, "uuid": "GPU-%d" % index, "name": "A", "memory_total": 48 * GIB,
+                     "memory_free": free * GIB,
+                     "processes": [{"pid": 10 + index, "name": "python3", "used_memory": used * GIB,
+                                    "container_id": cid}]})
+    return dict(NVML_OK, gpus=gpus)
+
+
+def by_check(records, check):
+    return [r for r in records if r["check"] == check]
+
+
+def test_service_list_empty_is_the_one_service_of_before():
+    legacy = dict(port=9000, service_container_name="svc", gpus=[1, "GPU-bbbb"])
+    assert service_list(legacy) == [{"name": "svc", "port": 9000, "gpus": ["1", "GPU-bbbb"]}]
+    assert service_list(dict(legacy, services=[])) == service_list(legacy)
+    assert service_list(dict(legacy, services=TWO)) == [
+        {"name": "vllm", "port": 8000, "gpus": ["0"]}, {"name": "vllm-b", "port": 8001, "gpus": ["1"]}]
+    assert service_list({"services": [{"name": "x", "port": 1}]}) == [{"name": "x", "port": 1, "gpus": []}]
+
+
+@pytest.mark.parametrize("services, message", [
+    ({"name": "x"}, "must be a list"),
+    (["vllm"], r"preflight_services\[0\] must be a mapping"),
+    ([{"name": "x", "port": 1, "gpu": [0]}], r"preflight_services\[0\] has gpu; a service takes name, port and gpus"),
+    ([{"name": "", "port": 1}], r"preflight_services\[0\].name must be"),
+    ([{"name": "x", "port": 0}], r"preflight_services\[0\].port must be a TCP port \(1-65535\), got 0"),
+    ([{"name": "x", "port": "http"}], "got 'http'"),
+    ([{"name": "x", "port": True}], "got True"),
+    ([{"name": "x", "port": 70000}], "got 70000"),
+    ([{"name": "x", "port": 1, "gpus": {"0": 1}}], r"preflight_services\[0\].gpus must be a list"),
+    ([{"name": "x", "port": 1, "gpus": ["0", ""]}], r"gpus holds '': wants an NVML index"),
+    ([{"name": "x", "port": 1}, {"name": "x", "port": 2}], r"preflight_services\[1\].name x is also preflight_services\[0\]"),
+    ([{"name": "x", "port": 1}, {"name": "y", "port": "1"}], r"preflight_services\[1\].port 1 is also preflight_services\[0\]"),
+])
+def test_service_list_refuses_a_malformed_list(services, message):
+    with pytest.raises(ValueError, match=message):
+        service_list({"services": services})
+
+
+def test_gpu_selection_is_the_union_or_every_gpu():
+    assert gpu_selection(service_list({"services": TWO})) == (["0", "1"], False)
+    three = TWO + [{"name": "c", "port": 8002, "gpus": ["1", "GPU-x"]}]
+    assert gpu_selection(service_list({"services": three})) == (["0", "1", "GPU-x"], False)
+    assert gpu_selection(service_list({"services": TWO + [{"name": "c", "port": 8002}]})) == (["0", "1"], True)
+    assert gpu_selection(service_list({"gpus": []})) == ([], True)
+
+
+SERVICES = dict(checks=["nvml", "gpu_memory", "port"], min_driver_version="1", gpu_memory_utilization=0.9,
+                port=8000, service_container_name="vllm", gpus=[])
+
+
+def test_every_service_port_is_checked_one_line_each():
+    facts = {"nvml": serving(), "proc_net_tcp": TCP_TWO,
+             "own_containers": loop([("vllm", [ID_A]), ("vllm-b", [ID_B])]),
+             "port_owners": loop([(8000, ["vllm"]), (8001, ["vllm-b"]), (8002, [])])}
+    three = TWO + [{"name": "vllm-c", "port": 8002, "gpus": ["1"]}]
+    ports = by_check(evaluate(facts, dict(SERVICES, services=three)), "port")
+    assert [(r["status"], r["detail"]) for r in ports] == [
+        ("ok", "vllm: port 8000 held by our container vllm"),
+        ("ok", "vllm-b: port 8001 held by our container vllm-b"),
+        ("ok", "vllm-c: port 8002 free")]
+    lines = summary_lines(ports)
+    assert [line.split()[:3] for line in lines[1:]] == [["port", "OK", "vllm:"], ["port", "OK", "vllm-b:"],
+                                                        ["port", "OK", "vllm-c:"]]
+
+
+def test_a_port_held_by_another_of_our_services_fails_naming_it():
+    # The services swapped ports since the last run: vllm-b would start on 8000 while vllm still holds it.
+    facts = {"nvml": serving(), "proc_net_tcp": TCP_TWO,
+             "port_owners": loop([(8000, ["vllm"]), (8001, ["vllm-b"])])}
+    swapped = [{"name": "vllm-b", "port": 8000, "gpus": ["1"]}, {"name": "vllm", "port": 8001, "gpus": ["0"]}]
+    records = evaluate(facts, dict(SERVICES, checks=["port"], services=swapped))
+    assert [r["status"] for r in records] == ["fail", "fail"]
+    assert records[0]["detail"] == "vllm-b: port 8000 held by our other service vllm, not by vllm-b"
+    assert "stop vllm first (systemctl stop vllm)" in records[0]["hint"]
+    message = failure_message(records)
+    assert message.startswith("Preflight failed 2 check(s): [port] vllm-b: port 8000 held by our other service vllm")
+    # A foreign container and a process outside Docker are still told apart, per port.
+    facts["port_owners"] = loop([(8000, ["comfyui"]), (8001, None)])
+    records = evaluate(facts, dict(SERVICES, checks=["port"], services=TWO))
+    assert [r["detail"] for r in records] == ["vllm: port 8000 in use by container(s) comfyui",
+                                              "vllm-b: port 8001 in use by a process outside Docker"]
+    assert "sport = :8001" in records[1]["hint"]
+
+
+def test_a_skipped_port_check_is_one_line():
+    records = evaluate({"proc_net_tcp": TCP_TWO}, dict(SERVICES, checks=["port"], skip_checks=["port"], services=TWO))
+    assert [r["status"] for r in records] == ["skipped"]
+
+
+def test_memory_of_every_listed_service_is_ours_on_a_rerun():
+    facts = {"nvml": serving(), "own_containers": loop([("vllm", [ID_A]), ("vllm-b", [ID_B])])}
+    settings = dict(SERVICES, checks=["gpu_memory"], services=TWO)
+    verdict = evaluate(facts, settings)[0]
+    assert verdict["status"] == "ok", verdict
+    assert verdict["detail"].count("held by our own service") == 2
+    # Only our own names count: the same container under a name we do not manage is foreign.
+    facts["own_containers"] = loop([("vllm", [ID_A]), ("vllm-b", None)])
+    verdict = evaluate(facts, settings)[0]
+    assert verdict["status"] == "fail" and "container bbbbbbbbbbbb" in verdict["detail"]
+    # A container of a name probed but not among the services (e.g. preflight_service_container_name) is foreign.
+    facts["own_containers"] = {"vllm": [ID_A], "other": [ID_B]}
+    assert evaluate(facts, settings)[0]["status"] == "fail"
+
+
+def test_memory_is_checked_on_the_union_of_the_services_gpus():
+    facts = {"nvml": serving(procs=((ID_A, 44), (ID_X, 44))), "own_containers": {"vllm": [ID_A]}}
+    only_gpu0 = dict(SERVICES, checks=["gpu_memory"], services=[{"name": "vllm", "port": 8000, "gpus": ["GPU-0"]}])
+    verdict = evaluate(facts, only_gpu0)[0]
+    assert verdict["status"] == "ok" and "GPU1" not in verdict["detail"]
+    both = dict(only_gpu0, services=only_gpu0["services"] + [{"name": "vllm-b", "port": 8001, "gpus": ["1"]}])
+    verdict = evaluate(facts, both)[0]
+    assert verdict["status"] == "fail" and "GPU1" in verdict["detail"] and "container cccccccccccc" in verdict["detail"]
+    # A service with no gpus takes every GPU: GPU1 is checked although the other service names only GPU0.
+    every = dict(only_gpu0, services=only_gpu0["services"] + [{"name": "vllm-b", "port": 8001, "gpus": []}])
+    assert evaluate(facts, every)[0]["status"] == "fail"
+
+
+def test_a_gpu_no_service_can_have_fails_naming_the_service():
+    facts = {"nvml": serving()}
+    services = [{"name": "vllm", "port": 8000, "gpus": []}, {"name": "vllm-b", "port": 8001, "gpus": ["7"]}]
+    nvml, memory = evaluate(facts, dict(SERVICES, checks=["nvml", "gpu_memory"], services=services))
+    for r in (nvml, memory):
+        assert r["status"] == "fail"
+        assert "preflight_services names 7 (vllm-b), which NVML does not see (present: 0 GPU-0, 1 GPU-1)" in r["detail"]
+        assert "each service's gpus" in r["hint"]
+
+
+def test_empty_services_decide_exactly_as_before():
+    facts = {"nvml": serving(procs=((ID_A, 44), (ID_X, 44))), "proc_net_tcp": TCP_TWO,
+             "own_container_ids": [ID_A], "port_publishers": ["vllm"]}
+    legacy = dict(SERVICES, gpus=["0"])
+    records = evaluate(facts, legacy)
+    assert evaluate(facts, dict(legacy, services=[])) == records
+    assert [(r["check"], r["status"]) for r in records] == [("nvml", "ok"), ("gpu_memory", "ok"), ("port", "ok")]
+    assert records[2]["detail"] == "port 8000 held by our container vllm"  # no service label with one service
+    assert "preflight_gpus names 7" in evaluate(facts, dict(legacy, gpus=["7"]))[0]["detail"]
+    # The role's loop shapes give the same verdicts as the older flat lists.
+    looped = dict(facts, own_container_ids=[], port_publishers=[], own_containers=loop([("vllm", [ID_A])]),
+                  port_owners=loop([(8000, ["vllm"])]))
+    assert evaluate(looped, legacy) == records
