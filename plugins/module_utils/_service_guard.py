@@ -11,7 +11,9 @@
   ``--api-`` are ambiguous with ``--api-server-count`` and rejected by vLLM itself.
 - The loopback promise: no ``--network host``, no publish but the role's own, no ``--privileged``,
   no ``--host 0.0.0.0``/``::`` in the vLLM argv, and the role's publish address on loopback, unless
-  the one opt-in (``vllm_service_expose_to_network``) says the server is meant for the network.
+  the one opt-in (``vllm_service_expose_to_network``) says the server is meant for the network. The
+  one narrower opt-in, Prometheus access (``vllm_service_metrics_expose``, module_utils/_expose.py),
+  adds one publish on one named host address, refused without API keys (the port is the whole API).
 - Least privilege: Docker's default seccomp profile with ``clone3`` answering ENOSYS (glibc then
   falls back to ``clone``) instead of ``seccomp=unconfined``; ``no-new-privileges`` always.
 """
@@ -22,6 +24,8 @@ __metaclass__ = type
 
 import copy
 import json
+
+from ansible_collections.airgap.vllm.plugins.module_utils._expose import check_metrics, publish_binding
 
 API_KEY_OPTION = "--api-key"
 # vLLM 0.27.1: the only other long option starting "--api" is --api-server-count, so a prefix of
@@ -244,14 +248,20 @@ def effective_docker_options(options, seccomp="profile", profile_path=None, supp
 
 
 def guard(argv, docker_options, env_names=(), publish_host="127.0.0.1", expose=False, seccomp="profile",
-          profile_path=None, security_options=None):
+          profile_path=None, security_options=None, metrics=None):
     """All checks; returns {'docker_options', 'secrets', 'warnings'} or raises GuardError listing every problem.
 
     `secrets` are the API key values found in argv (for the caller to mask in its output).
+    `metrics`: the opt-in Prometheus exposure (module_utils/_expose.py) - {'expose', 'address', 'port',
+    'publish_port', 'container_port', 'has_api_keys'}; when accepted, its extra --publish of the container
+    port on the named address joins the docker options (the only publish besides the role's own).
     """
     secrets = [v for _i, _n, values in api_key_args(argv) for v in values]
+    metrics = metrics or {}
     problems = (check_argv(argv, expose) + check_docker_options(docker_options, expose)
-                + check_env_names(env_names) + check_publish_host(publish_host, expose))
+                + check_env_names(env_names) + check_publish_host(publish_host, expose)
+                + check_metrics(metrics.get("expose"), metrics.get("address"), metrics.get("port"), publish_host,
+                                metrics.get("publish_port"), metrics.get("has_api_keys"), expose))
     if problems:
         error = GuardError("refused: " + "; ".join(problems))
         error.secrets = secrets
@@ -267,8 +277,12 @@ def guard(argv, docker_options, env_names=(), publish_host="127.0.0.1", expose=F
     if not supported and seccomp != "docker_default":
         warnings.append("the Docker engine reports no seccomp support (docker info SecurityOptions %s): no seccomp "
                         "option is passed" % (security_options,))
-    return {"docker_options": effective_docker_options(docker_options, seccomp, profile_path, supported),
-            "secrets": secrets, "warnings": warnings}
+    options = effective_docker_options(docker_options, seccomp, profile_path, supported)
+    binding = publish_binding(metrics.get("expose"), metrics.get("address"), metrics.get("port"),
+                              metrics.get("container_port") or 8000, publish_host, metrics.get("publish_port") or 8000)
+    if binding:
+        options = ["--publish", binding] + options
+    return {"docker_options": options, "secrets": secrets, "warnings": warnings}
 
 
 # ---------------------------------------------------------------- seccomp profile

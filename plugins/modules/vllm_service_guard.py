@@ -22,6 +22,8 @@ description:
   - The loopback promise - unless O(expose_to_network), refuses C(--network host), any C(--publish)/C(-p)/C(-P)
     in O(docker_options) (the role publishes its own port), C(--privileged), C(--host 0.0.0.0) or C(::) (and
     its prefixes) in O(argv), and a non-loopback O(publish_host).
+  - Prometheus access - with O(metrics_expose), one more publish of the container port on O(metrics_address), an IP
+    address of the host (see O(metrics_expose)).
   - Least privilege - returns O(docker_options) with the seccomp choice applied (O(seccomp=profile) replaces any
     C(seccomp=...) option, such as the planner's C(unconfined) for kernel 4.19 + Docker < 20.10.10, with
     O(seccomp_profile)) and C(--security-opt no-new-privileges) added.
@@ -69,6 +71,35 @@ options:
         Omitted - unknown, seccomp assumed.
     type: list
     elements: str
+  metrics_expose:
+    description:
+      - Opt-in Prometheus access to C(/metrics) (the role's C(vllm_service_metrics_expose)). vLLM serves it on the
+        API port, so the whole HTTP server becomes reachable on O(metrics_address) - refused without API keys
+        (O(has_api_keys)) unless O(expose_to_network).
+      - When accepted, C(--publish METRICS_ADDRESS:METRICS_PORT:CONTAINER_PORT) is added to the returned
+        O(docker_options), unless the role's own publish (O(publish_host):O(publish_port)) already covers it.
+    type: bool
+    default: false
+  metrics_address:
+    description: An IP address of the host to publish the port on for Prometheus (a wildcard only with O(expose_to_network)).
+    type: str
+    default: ""
+  metrics_port:
+    description: Host port of that publish.
+    type: int
+    default: 8000
+  publish_port:
+    description: Host port of the role's own publish on O(publish_host).
+    type: int
+    default: 8000
+  container_port:
+    description: The port vLLM listens on inside the container.
+    type: int
+    default: 8000
+  has_api_keys:
+    description: Whether the service has API keys (C(vllm_service_api_keys) is not empty).
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
@@ -92,6 +123,17 @@ EXAMPLES = r"""
     publish_host: "{{ vllm_service_host }}"
     seccomp_profile: /etc/airgap-vllm/vllm/seccomp.json
   register: __vllm_service_guard
+
+- name: The same, with Prometheus access to /metrics on a LAN address (API keys set)
+  airgap.vllm.vllm_service_guard:
+    argv: "{{ vllm_service_argv }}"
+    seccomp: docker_default
+    metrics_expose: true
+    metrics_address: 10.20.0.15
+    metrics_port: 8000
+    publish_port: 8000
+    container_port: 8000
+    has_api_keys: true
 """
 
 RETURN = r"""
@@ -100,8 +142,8 @@ docker_options:
   returned: success
   type: list
   elements: str
-  sample: ["--gpus", "all", "--security-opt", "seccomp=/etc/airgap-vllm/vllm/seccomp.json",
-           "--security-opt", "no-new-privileges"]
+  sample: ["--publish", "10.20.0.15:8000:8000", "--gpus", "all", "--security-opt",
+           "seccomp=/etc/airgap-vllm/vllm/seccomp.json", "--security-opt", "no-new-privileges"]
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -125,6 +167,12 @@ def main():
             seccomp=dict(type="str", choices=list(SECCOMP_MODES), default="profile"),
             seccomp_profile=dict(type="path"),
             docker_security_options=dict(type="list", elements="str"),
+            metrics_expose=dict(type="bool", default=False),
+            metrics_address=dict(type="str", default=""),
+            metrics_port=dict(type="int", default=8000),
+            publish_port=dict(type="int", default=8000),
+            container_port=dict(type="int", default=8000),
+            has_api_keys=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -132,8 +180,12 @@ def main():
     # Keys found on the command line are masked wherever this task's output repeats them.
     module.no_log_values.update(v for _i, _n, values in api_key_args(p["argv"]) for v in values if v)
     try:
+        metrics = {"expose": p["metrics_expose"], "address": p["metrics_address"], "port": p["metrics_port"],
+                   "publish_port": p["publish_port"], "container_port": p["container_port"],
+                   "has_api_keys": p["has_api_keys"]}
         result = guard(p["argv"], p["docker_options"], p["env_names"], p["publish_host"],
-                       p["expose_to_network"], p["seccomp"], p["seccomp_profile"], p["docker_security_options"])
+                       p["expose_to_network"], p["seccomp"], p["seccomp_profile"], p["docker_security_options"],
+                       metrics)
     except GuardError as e:
         module.fail_json(msg=str(e))
     for w in result["warnings"]:

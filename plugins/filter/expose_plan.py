@@ -1,0 +1,57 @@
+# -*- coding: utf-8 -*-
+# Copyright: airgap.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Prometheus access to a vLLM service's /metrics: the firewalld and scrape-snippet plan (module_utils/_expose.py)."""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+name: expose_plan
+short_description: Plan the opt-in Prometheus access to a vLLM service's /metrics (firewalld rules, scrape targets)
+description:
+  - Called once per round of observations by the vllm_service role (tasks/expose.yml); returns the read-only commands
+    still to run (C(reads)), then the firewall-cmd calls that add or remove the service's rich rules (C(actions)),
+    the record of the rules this role added, the Prometheus file_sd target group and the warnings.
+  - Fails (an Ansible error naming the setting) for refused settings and for a firewall-cmd that answers unexpectedly.
+options:
+  _input:
+    description:
+      - C(expose), C(address), C(port), C(sources), C(firewalld) (auto, always, never), C(zone), C(service), C(host),
+        C(record) (text of the host's record, empty if none) and C(daemon_json) (text of /etc/docker/daemon.json).
+    type: dict
+    required: true
+  observed:
+    description: Registered results of the earlier C(reads) (each loop item carries its C(key)).
+    type: list
+    elements: dict
+    default: []
+'''
+
+EXAMPLES = r'''
+plan: "{{ settings | airgap.vllm.expose_plan(first_reads.results + second_reads.results) }}"
+'''
+
+RETURN = r'''
+_value:
+  description:
+    - C(reads) (C(key), C(argv)), C(firewalld) (managed, not running, off, unknown), C(zone), C(rules), C(actions)
+      (argv lists), C(record), C(record_text), C(scrape), C(summary), C(warnings).
+  type: dict
+'''
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.airgap.vllm.plugins.module_utils._expose import ExposeError, plan
+
+
+def _expose_plan(settings, observed=None):
+    try:
+        return plan(settings, observed or [])
+    except ExposeError as e:
+        raise AnsibleFilterError(str(e))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {'expose_plan': _expose_plan}
