@@ -308,8 +308,11 @@ def bundle_problems(bundle_path, manifest_file, entries, present, need, hint="")
     return problems
 
 
-def cross_role_problems(stages, values, options, manage_driver=True):
-    """Rules between roles for one host (no I/O): [Problem]."""
+def cross_role_problems(stages, values, options, manage_driver=True, services=None):
+    """Rules between roles for one host (no I/O): [Problem].
+
+    services: the host's vLLM services as [{'name', 'port'}] (_services.resolve); None: the one service of
+    vllm_service_name and vllm_service_port."""
     problems = []
     enabled = set(stages)
     if "nvidia_driver" in enabled and manage_driver and "preflight" in enabled:
@@ -321,12 +324,27 @@ def cross_role_problems(stages, values, options, manage_driver=True):
                 "at least preflight_min_driver_version (%s): preflight refuses an older driver after the install"
                 % minimum))
     if {"preflight", "vllm_service"} <= enabled:
-        pre_port = effective("preflight_port", values, options)
+        pre_services = effective("preflight_services", values, options)
         svc_port = effective("vllm_service_port", values, options)
-        if pre_port is not None and svc_port is not None and str(pre_port) != str(svc_port):
-            problems.append(Problem(
-                "preflight_port", describe_got(pre_port),
-                "vllm_service_port (%s): preflight proves the service's port is free" % svc_port))
+        if isinstance(pre_services, list) and pre_services:
+            # preflight_services wins (preflight_port is not read): an entry of each service's name and port.
+            if services is None:
+                services = [dict(name=effective("vllm_service_name", values, options), port=svc_port)]
+            given = dict((str(e.get("name")), e.get("port")) for e in pre_services if isinstance(e, dict))
+            wants = ["%s on %s" % (svc.get("name"), svc.get("port")) for svc in services
+                     if svc.get("name") is not None and svc.get("port") is not None
+                     and str(given.get(str(svc.get("name")))).strip() != str(svc.get("port")).strip()]
+            if wants:
+                problems.append(Problem(
+                    "preflight_services", describe_got(pre_services),
+                    "an entry {name, port} for each vLLM service of the host, lacking: %s (preflight proves "
+                    "each service's port is free)" % ", ".join(wants)))
+        else:
+            pre_port = effective("preflight_port", values, options)
+            if pre_port is not None and svc_port is not None and str(pre_port) != str(svc_port):
+                problems.append(Problem(
+                    "preflight_port", describe_got(pre_port),
+                    "vllm_service_port (%s): preflight proves the service's port is free" % svc_port))
     if {"vllm_model", "vllm_plan"} <= enabled:
         model_lmo = effective("vllm_model_language_model_only", values, options)
         plan_lmo = effective("vllm_plan_language_model_only", values, options)

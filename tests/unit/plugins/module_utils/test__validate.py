@@ -167,6 +167,25 @@ def test_cross_role_old_driver_port_lmo_gpus():
     assert problems[1].got == "8000 (an integer)" and "9000" in problems[1].wants
 
 
+def test_cross_role_preflight_services_win_over_preflight_port():
+    two = [{"name": "vllm", "port": 9000, "gpus": ["0"]}, {"name": "vllm-b", "port": 9001, "gpus": ["1"]}]
+    # preflight_port (8000 by default) is not read when preflight_services is set: no preflight_port problem.
+    assert cross_role_problems(ALL, {"vllm_service_port": 9000, "preflight_services": two}, OPTIONS) == []
+    # The host's one service (vllm_service_name, vllm_service_port) needs its entry, at its port.
+    problems = cross_role_problems(ALL, {"vllm_service_port": 9005, "preflight_services": two}, OPTIONS)
+    assert [p.variable for p in problems] == ["preflight_services"]
+    assert "lacking: vllm on 9005" in problems[0].wants and problems[0].got.endswith("(a list)")
+    # Several services (as _services.resolve gives them): each needs its entry.
+    services = [{"name": "vllm", "port": 9000}, {"name": "vllm-b", "port": "9001"}, {"name": "vllm-c", "port": 9002}]
+    problems = cross_role_problems(ALL, {"preflight_services": two}, OPTIONS, services=services)
+    assert len(problems) == 1 and "lacking: vllm-c on 9002 (preflight" in problems[0].wants
+    assert cross_role_problems(ALL, {"preflight_services": two}, OPTIONS, services=services[:2]) == []
+    # Empty preflight_services: preflight_port against vllm_service_port, as before.
+    problems = cross_role_problems(ALL, {"vllm_service_port": 9000, "preflight_services": []}, OPTIONS)
+    assert [p.variable for p in problems] == ["preflight_port"]
+    assert cross_role_problems(["preflight"], {"preflight_services": two}, OPTIONS) == []
+
+
 def test_cross_role_old_driver_fine_when_driver_not_managed():
     values = {"nvidia_driver_version": "570.172.08"}
     assert cross_role_problems(ALL, values, OPTIONS, manage_driver=False) == []
