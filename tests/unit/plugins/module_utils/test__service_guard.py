@@ -265,3 +265,35 @@ def test_engine_without_seccomp_gets_no_profile_it_would_refuse(security, expect
     assert ("seccomp=/etc/airgap-vllm/vllm/seccomp.json" in out["docker_options"]) is expected
     assert "seccomp=unconfined" not in out["docker_options"]
     assert "no-new-privileges" in out["docker_options"]
+
+
+# ---------------------------------------------------------------- issue 14 #6: Prometheus access to /metrics
+
+METRICS = dict(expose=True, address="10.20.0.15", port=8000, publish_port=8000, container_port=8000, has_api_keys=True)
+
+
+def test_metrics_exposure_adds_one_publish_on_the_named_address_and_keeps_the_api_on_loopback():
+    r = accepted(metrics=METRICS)
+    assert r["docker_options"][:2] == ["--publish", "10.20.0.15:8000:8000"]
+    assert r["docker_options"].count("--publish") == 1
+
+
+def test_metrics_exposure_off_adds_nothing():
+    assert "--publish" not in accepted(metrics=dict(METRICS, expose=False))["docker_options"]
+    assert "--publish" not in accepted()["docker_options"]
+
+
+def test_metrics_exposure_without_api_keys_is_refused_unless_the_network_exposure_is_opted_in():
+    err = refused(metrics=dict(METRICS, has_api_keys=False))
+    assert "vllm_service_api_keys is empty" in str(err)
+    assert accepted(metrics=dict(METRICS, has_api_keys=False), expose=True)["docker_options"][0] == "--publish"
+
+
+def test_metrics_exposure_on_every_interface_is_refused_without_the_network_exposure():
+    assert "every interface" in str(refused(metrics=dict(METRICS, address="0.0.0.0")))
+    assert "not an IP address" in str(refused(metrics=dict(METRICS, address="gpu1.lan")))
+
+
+def test_metrics_exposure_refusals_join_the_other_refusals():
+    err = refused(argv=[MODEL, "--api-key", KEY], metrics=dict(METRICS, address=""))
+    assert "--api-key" in str(err) and "vllm_service_metrics_address is empty" in str(err)

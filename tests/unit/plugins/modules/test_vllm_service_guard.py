@@ -43,3 +43,12 @@ def test_exposure_unconfined_and_missing_profile(monkeypatch, capsys):
     assert any("unconfined" in w for w in r["warnings"]) and any("expose_to_network" in w for w in r["warnings"])
     r = run(monkeypatch, capsys, argv=ARGV, seccomp="profile")
     assert r["failed"] and "needs the profile path" in r["msg"]
+
+
+def test_metrics_exposure_publishes_on_the_named_address(monkeypatch, capsys):
+    r = run(monkeypatch, capsys, argv=ARGV, seccomp="docker_default", metrics_expose=True,
+            metrics_address="10.20.0.15", metrics_port=9000, publish_port=8000, container_port=8000, has_api_keys=True)
+    assert "failed" not in r and r["docker_options"][:2] == ["--publish", "10.20.0.15:9000:8000"]
+    r = run(monkeypatch, capsys, argv=ARGV, seccomp="docker_default", metrics_expose=True,
+            metrics_address="10.20.0.15")
+    assert r["failed"] and "vllm_service_api_keys is empty" in r["msg"]
