@@ -49,6 +49,12 @@ def parse_rpm_qa(text):
     return installed
 
 
+def version_release(evra):
+    """'0:1.17.8-1.x86_64' (RPM_QUERY_FORMAT's version column) -> '1.17.8-1'."""
+    vra = evra.partition(':')[2] if ':' in evra else evra
+    return vra.rsplit('.', 1)[0] if '.' in vra.rpartition('-')[2] else vra
+
+
 def driver_packages(installed, keep=(), extra=()):
     """Sorted names to remove: every installed driver package by the rule, plus installed `extra` names."""
     names = set(n for n in installed if is_driver_package(n, keep))

@@ -44,6 +44,37 @@ options:
         module_utils/_pci.py.
     type: bool
     default: false
+  rpms:
+    description:
+      - Installed versions (C(version-release), no epoch or arch) of these RPM names, from one C(rpm -qa); a
+        name not installed is absent from RV(rpms).
+    type: list
+    elements: str
+    default: []
+  files:
+    description:
+      - Read these small text files (up to 1 MiB each); RV(files) gives each one's content, null when absent.
+    type: list
+    elements: path
+    default: []
+  nvidia_driver:
+    description:
+      - Read the NVIDIA driver's state in one pass (NVML, packaged driver RPMs, dkms, the .run's
+        C(nvidia-installer --version), nouveau, C(nvidia-smi), the nouveau blacklist and the dnf module file)
+        and say whether it is converged at O(nvidia_driver.version) (module_utils/_driver_state.py).
+    type: dict
+    suboptions:
+      version: {description: "Driver version wanted.", type: str, required: true}
+      version_file: {description: "File giving the loaded kernel module's version.", type: path,
+                     default: /proc/driver/nvidia/version}
+      keep_rpms: {description: "Shell-style patterns of driver package names kept.", type: list, elements: str,
+                  default: []}
+      extra_rpms: {description: "More package names that count as the packaged driver.", type: list,
+                   elements: str, default: []}
+      blacklist_file: {description: "The nouveau blacklist file; empty: not managed.", type: path}
+      blacklist_content: {description: "What O(nvidia_driver.blacklist_file) must hold.", type: str, default: ''}
+      dnf_module_file: {description: "dnf's nvidia-driver module state file.", type: path,
+                        default: /etc/dnf/modules.d/nvidia-driver.module}
 extends_documentation_fragment:
   - airgap.vllm.attributes.read_only
 author:
@@ -97,15 +128,56 @@ pci:
                 vendor_name: NVIDIA Corporation, device: 26b1, device_name: "AD102GL [RTX 6000 Ada Generation]"}]
     summary: {description: "One line per GPU for reports.", type: list, elements: str, returned: always,
               sample: ["0000:3b:00.0 AD102GL [RTX 6000 Ada Generation] [10de:26b1]"]}
+rpms:
+  description: Installed versions of the O(rpms) names (several when several are installed).
+  returned: when O(rpms) is not empty
+  type: dict
+  sample: {nvidia-container-toolkit: ["1.17.8-1"]}
+rpm_error:
+  description: Why C(rpm -qa) could not be read, or null.
+  returned: when O(rpms) is not empty or O(nvidia_driver) is set
+  type: str
+files:
+  description: Content of each O(files) path, null when absent (or unreadable, with a warning).
+  returned: when O(files) is not empty
+  type: dict
+  sample: {/etc/docker/daemon.json: '{"runtimes": {}}'}
+nvidia_driver:
+  description: The driver's state (O(nvidia_driver) set).
+  returned: when O(nvidia_driver) is set
+  type: dict
+  contains:
+    nvml: {description: "What airgap.vllm.nvml_info returns.", type: dict, returned: always}
+    rpms: {description: "Installed packaged-driver RPM names (the container toolkit's kept).", type: list,
+           elements: str, returned: always}
+    installed_version: {description: "Version of the .run-installed driver, empty when none.", type: str,
+                        returned: always}
+    dkms_versions: {description: "nvidia versions dkms knows.", type: list, elements: str, returned: always}
+    nouveau_loaded: {description: "The nouveau module is loaded.", type: bool, returned: always}
+    blacklist_text: {description: "Content of the blacklist file, null when absent.", type: str, returned: always}
+    dnf_module_reset: {description: "The dnf module file is absent or reset.", type: bool, returned: always}
+    smi_rc: {description: "nvidia-smi exit status, null when not found.", type: int, returned: always}
+    smi_output: {description: "nvidia-smi output (its first 2000 characters).", type: str, returned: always}
+    pending: {description: "Why the driver is not converged; empty when it is.", type: list, elements: str,
+              returned: always}
+    converged: {description: "Nothing left for the nvidia_driver role to change.", type: bool, returned: always}
 '''
 
+import os
 import platform
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli, DockerError
+from ansible_collections.airgap.vllm.plugins.module_utils._driver_state import (
+    dkms_versions, dnf_module_reset, installer_version, pending)
 from ansible_collections.airgap.vllm.plugins.module_utils._files import read_text_report
 from ansible_collections.airgap.vllm.plugins.module_utils._hostinfo import host_facts, parse_docker_info
+from ansible_collections.airgap.vllm.plugins.module_utils._nvidia_rpms import (
+    RPM_QUERY_FORMAT, driver_packages, parse_rpm_qa, version_release)
+from ansible_collections.airgap.vllm.plugins.module_utils._nvml import collect
 from ansible_collections.airgap.vllm.plugins.module_utils._pci import LSPCI_ARGS, pci_facts
+
+MAX_FILE = 1024 * 1024
 
 
 def docker_facts(module, docker_bin):
@@ -128,6 +200,55 @@ def docker_facts(module, docker_bin):
     return facts
 
 
+def installed_rpms(module):
+    """({name: [version-release]}, error) from one rpm -qa."""
+    rpm = module.get_bin_path('rpm')
+    if not rpm:
+        return {}, 'rpm not found'
+    rc, out, err = module.run_command([rpm, '-qa', '--qf', RPM_QUERY_FORMAT])
+    if rc != 0:
+        return {}, 'rpm -qa failed (rc %d): %s' % (rc, (err or out).strip())
+    return parse_rpm_qa(out), None
+
+
+def read_file(module, path):
+    """Text of a small file, None when absent or unreadable (warned)."""
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, 'rb') as f:
+            return f.read(MAX_FILE).decode('utf-8', 'replace')
+    except (IOError, OSError) as e:
+        module.warn('%s: %s' % (path, e))
+        return None
+
+
+def run_text(module, argv):
+    """(rc, stdout, stderr) of a command, rc None when the program is not found."""
+    path = module.get_bin_path(argv[0])
+    if not path:
+        return None, '', ''
+    return module.run_command([path] + argv[1:])
+
+
+def driver_facts(module, spec, installed, rpm_error):
+    state = {'nvml': collect(driver_version_file=spec['version_file']), 'rpm_error': rpm_error,
+             'rpms': driver_packages(installed, spec['keep_rpms'], spec['extra_rpms'])}
+    _rc, out, _err = run_text(module, ['dkms', 'status'])
+    state['dkms_versions'] = dkms_versions(out)
+    _rc, out, _err = run_text(module, ['nvidia-installer', '--version'])
+    state['installed_version'] = installer_version(out)
+    state['nouveau_loaded'] = os.path.isdir('/sys/module/nouveau')
+    state['blacklist_text'] = read_file(module, spec['blacklist_file']) if spec['blacklist_file'] else None
+    state['dnf_module_reset'] = dnf_module_reset(read_file(module, spec['dnf_module_file']))
+    rc, out, err = run_text(module, ['nvidia-smi'])
+    state['smi_rc'], state['smi_output'] = rc, ('%s %s' % (out, err)).strip()[:2000]
+    state['pending'] = pending(state, spec['version'],
+                               spec['blacklist_content'] if spec['blacklist_file'] else None)
+    state['converged'] = not state['pending']
+    return state
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -137,6 +258,17 @@ def main():
             docker=dict(type='bool', default=True),
             docker_bin=dict(type='str', default='docker'),
             pci=dict(type='bool', default=False),
+            rpms=dict(type='list', elements='str', default=[]),
+            files=dict(type='list', elements='path', default=[]),
+            nvidia_driver=dict(type='dict', options=dict(
+                version=dict(type='str', required=True),
+                version_file=dict(type='path', default='/proc/driver/nvidia/version'),
+                keep_rpms=dict(type='list', elements='str', default=[]),
+                extra_rpms=dict(type='list', elements='str', default=[]),
+                blacklist_file=dict(type='path'),
+                blacklist_content=dict(type='str', default=''),
+                dnf_module_file=dict(type='path', default='/etc/dnf/modules.d/nvidia-driver.module'),
+            )),
         ),
         supports_check_mode=True,
     )
@@ -152,6 +284,14 @@ def main():
         lspci = module.get_bin_path('lspci')  # PATH, then the sbin directories
         rc, out, err = module.run_command([lspci] + LSPCI_ARGS) if lspci else (None, '', '')
         result['pci'] = pci_facts(rc, out, err, lspci)
+    if p['rpms'] or p['nvidia_driver']:
+        installed, result['rpm_error'] = installed_rpms(module)
+        if p['rpms']:
+            result['rpms'] = dict((n, [version_release(v) for v in installed[n]]) for n in p['rpms'] if n in installed)
+        if p['nvidia_driver']:
+            result['nvidia_driver'] = driver_facts(module, p['nvidia_driver'], installed, result['rpm_error'])
+    if p['files']:
+        result['files'] = dict((path, read_file(module, path)) for path in p['files'])
     module.exit_json(changed=False, **result)
 
 

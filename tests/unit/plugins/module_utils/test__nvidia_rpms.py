@@ -1,5 +1,6 @@
 """Driver clean-up by rule: every packaged-driver RPM goes, the container toolkit's stay."""
 from ansible_collections.airgap.vllm.plugins.module_utils._nvidia_rpms import (
+    version_release,
     RPM_QUERY_FORMAT, driver_packages, is_driver_package, kept_packages, parse_rpm_qa)
 
 # NVIDIA's RHEL 8 repo naming (shared/reference/nvidia-offline-facts.md, "RPM-packaged drivers to remove").
@@ -64,3 +65,10 @@ def test_dependents_of_the_removal_are_reported_and_kept_ones_block_it():
     blocked, also = removal_blockers(["nvidia-driver-libs"], {"vendor-tool": ["x"]}, keep=["vendor-*"])
     assert list(blocked) == ["vendor-tool"] and also == []
     assert parse_erase_test("") == {}
+
+
+def test_version_release_drops_epoch_and_arch():
+    assert version_release("0:1.17.8-1.x86_64") == "1.17.8-1"
+    assert version_release("3:560.35.03-1.el8.x86_64") == "560.35.03-1.el8"
+    assert version_release("1.17.8-1") == "1.17.8-1"
+    assert version_release("2:5.0-1.ky10.noarch") == "5.0-1.ky10"

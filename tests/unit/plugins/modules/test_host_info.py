@@ -79,3 +79,78 @@ def test_missing_files_and_no_lspci(monkeypatch, capsys, tmp_path):
     assert r["distribution"] is None and r["kylin"] is False
     if r["pci"]["lspci"] is None:  # an sbin directory of this machine may hold a real lspci
         assert r["pci"]["error"] == "lspci not found (install pciutils)" and r["pci"]["gpus"] == []
+
+
+NVML_OK = {"nvml_state": "ok", "driver_version": "580.65.06", "library_version": "580.65.06",
+           "kernel_module_version": "580.65.06", "gpu_count": 1}
+RPM_QA = ("bash\t0:5.0-1.ky10.x86_64\nnvidia-container-toolkit\t0:1.17.8-1.x86_64\n"
+          "libnvidia-container1\t0:1.17.8-1.x86_64\n")
+BLACKLIST = "# Ansible managed\nblacklist nouveau\noptions nouveau modeset=0\n"
+
+
+@pytest.fixture
+def driver_host(tmp_path, monkeypatch, host):
+    """The stand-ins a converged driver answers with; each test spoils one of them."""
+    bin_dir = tmp_path / "bin"
+
+    def tools(rpm_qa=RPM_QA, dkms="nvidia/580.65.06, 4.19.90, x86_64: installed\n", smi_rc=0, installer=True):
+        script(bin_dir / "rpm", "assert sys.argv[1] == '-qa', sys.argv\nsys.stdout.write(%r)\n" % rpm_qa)
+        script(bin_dir / "dkms", "sys.stdout.write(%r)\n" % dkms)
+        script(bin_dir / "nvidia-smi", "print('NVIDIA-SMI 580.65.06')\nsys.exit(%d)\n" % smi_rc)
+        if installer:
+            script(bin_dir / "nvidia-installer",
+                   "print('\\nnvidia-installer:  version 580.65.06\\n  The NVIDIA Software Installer for Unix/Linux.')\n")
+        elif (bin_dir / "nvidia-installer").exists():
+            (bin_dir / "nvidia-installer").unlink()
+
+    tools()
+    monkeypatch.setattr(M, "collect", lambda driver_version_file: dict(NVML_OK))
+    (tmp_path / "blacklist.conf").write_text(BLACKLIST)
+    spec = dict(version="580.65.06", blacklist_file=str(tmp_path / "blacklist.conf"), blacklist_content=BLACKLIST,
+                dnf_module_file=str(tmp_path / "nvidia-driver.module"))
+    return dict(host, tools=tools, spec=spec, tmp=tmp_path)
+
+
+def driver_run(monkeypatch, capsys, h, **spec):
+    return run(monkeypatch, capsys, os_release_path=h["os_release_path"], productinfo_path=h["productinfo_path"],
+               docker=False, nvidia_driver=dict(h["spec"], **spec))["nvidia_driver"]
+
+
+def test_driver_converged_in_one_pass(monkeypatch, capsys, driver_host):
+    d = driver_run(monkeypatch, capsys, driver_host)
+    assert d["pending"] == [] and d["converged"] is True
+    assert d["rpms"] == [] and d["installed_version"] == "580.65.06" and d["dkms_versions"] == ["580.65.06"]
+    assert d["smi_rc"] == 0 and d["dnf_module_reset"] is True and d["nvml"]["nvml_state"] == "ok"
+
+
+def test_driver_each_leftover_is_pending(monkeypatch, capsys, driver_host):
+    h = driver_host
+    h["tools"](rpm_qa=RPM_QA + "nvidia-driver-cuda\t3:560.35.03-1.el8.x86_64\n",
+               dkms="nvidia, 560.35.03, 4.19.90, x86_64: installed\nnvidia/580.65.06: added\n", smi_rc=9)
+    (h["tmp"] / "blacklist.conf").write_text("blacklist nouveau\n")
+    (h["tmp"] / "nvidia-driver.module").write_text("[nvidia-driver]\nname=nvidia-driver\nstream=latest-dkms\n"
+                                                    "profiles=\nstate=enabled\n")
+    d = driver_run(monkeypatch, capsys, h)
+    assert d["converged"] is False and d["rpms"] == ["nvidia-driver-cuda"]
+    assert d["dkms_versions"] == ["560.35.03", "580.65.06"] and d["dnf_module_reset"] is False
+    joined = " | ".join(d["pending"])
+    for words in ("nvidia-driver-cuda", "dkms: 560.35.03", "blacklist", "module stream", "nvidia-smi"):
+        assert words in joined, joined
+    # The blacklist is the operator's when the role does not manage it.
+    d = driver_run(monkeypatch, capsys, h, blacklist_file="")
+    assert "blacklist" not in " | ".join(d["pending"]) and d["blacklist_text"] is None
+
+
+def test_driver_not_installed_and_rpms_asked(monkeypatch, capsys, driver_host):
+    h = driver_host
+    h["tools"](installer=False)
+    monkeypatch.setattr(M, "collect", lambda driver_version_file: {"nvml_state": "absent", "driver_version": None,
+                                                                   "library_version": None})
+    r = run(monkeypatch, capsys, os_release_path=h["os_release_path"], productinfo_path=h["productinfo_path"],
+            docker=False, nvidia_driver=h["spec"], rpms=["nvidia-container-toolkit", "libnvidia-container-tools"],
+            files=[str(h["tmp"] / "blacklist.conf"), str(h["tmp"] / "absent.json")])
+    assert r["nvidia_driver"]["installed_version"] == "" and not r["nvidia_driver"]["converged"]
+    assert any(p.startswith(".run driver installed: none") for p in r["nvidia_driver"]["pending"])
+    assert any(p.startswith("NVML absent") for p in r["nvidia_driver"]["pending"])
+    assert r["rpms"] == {"nvidia-container-toolkit": ["1.17.8-1"]} and r["rpm_error"] is None
+    assert r["files"] == {str(h["tmp"] / "blacklist.conf"): BLACKLIST, str(h["tmp"] / "absent.json"): None}
