@@ -23,6 +23,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle import BundleError, load_manifest, medium_size
+from ansible_collections.airgap.vllm.plugins.module_utils._services import HOST_VALUES, service_problems
 from ansible_collections.airgap.vllm.plugins.module_utils._validate import (
     STAGES,
     Problem,
@@ -172,6 +173,10 @@ class ActionModule(ActionBase):
         problems.extend(self._bundle(clean, options, stages, manage_driver, hints.get("bundle_path", "")))
 
         if "vllm_service" in stages:
+            services = self._value(task_vars, "airgap_vllm_services")
+            if services not in (_MISSING, None):
+                host_values = dict((n, effective(n, clean, options)) for n in HOST_VALUES)
+                problems.extend(service_problems(services, host_values, options))
             wanted = ("ansible_host", "ansible_port", "vllm_service_port", "vllm_service_name", "vllm_service_extra_env")
             machines = {}
             for other in task_vars.get("ansible_play_hosts_all") or [host]:

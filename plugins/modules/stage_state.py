@@ -21,6 +21,8 @@ description:
     stage's C(facts) mapping); nothing is written.
   - With O(state=present) writes O(data) for O(stage) atomically (fsync, rename), only when it differs.
   - With O(state=absent) removes the stage's file (uninstall).
+  - Stages that exist once per vLLM service of a host (plan, service) name the service in O(instance): its
+    file is O(dir)/<stage>@<instance>.json; the default service C(vllm) keeps O(dir)/<stage>.json.
 author:
   - airgap.vllm maintainers (@airgap-vllm)
 options:
@@ -30,6 +32,11 @@ options:
     default: /var/lib/airgap-vllm/state
   stage:
     description: Stage name (lowercase letters, digits, C(_)); required unless O(state=read).
+    type: str
+  instance:
+    description:
+      - The vLLM service (its C(vllm_service_name)) a per-service stage belongs to; omitted or C(vllm) = the
+        default service.
     type: str
   data:
     description: What the stage records (JSON-serialisable mapping); required with O(state=present).
@@ -76,6 +83,13 @@ stages:
   returned: state=read
   type: dict
   sample: {model: {dir: /opt/airgap-vllm/models/qwen3-tiny, version: "2026.11"}}
+instances:
+  description:
+    - Every service's record of each stage, C({stage: {service: data}}) (O(state=read)); the default
+      service is C(vllm).
+  returned: state=read
+  type: dict
+  sample: {service: {vllm: {image: "sha256:0a1b..."}, vllm-b: {image: "sha256:0a1b..."}}}
 facts:
   description:
     - The facts the stages publish for later stages (each stage's C(facts) mapping, merged), e.g.
@@ -95,9 +109,11 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airgap.vllm.plugins.module_utils._stage_state import (
     StageStateError,
+    by_instance,
     published_facts,
     read_all,
     remove_stage,
+    stage_key,
     write_stage,
 )
 
@@ -107,6 +123,7 @@ def main():
         argument_spec=dict(
             dir=dict(type="path", default="/var/lib/airgap-vllm/state"),
             stage=dict(type="str"),
+            instance=dict(type="str"),
             data=dict(type="dict"),
             state=dict(type="str", choices=["read", "present", "absent"], default="read"),
         ),
@@ -117,12 +134,14 @@ def main():
     try:
         if p["state"] == "read":
             stages = read_all(p["dir"])
-            module.exit_json(changed=False, stages=stages, facts=published_facts(stages))
-        path = os.path.join(p["dir"], (p["stage"] or "") + ".json")
+            module.exit_json(changed=False, stages=stages, instances=by_instance(stages),
+                             facts=published_facts(stages))
+        path = os.path.join(p["dir"], stage_key(p["stage"], p["instance"]) + ".json")
         if p["state"] == "present":
-            changed, before, after = write_stage(p["dir"], p["stage"], p["data"], module.check_mode)
+            changed, before, after = write_stage(p["dir"], p["stage"], p["data"], module.check_mode,
+                                                 instance=p["instance"])
         else:
-            changed, before = remove_stage(p["dir"], p["stage"], module.check_mode)
+            changed, before = remove_stage(p["dir"], p["stage"], module.check_mode, instance=p["instance"])
             after = ""
     except StageStateError as exc:
         module.fail_json(msg=str(exc))

@@ -66,3 +66,35 @@ def test_published_facts_merge_every_stage():
               "image": {"facts": {"vllm_image_ref": "sha256:a"}}, "service": {"name": "vllm"},
               "odd": {"facts": ["not", "a", "mapping"]}}
     assert S.published_facts(stages) == {"vllm_model_dir": "/m", "vllm_image_ref": "sha256:a"}
+
+
+def test_services_record_side_by_side_and_the_default_keeps_its_file(tmp_path):
+    d = str(tmp_path)
+    S.write_stage(d, "service", {"image": "sha256:a"})
+    S.write_stage(d, "service", {"image": "sha256:b"}, instance="vllm-b")
+    S.write_stage(d, "service", {"image": "sha256:c"}, instance="vllm")  # the default service: service.json
+    assert sorted(os.listdir(d)) == ["service.json", "service@vllm-b.json"]
+    stages = S.read_all(d)
+    assert S.by_instance(stages) == {"service": {"vllm": {"image": "sha256:c"}, "vllm-b": {"image": "sha256:b"}}}
+    assert S.read_stage(d, "service", "vllm-b") == {"image": "sha256:b"}
+    assert S.remove_stage(d, "service", instance="vllm-b")[0] is True
+    assert S.read_stage(d, "service", "vllm-b") is None
+
+
+def test_only_the_default_service_publishes_facts(tmp_path):
+    d = str(tmp_path)
+    S.write_stage(d, "plan", {"facts": {"vllm_plan_result": {"argv": ["a"]}}})
+    S.write_stage(d, "plan", {"facts": {"vllm_plan_result": {"argv": ["b"]}}}, instance="vllm-b")
+    assert S.published_facts(S.read_all(d)) == {"vllm_plan_result": {"argv": ["a"]}}
+
+
+@pytest.mark.parametrize("instance", ["../x", "a/b", "", "-lead", "a b", "x" * 64, "vl@lm"])
+def test_hostile_service_names_are_refused(tmp_path, instance):
+    with pytest.raises(S.StageStateError, match="service name"):
+        S.write_stage(str(tmp_path), "service", {}, instance=instance)
+
+
+def test_files_that_only_look_like_service_records_are_ignored(tmp_path):
+    for name in ["service@.json", "service@vllm.json", "Service@x.json", "service@-x.json"]:
+        (tmp_path / name).write_text("{}")
+    assert S.read_all(str(tmp_path)) == {}

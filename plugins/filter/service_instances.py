@@ -1,0 +1,72 @@
+# -*- coding: utf-8 -*-
+# Copyright: airgap.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The vLLM services of a host (module_utils/_services.py resolve)."""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+name: service_instances
+short_description: The vLLM services of a host, checked
+description:
+  - Resolves C(airgap_vllm_services) (one mapping of vllm_plan_* / vllm_service_* variables per service) into
+    the services site.yml plans and runs one after another. An empty list is one service from the host's own
+    variables.
+  - Fails with every problem (a missing or repeated name, a host port or GPU two services share, a variable
+    that is one per host) in one message.
+options:
+  _input:
+    description: The C(airgap_vllm_services) list.
+    type: list
+    elements: dict
+    required: true
+  host_values:
+    description:
+      - The host's own C(vllm_service_name), C(vllm_service_port), C(vllm_plan_gpus) and
+        C(vllm_plan_gpu_memory_utilization); one that is missing, null or empty takes the role's default (its
+        meta/argument_specs.yml).
+    type: dict
+    required: true
+'''
+
+EXAMPLES = r'''
+services: >-
+  {{ airgap_vllm_services | airgap.vllm.service_instances({
+       'vllm_service_name': lookup('ansible.builtin.vars', 'vllm_service_name', default=''),
+       'vllm_service_port': lookup('ansible.builtin.vars', 'vllm_service_port', default=''),
+       'vllm_plan_gpus': lookup('ansible.builtin.vars', 'vllm_plan_gpus', default=''),
+           'vllm_plan_gpu_memory_utilization': lookup('ansible.builtin.vars', 'vllm_plan_gpu_memory_utilization', default='')}) }}
+'''
+
+RETURN = r'''
+_value:
+  description:
+    - C(services), each with C(name), C(port) (on the host), C(gpus) (empty = all) and C(settings) (the
+      variables it sets); C(keys), every variable any service sets.
+  type: dict
+'''
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.airgap.vllm.plugins.action.validate import load_role_options
+from ansible_collections.airgap.vllm.plugins.module_utils._services import HOST_VALUES, resolve
+from ansible_collections.airgap.vllm.plugins.module_utils._validate import effective
+
+
+def _service_instances(services, host_values):
+    # lookup('ansible.builtin.vars', name, default='') answers '' for a variable nobody set.
+    given = dict((k, v) for k, v in (host_values or {}).items() if v not in (None, ''))
+    options = {}
+    for opts in load_role_options(roles=["vllm_plan", "vllm_service"]).values():
+        options.update(opts)
+    values = dict((name, effective(name, given, options)) for name in HOST_VALUES)
+    try:
+        return resolve(services or [], values)
+    except ValueError as exc:
+        raise AnsibleFilterError("airgap_vllm_services does not hold: %s" % exc)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {'service_instances': _service_instances}

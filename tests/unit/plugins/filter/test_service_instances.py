@@ -1,0 +1,29 @@
+"""airgap.vllm.service_instances as site.yml calls it: what the host leaves unset takes the roles' defaults."""
+import pytest
+from ansible.errors import AnsibleFilterError
+
+EXPR = "{{ services | airgap.vllm.service_instances(host) }}"
+
+
+def test_an_empty_list_is_the_host_service_with_the_role_defaults(render):
+    r = render(EXPR, services=[], host={"vllm_service_name": None, "vllm_service_port": None, "vllm_plan_gpus": None})
+    assert r["preflight"] == [{"name": "vllm", "port": 8000, "gpus": []}]
+    del r["preflight"]
+    assert r == {"services": [{"name": "vllm", "port": 8000, "gpus": [], "gpu_memory_utilization": 0.93,
+                                   "settings": {}}], "keys": []}
+
+
+def test_a_service_without_a_port_takes_the_host_port(render):
+    services = [{"vllm_service_name": "a", "vllm_plan_gpus": ["0"]},
+                {"vllm_service_name": "b", "vllm_plan_gpus": ["1"], "vllm_service_port": 9001}]
+    r = render(EXPR, services=services, host={"vllm_service_port": 9000})
+    assert [(s["name"], s["port"]) for s in r["services"]] == [("a", 9000), ("b", 9001)]
+
+
+def test_a_list_that_does_not_hold_fails_with_every_problem(render):
+    services = [{"vllm_service_name": "a"}, {"vllm_service_name": "a"}]
+    with pytest.raises(AnsibleFilterError) as err:
+        render(EXPR, services=services, host={})
+    text = str(err.value)
+    assert "airgap_vllm_services does not hold" in text
+    assert "airgap_vllm_services[1].vllm_service_name" in text and "airgap_vllm_services[0].vllm_plan_gpus" in text

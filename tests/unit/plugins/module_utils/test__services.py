@@ -1,0 +1,97 @@
+"""Several vLLM services on one host: what the list may hold, and what each service ends up with."""
+import pytest
+
+from ansible_collections.airgap.vllm.plugins.action.validate import load_role_options
+from ansible_collections.airgap.vllm.plugins.module_utils import _services as S
+
+HOST = {"vllm_service_name": "vllm", "vllm_service_port": 8000, "vllm_plan_gpus": []}
+
+
+def options():
+    out = {}
+    for opts in load_role_options(roles=["vllm_plan", "vllm_service"]).values():
+        out.update(opts)
+    return out
+
+
+def lines(problems):
+    return [p.line() for p in problems]
+
+
+def test_no_list_is_one_service_from_the_host():
+    r = S.resolve([], dict(HOST, vllm_service_name="chat", vllm_plan_gpus=["1"]))
+    assert r.pop("preflight") == [{"name": "chat", "port": 8000, "gpus": ["1"]}]
+    assert r == {"services": [{"name": "chat", "port": 8000, "gpus": ["1"], "gpu_memory_utilization": None,
+                               "settings": {}}], "keys": []}
+
+
+def test_two_services_on_their_own_gpus_and_ports():
+    services = [
+        {"vllm_service_name": "vllm", "vllm_plan_gpus": ["0"]},
+        {"vllm_service_name": "vllm-b", "vllm_plan_gpus": [1], "vllm_service_port": 8001,
+         "vllm_plan_concurrency": 8, "vllm_service_api_keys": ["sk-b"]},
+    ]
+    assert S.service_problems(services, HOST, options()) == []
+    r = S.resolve(services, HOST)
+    assert [(s["name"], s["port"], s["gpus"]) for s in r["services"]] == [("vllm", 8000, ["0"]),
+                                                                            ("vllm-b", 8001, ["1"])]
+    assert r["keys"] == ["vllm_plan_concurrency", "vllm_plan_gpus", "vllm_service_api_keys", "vllm_service_name",
+                         "vllm_service_port"]
+    assert r["services"][1]["settings"]["vllm_plan_concurrency"] == 8
+
+
+def test_every_problem_is_named_with_its_place():
+    services = [
+        {"vllm_service_name": "a", "vllm_plan_gpus": ["0", "1"]},
+        {"vllm_service_name": "a", "vllm_plan_gpus": ["1"]},                 # name, port and GPU 1 shared
+        {"vllm_plan_gpus": ["2"], "vllm_service_port": 8002},                # no name
+        {"vllm_service_name": "c", "vllm_service_port": 8003},               # no GPUs with several services
+        {"vllm_service_name": "d", "vllm_service_port": 8004, "vllm_plan_gpus": ["3"],
+         "vllm_service_image": "x", "preflight_port": 1, "vllm_plan_concurency": 2,
+         "vllm_plan_concurrency": "many"},
+        "not a mapping",
+    ]
+    got = "\n".join(lines(S.service_problems(services, HOST, options())))
+    for want in [
+        "airgap_vllm_services[1].vllm_service_name: got 'a' (a string); wants a name no other service uses "
+        "(airgap_vllm_services[0] has it)",
+        "airgap_vllm_services[1].vllm_service_port: got 8000 (an integer); wants a host port no other service uses",
+        "airgap_vllm_services[1].vllm_plan_gpus: got ['1'] (a list); wants GPUs no other service uses "
+        "(airgap_vllm_services[0] has 1)",
+        "airgap_vllm_services[2].vllm_service_name: got nothing (not set)",
+        "airgap_vllm_services[3].vllm_plan_gpus: got all GPUs (not set)",
+        "airgap_vllm_services[4].vllm_service_image: got 'x' (a string); wants nothing: vllm_service_image is one per host",
+        "airgap_vllm_services[4].preflight_port: got 1 (an integer); wants only vllm_plan_* and vllm_service_*",
+        "airgap_vllm_services[4].vllm_plan_concurency: got 2 (an integer); wants a variable of the vllm_plan or "
+        "vllm_service role",
+        "airgap_vllm_services[4].vllm_plan_concurrency: got 'many' (a string); wants an integer",
+        "airgap_vllm_services[5]: got 'not a mapping' (a string); wants a mapping",
+    ]:
+        assert want in got, want
+    with pytest.raises(ValueError, match=r"airgap_vllm_services\[1\].vllm_service_name"):
+        S.resolve(services, HOST)
+
+
+def test_a_single_service_may_take_every_gpu():
+    assert S.service_problems([{"vllm_service_name": "only"}], HOST, options()) == []
+
+
+def test_not_a_list():
+    assert lines(S.service_problems({"vllm_service_name": "x"}, HOST)) == [
+        "airgap_vllm_services: got {'vllm_service_name': 'x'} (a mapping); wants a list of mappings, one per vLLM "
+        "service of the host"]
+
+
+@pytest.mark.parametrize("name", ["../etc", "a b", "", "-x", "x" * 64])
+def test_hostile_names_are_refused(name):
+    problems = S.service_problems([{"vllm_service_name": name}], HOST)
+    assert [p.variable for p in problems] == ["airgap_vllm_services[0].vllm_service_name"]
+
+
+def test_no_settings_shown_for_secrets():
+    # a key is a secret: its value never appears in a problem line
+    services = [{"vllm_service_name": "a", "vllm_service_api_keys": {"k": "sk-secret-value"},
+                 "vllm_service_api_key": "sk-typo-value"}]
+    got = "\n".join(lines(S.service_problems(services, HOST, options())))
+    assert "vllm_service_api_keys" in got and "vllm_service_api_key:" in got
+    assert "sk-secret-value" not in got and "sk-typo-value" not in got
