@@ -283,6 +283,26 @@ def plan_import(archive, present_id, tag_ids, wanted_tags):
     return {"load": load, "tags": tags}
 
 
+def derived_image(docker, ref, base_id, labels, base_label):
+    """An image derived from the archive's, recorded earlier by `ref`: {'image_id', 'labels', 'current'} or None.
+
+    current: the image is present, its `base_label` names `base_id` (the archive's image) and it carries every
+    other label in `labels` with the same value -- the image a build from this base with these inputs made.
+    Its ID is a content hash, so a present image with those labels is the image that was built and verified.
+    """
+    if not ref:
+        return None
+    items = docker.inspect_json(["image", "inspect", ref])
+    if not items:
+        return None
+    image = items[0]
+    got = (image.get("Config") or {}).get("Labels") or {}
+    want = dict(labels or {})
+    want[base_label] = base_id
+    current = bool(base_id) and all(got.get(k) == v for k, v in want.items())
+    return {"image_id": image.get("Id"), "labels": got, "current": current}
+
+
 def import_archive(path, docker, tag=None, check_mode=False, platform="linux/amd64"):
     """Load the archive only if its image ID is absent, then make `tag` (and its own tags) point at it."""
     if check_mode and not os.path.exists(path):

@@ -43,6 +43,19 @@ options:
     description: Platform (C(os/arch)) to pick from a multi-platform OCI index.
     type: str
     default: linux/amd64
+  derived:
+    description:
+      - An image derived from the archive's earlier (an image ID or reference): read its labels and say in
+        RV(derived) whether it is still current for this archive (read only; nothing is built here).
+    type: str
+  derived_labels:
+    description: Labels O(derived) must carry with these values to be current.
+    type: dict
+    default: {}
+  derived_base_label:
+    description: Label of O(derived) that must name the archive's image ID.
+    type: str
+    default: org.airgap.vllm.base-image-id
 attributes:
   check_mode:
     support: full
@@ -116,12 +129,21 @@ archive_bytes_read:
   description: Bytes read from the archive to identify it (headers and small JSON members only).
   returned: success
   type: int
+derived:
+  description: The O(derived) image, null when absent (or O(derived) not given).
+  returned: success
+  type: dict
+  contains:
+    image_id: {description: "Its ID.", type: str}
+    labels: {description: "Its labels.", type: dict}
+    current: {description: "It names this archive's image as its base and carries every O(derived_labels).",
+              type: bool}
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli, DockerError
-from ansible_collections.airgap.vllm.plugins.module_utils._docker_archive import ArchiveError, import_archive
+from ansible_collections.airgap.vllm.plugins.module_utils._docker_archive import ArchiveError, derived_image, import_archive
 
 
 def main():
@@ -131,6 +153,9 @@ def main():
             tag=dict(type="str"),
             docker_bin=dict(type="str", default="docker"),
             platform=dict(type="str", default="linux/amd64"),
+            derived=dict(type="str"),
+            derived_labels=dict(type="dict", default={}),
+            derived_base_label=dict(type="str", default="org.airgap.vllm.base-image-id"),
         ),
         supports_check_mode=True,
     )
@@ -139,6 +164,8 @@ def main():
     docker = DockerCli(docker_bin)
     try:
         result = import_archive(p["path"], docker, tag=p["tag"], check_mode=module.check_mode, platform=p["platform"])
+        result["derived"] = derived_image(docker, p["derived"], result["image_id"], p["derived_labels"],
+                                          p["derived_base_label"])
     except ArchiveError as e:
         module.fail_json(msg=str(e))
     except DockerError as e:

@@ -32,6 +32,8 @@ if args[:2] == ["image", "inspect"]:
     ref = args[-1]
     found = ref if ref in st["ids"] else st["tags"].get(ref)
     save()
+    if found and "--format" not in args:
+        print(json.dumps([{"Id": found, "Config": {"Labels": st.get("labels", {}).get(found)}}])); sys.exit(0)
     if found:
         print(found); sys.exit(0)
     sys.stderr.write("Error response from daemon: No such image: %%s\n" %% ref); sys.exit(1)
@@ -111,3 +113,32 @@ def test_not_an_archive_and_missing_docker(monkeypatch, capsys, tmp_path, docker
     assert r["failed"] and "not a readable tar archive" in r["msg"]
     r = run(monkeypatch, capsys, path=str(bad), docker_bin=os.path.join(str(tmp_path), "no-docker"))
     assert r["failed"] and "no-docker" in r["msg"]
+
+
+def test_derived_image_is_current_only_for_this_base_and_these_labels(monkeypatch, capsys, tmp_path, docker):
+    binary, state = docker
+    archive = str(tmp_path / "img.tar")
+    write_archive(archive)
+    derived = "sha256:" + "d" * 64
+    st = json.loads(state.read_text())
+    st["ids"] = [IMAGE_ID, derived]
+    st["tags"] = {TAG: IMAGE_ID}
+    base = {"org.airgap.vllm.base-image-id": IMAGE_ID, "org.airgap.vllm.patches": "madvise_populate_write@1",
+            "org.airgap.vllm.patch-fingerprint": "f" * 64}
+    st["labels"] = {derived: base}
+    state.write_text(json.dumps(st))
+    args = dict(path=archive, tag=TAG, docker_bin=str(binary), _ansible_check_mode=True,
+                derived_labels={"org.airgap.vllm.patches": "madvise_populate_write@1"})
+    r = run(monkeypatch, capsys, derived=derived, **args)
+    assert not r["changed"] and r["derived"] == {"image_id": derived, "labels": base, "current": True}
+    # Another patch revision, another base, or no such image: not current (the role derives again).
+    r = run(monkeypatch, capsys, derived=derived, **dict(args, derived_labels={"org.airgap.vllm.patches": "x@2"}))
+    assert r["derived"]["current"] is False
+    st["labels"] = {derived: dict(base, **{"org.airgap.vllm.base-image-id": "sha256:" + "0" * 64})}
+    state.write_text(json.dumps(st))
+    r = run(monkeypatch, capsys, derived=derived, **args)
+    assert r["derived"]["current"] is False
+    r = run(monkeypatch, capsys, derived="sha256:" + "e" * 64, **args)
+    assert r["derived"] is None
+    r = run(monkeypatch, capsys, **args)
+    assert r["derived"] is None
