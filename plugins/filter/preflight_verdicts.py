@@ -33,7 +33,8 @@ options:
   settings:
     description:
       - C(checks), C(skip_checks), C(allow_best_effort_os), C(min_driver_version), C(gpu_memory_utilization),
-        C(services) (a list of C({name, port, gpus}); names and ports unique, empty C(gpus) = all GPUs), or
+        C(services) (a list of C({name, port, gpus}) with an optional C(gpu_memory_utilization) of the
+        service's own; names and ports unique, empty C(gpus) = all GPUs), or
         when that is empty the one service of C(gpus) (indexes or UUIDs; empty = all), C(port),
         C(service_container_name).
     type: dict

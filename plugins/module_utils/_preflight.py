@@ -19,6 +19,8 @@ BEST_EFFORT_DISTRIBUTIONS = ('RedHat', 'Rocky', 'AlmaLinux', 'CentOS', 'OracleLi
 BEST_EFFORT_MAJORS = ('8', '9')
 
 GIB = 1024 ** 3
+# What one entry of preflight_services may hold (gpu_memory_utilization optional: the role's by default).
+SERVICE_KEYS = ('name', 'port', 'gpus', 'gpu_memory_utilization')
 
 
 def _is_own(process, own_container_ids):
@@ -30,6 +32,8 @@ def _is_own(process, own_container_ids):
 def gpu_memory_verdict(nvml, utilization, own_container_ids=(), gpu_indexes=None):
     """Is there room on each GPU for vLLM's share (total x utilization)?
 
+    ``utilization``: one fraction for every GPU, or {NVML index: fraction} when services plan different ones.
+
     Memory held by our own service's container (``own_container_ids``: full or >= 12-char ids of the
     container this collection runs) counts as available: a re-run on a serving host replaces that
     container, it does not run beside it. ``gpu_indexes``: only these GPUs (default all).
@@ -37,7 +41,11 @@ def gpu_memory_verdict(nvml, utilization, own_container_ids=(), gpu_indexes=None
     """
     if not nvml or nvml.get('nvml_state') != 'ok':
         return {'status': 'n/a', 'detail': 'needs NVML (see the nvml check)', 'short': []}
-    utilization = float(utilization)
+    if isinstance(utilization, dict):
+        per_gpu = dict((k, float(v)) for k, v in utilization.items())
+        fallback = max(per_gpu.values()) if per_gpu else 1.0
+    else:
+        per_gpu, fallback = {}, float(utilization)
     own = [str(c) for c in own_container_ids or () if c]
     gpus = [g for g in nvml.get('gpus') or []
             if gpu_indexes is None or g.get('index') in gpu_indexes]
@@ -48,6 +56,7 @@ def gpu_memory_verdict(nvml, utilization, own_container_ids=(), gpu_indexes=None
         procs = g.get('processes') or []
         ours = sum(p.get('used_memory') or 0 for p in procs if _is_own(p, own))
         available = g['memory_free'] + ours
+        utilization = per_gpu.get(g['index'], fallback)
         need = g['memory_total'] * utilization
         if available < need:
             short.append(g['index'])
@@ -317,8 +326,9 @@ def service_list(settings):
     """The services this pass checks: [{'name', 'port', 'gpus'}], in order.
 
     ``settings['services']`` (the role's preflight_services) wins when not empty: each entry a mapping with
-    ``name`` (container and unit), ``port`` (host TCP port) and ``gpus`` (indexes or UUIDs, empty = all);
-    names and ports must be unique. Empty or absent: the one service of ``service_container_name``,
+    ``name`` (container and unit), ``port`` (host TCP port), ``gpus`` (indexes or UUIDs, empty = all) and
+    optionally ``gpu_memory_utilization`` (the service's own, kept only when set); names and ports must be
+    unique. Empty or absent: the one service of ``service_container_name``,
     ``port`` and ``gpus``, exactly as before services existed. Raises ValueError on a malformed list.
     """
     services = settings.get('services')
@@ -332,9 +342,9 @@ def service_list(settings):
         where = 'preflight_services[%d]' % index
         if not isinstance(service, dict):
             raise ValueError('%s must be a mapping {name, port, gpus}, got %r' % (where, service))
-        unknown = sorted(str(k) for k in service if k not in ('name', 'port', 'gpus'))
+        unknown = sorted(str(k) for k in service if k not in SERVICE_KEYS)
         if unknown:
-            raise ValueError('%s has %s; a service takes name, port and gpus' % (where, ', '.join(unknown)))
+            raise ValueError('%s has %s; a service takes %s' % (where, ', '.join(unknown), ', '.join(SERVICE_KEYS)))
         name = service.get('name')
         if not isinstance(name, str) or not name.strip():
             raise ValueError('%s.name must be the service\'s container name, got %r' % (where, name))
@@ -350,7 +360,37 @@ def service_list(settings):
         if number in ports:
             raise ValueError('%s.port %d is also preflight_services[%d].port' % (where, number, ports[number]))
         names[name], ports[number] = index, index
-        out.append({'name': name, 'port': number, 'gpus': _gpu_list(service.get('gpus'), where)})
+        entry = {'name': name, 'port': number, 'gpus': _gpu_list(service.get('gpus'), where)}
+        if service.get('gpu_memory_utilization') is not None:
+            entry['gpu_memory_utilization'] = _fraction(service['gpu_memory_utilization'],
+                                                        where + '.gpu_memory_utilization')
+        out.append(entry)
+    return out
+
+
+def _fraction(value, where):
+    try:
+        number = float(str(value).strip()) if not isinstance(value, bool) else None
+    except ValueError:
+        number = None
+    if number is None or not 0 < number <= 1:
+        raise ValueError('%s must be above 0 and at most 1, got %r' % (where, value))
+    return number
+
+
+def gpu_utilizations(nvml_gpus, services, default):
+    """{NVML index: the fraction vLLM may take of it}: the highest of the services that use that GPU (a
+    service without gpus uses all), each at its own gpu_memory_utilization or ``default``; a plain float
+    (``default``) when no service sets its own, as with one service."""
+    if not any(s.get('gpu_memory_utilization') is not None for s in services):
+        return float(default)
+    out = {}
+    for service in services:
+        own = service.get('gpu_memory_utilization')
+        fraction = float(default) if own is None else float(own)
+        used = list(nvml_gpus or []) if not service['gpus'] else select_gpus(nvml_gpus, service['gpus'])[0]
+        for g in used:
+            out[g.get('index')] = max(out.get(g.get('index'), 0.0), fraction)
     return out
 
 
@@ -433,8 +473,9 @@ def evaluate(facts, settings):
         'gpu_present': lambda: gpu_present_check(host.get('pci')),
         'driver_version': lambda: driver_version_check(nvml, settings['min_driver_version']),
         'nvml': lambda: nvml_check(nvml, selection, variable, owners),
-        'gpu_memory': lambda: gpu_memory_check(nvml, settings['gpu_memory_utilization'], own_ids, selection,
-                                               every_gpu, variable, owners),
+        'gpu_memory': lambda: gpu_memory_check(
+            nvml, gpu_utilizations(nvml.get('gpus'), services, settings['gpu_memory_utilization']), own_ids,
+            selection, every_gpu, variable, owners),
         'docker_runtime': lambda: docker_runtime_check(facts.get('toolkit_installed'), host.get('docker')),
         'disk': lambda: disk_check(facts.get('disk')),
         'port': ports,

@@ -249,7 +249,7 @@ def test_service_list_empty_is_the_one_service_of_before():
 @pytest.mark.parametrize("services, message", [
     ({"name": "x"}, "must be a list"),
     (["vllm"], r"preflight_services\[0\] must be a mapping"),
-    ([{"name": "x", "port": 1, "gpu": [0]}], r"preflight_services\[0\] has gpu; a service takes name, port and gpus"),
+    ([{"name": "x", "port": 1, "gpu": [0]}], r"preflight_services\[0\] has gpu; a service takes name, port, gpus, gpu_memory_utilization"),
     ([{"name": "", "port": 1}], r"preflight_services\[0\].name must be"),
     ([{"name": "x", "port": 0}], r"preflight_services\[0\].port must be a TCP port \(1-65535\), got 0"),
     ([{"name": "x", "port": "http"}], "got 'http'"),
@@ -367,3 +367,28 @@ def test_empty_services_decide_exactly_as_before():
     looped = dict(facts, own_container_ids=[], port_publishers=[], own_containers=loop([("vllm", [ID_A])]),
                   port_owners=loop([(8000, ["vllm"])]))
     assert evaluate(looped, legacy) == records
+
+
+def test_each_gpu_needs_the_utilization_of_the_services_on_it():
+    # GPU0: 30 of 48 GiB free; GPU1: 47 free. vllm plans 0.5 on GPU0, vllm-b 0.93 on GPU1.
+    state = dict(NVML_OK, gpus=[dict(NVML_OK["gpus"][0], memory_free=30 * GIB), NVML_OK["gpus"][1]])
+    services = [{"name": "vllm", "port": 8000, "gpus": ["0"], "gpu_memory_utilization": 0.5},
+                {"name": "vllm-b", "port": 8001, "gpus": ["1"], "gpu_memory_utilization": "0.93"}]
+    settings = dict(SERVICES, checks=["gpu_memory"], gpu_memory_utilization=0.93, services=services)
+    verdict = evaluate({"nvml": state}, settings)[0]
+    assert verdict["status"] == "ok", verdict
+    assert "need 24.0 GiB (0.5)" in verdict["detail"] and "need 44.6 GiB (0.93)" in verdict["detail"]
+    # Without its own, a service takes preflight_gpu_memory_utilization: GPU0 is then short.
+    del services[0]["gpu_memory_utilization"]
+    assert evaluate({"nvml": state}, settings)[0]["status"] == "fail"
+    # A GPU two services may use (one takes all) needs the higher of the two.
+    services[0].update(gpus=[], gpu_memory_utilization=0.95)
+    services[1].update(gpu_memory_utilization=0.5)
+    verdict = evaluate({"nvml": state}, settings)[0]
+    assert verdict["status"] == "fail"
+    assert "GPU0 A: free 30.0 GiB of 48.0 GiB, need 45.6 GiB (0.95)" in verdict["detail"]
+    assert "GPU1 B: free 47.0 GiB of 48.0 GiB, need 45.6 GiB (0.95)" in verdict["detail"]
+    with pytest.raises(ValueError, match=r"preflight_services\[0\].gpu_memory_utilization must be above 0 and at most 1"):
+        service_list({"services": [{"name": "x", "port": 1, "gpu_memory_utilization": 1.5}]})
+    with pytest.raises(ValueError, match=r"gpu_memory_utilization must be above 0 and at most 1, got 'high'"):
+        service_list({"services": [{"name": "x", "port": 1, "gpu_memory_utilization": "high"}]})
