@@ -197,27 +197,29 @@ def zone_of(interface, active_zones_output):
     return None
 
 
-def docker_iptables(daemon_json):
-    """Whether Docker manages iptables (its default) per /etc/docker/daemon.json's text (None: no file)."""
-    text = _text(daemon_json).strip()
+def _json(value):
+    """A JSON document's data from its text - or the data itself: Ansible's templating turns a variable holding
+    JSON text into the mapping it spells. None when empty or not JSON."""
+    if isinstance(value, (dict, list)):
+        return value
+    text = _text(value).strip()
     if not text:
-        return True
+        return None
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except ValueError:
-        return True
+        return None
+
+
+def docker_iptables(daemon_json):
+    """Whether Docker manages iptables (its default) per /etc/docker/daemon.json (its text or data; empty: no file)."""
+    data = _json(daemon_json)
     return not (isinstance(data, dict) and data.get("iptables") is False)
 
 
-def read_record(text):
-    """{'zone', 'rules'} the host recorded as added by this role, or {} (none, or unreadable)."""
-    text = _text(text).strip()
-    if not text:
-        return {}
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return {}
+def read_record(value):
+    """{'zone', 'rules'} the host recorded as added by this role (its text or data), or {} (none, or unreadable)."""
+    data = _json(value)
     if not isinstance(data, dict) or not isinstance(data.get("rules"), list) or not data.get("zone"):
         return {}
     rules = [r for r in data["rules"] if isinstance(r, str) and r.startswith("rule ")]
