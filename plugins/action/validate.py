@@ -23,7 +23,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle import BundleError, load_manifest, medium_size
-from ansible_collections.airgap.vllm.plugins.module_utils._services import HOST_VALUES, service_problems
+from ansible_collections.airgap.vllm.plugins.module_utils._services import HOST_VALUES, resolve, service_problems
 from ansible_collections.airgap.vllm.plugins.module_utils._validate import (
     STAGES,
     Problem,
@@ -166,10 +166,19 @@ class ActionModule(ActionBase):
                 values[name] = value
 
         problems = check_variables(options, values, skip=skip)
+        # The host's vLLM services (airgap_vllm_services), for the rules between the preflight and the services.
+        resolved = None
+        raw_services = self._value(task_vars, "airgap_vllm_services")
+        if "vllm_service" in stages and raw_services not in (_MISSING, None):
+            try:
+                resolved = resolve(raw_services, dict((n, effective(n, values, options)) for n in HOST_VALUES))["services"]
+            except ValueError:
+                resolved = None  # service_problems below reports what is wrong with the list
         bad = set(p.variable for p in problems)
         clean = dict((k, v) for k, v in values.items() if k not in bad)
-        problems.extend(p for p in cross_role_problems(stages, clean, options, manage_driver)
-                        if p.variable not in bad)
+        # A rule about a variable the playbook wires itself (skip) is the playbook's to keep.
+        problems.extend(p for p in cross_role_problems(stages, clean, options, manage_driver, services=resolved)
+                        if p.variable not in bad and p.variable not in skip)
         problems.extend(self._bundle(clean, options, stages, manage_driver, hints.get("bundle_path", "")))
 
         if "vllm_service" in stages:

@@ -157,5 +157,8 @@ def resolve(services, host_values):
 
 def _with_preflight(resolved):
     """Add what the preflight role checks for each service (its preflight_services): name, port, GPUs."""
-    resolved["preflight"] = [dict(name=s["name"], port=s["port"], gpus=s["gpus"]) for s in resolved["services"]]
+    resolved["preflight"] = [
+        dict(dict(name=s["name"], port=s["port"], gpus=s["gpus"]),
+             **({"gpu_memory_utilization": s["gpu_memory_utilization"]} if s["gpu_memory_utilization"] is not None else {}))
+        for s in resolved["services"]]
     return resolved

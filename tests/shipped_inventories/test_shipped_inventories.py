@@ -37,7 +37,7 @@ NAME = "airgap-kylin-shipped"
 IMAGE = "airgap-test/kylin:v10sp3"
 BUNDLE = os.path.join(ROOT, "build", "shipped-inventories-bundle")
 SHIPPED = sorted(d for d in os.listdir(os.path.join(ROOT, "inventories"))
-                 if d != "simulated" and os.path.isdir(os.path.join(ROOT, "inventories", d)))
+                 if d != "simulated" and os.path.isfile(os.path.join(ROOT, "inventories", d, "hosts.yml")))
 # The simulated host's facts (inventories/simulated/group_vars): what a container cannot be, not a setting.
 HOST_FACTS = ("preflight_kernel_release", "nvidia_driver_kernel_release", "vllm_plan_kernel_release",
               "vllm_image_kernel_release", "preflight_nvidia_version_file", "nvidia_driver_version_file",

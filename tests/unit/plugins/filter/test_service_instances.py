@@ -7,7 +7,7 @@ EXPR = "{{ services | airgap.vllm.service_instances(host) }}"
 
 def test_an_empty_list_is_the_host_service_with_the_role_defaults(render):
     r = render(EXPR, services=[], host={"vllm_service_name": None, "vllm_service_port": None, "vllm_plan_gpus": None})
-    assert r["preflight"] == [{"name": "vllm", "port": 8000, "gpus": []}]
+    assert r["preflight"] == [{"name": "vllm", "port": 8000, "gpus": [], "gpu_memory_utilization": 0.93}]
     del r["preflight"]
     assert r == {"services": [{"name": "vllm", "port": 8000, "gpus": [], "gpu_memory_utilization": 0.93,
                                    "settings": {}}], "keys": []}
