@@ -48,7 +48,9 @@ MODULE = "airgap.vllm.bundle_stage"
 
 class ActionModule(ActionBase):
 
-    TRANSFERS_FILES = True
+    # The upload directory is made only when there is something to send (a converged target costs one
+    # module run, no mkdir and rm round trips); ActionBase would make it before every run otherwise.
+    TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(("src", "dest", "remote_src", "manifest", "artifacts", "stamp_file", "log_path",
                              "chunk_size", "mode", "min_free_bytes"))
 
@@ -98,7 +100,8 @@ class ActionModule(ActionBase):
                                       "resumed_from": 0,
                                       "restarted_stale_part": bool(p.get("restarted_stale_part"))})
                          for p in probe)
-            if self._play_context.check_mode:
+            # Nothing to send (every file current): no commit round trip.
+            if self._play_context.check_mode or not todo:
                 for p in todo:
                     files[p["path"]]["state"] = "copied"
                 result.update(changed=bool(todo), files=[files[p["path"]] for p in probe], bytes_copied=0)
@@ -108,7 +111,8 @@ class ActionModule(ActionBase):
             for p in todo:
                 for f in source_files(src, by_path[p["path"]]):
                     self._check_source(src, f)
-            self._make_tmp_path()
+            if self._connection._shell.tmpdir is None:  # without pipelining the probe made one already
+                self._make_tmp_path()
             for path, out in self._send_all(src, todo, by_path, chunk_size, log_path, common, task_vars).items():
                 files[path].update(out)
             commit = self._execute_module(module_name=MODULE, module_args=dict(common, _op="commit"),

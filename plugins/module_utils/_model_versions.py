@@ -160,3 +160,15 @@ def activate(models_dir, name, vid, keep, protect=(), check_mode=False):
             shutil.rmtree(version_dir(models_dir, name, v))
     return dict(changed=changed, version=vid, previous=replaced or "", switched=switch, removed=remove,
                 versions=sorted(set(present) - set(remove)), dir=link, version_dir=target)
+
+
+def in_place(models_dir, name, vid, sha256, keep):
+    """Whether nothing is left to do for this version: it is imported (its stamp carries `sha256`), the name
+    points at it, and activating it again would change nothing even with no version protected (protecting
+    versions only keeps more, so the real activation with its protect list changes nothing either)."""
+    _check_name(name)
+    if current_version(models_dir, name) != vid:
+        return False
+    if _stamp_sha(version_dir(models_dir, name, vid)) != (sha256 or "").lower():
+        return False
+    return not activate(models_dir, name, vid, keep, (), check_mode=True)["changed"]

@@ -52,6 +52,12 @@ options:
     type: list
     elements: str
     default: []
+  language_model_only:
+    description:
+      - With O(state=prepared): the model is served with C(--language-model-only); RV(in_place) validates the
+        version directory by the same rules as airgap.vllm.model_import.
+    type: bool
+    default: false
   state:
     description: V(prepared) names the version directory and migrates the older layout; V(active) switches the link.
     type: str
@@ -125,16 +131,26 @@ versions:
   returned: state=active
   type: list
   elements: str
+in_place:
+  description:
+    - With O(state=prepared), nothing left to do for this version - imported (its stamp carries O(sha256)),
+      the name pointing at it, a valid model directory, and activating it with O(keep) would change nothing -
+      so the import and the activation can be skipped.
+  returned: state=prepared
+  type: bool
 """
 
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.airgap.vllm.plugins.module_utils._model_import import ModelError, validate_model_dir
 from ansible_collections.airgap.vllm.plugins.module_utils._model_versions import (
     ModelVersionError,
     activate,
     current_version,
+    in_place,
     prepare,
+    version_dir,
     version_id,
 )
 
@@ -148,6 +164,7 @@ def main():
             sha256=dict(type="str", required=True),
             keep=dict(type="int", default=1),
             protect=dict(type="list", elements="str", default=[]),
+            language_model_only=dict(type="bool", default=False),
             state=dict(type="str", choices=["prepared", "active"], default="prepared"),
         ),
         supports_check_mode=True,
@@ -162,7 +179,13 @@ def main():
         before = current_version(p["models_dir"], p["name"])
         if p["state"] == "prepared":
             changed, msg = prepare(p["models_dir"], p["name"], vid, p["sha256"], module.check_mode)
-            module.exit_json(changed=changed, msg=msg, **common)
+            done = not changed and in_place(p["models_dir"], p["name"], vid, p["sha256"], p["keep"])
+            if done:
+                try:
+                    validate_model_dir(version_dir(p["models_dir"], p["name"], vid), p["language_model_only"])
+                except ModelError:
+                    done = False  # the import path validates again and says what is wrong
+            module.exit_json(changed=changed, msg=msg, in_place=done, **common)
         result = activate(p["models_dir"], p["name"], vid, p["keep"], p["protect"], module.check_mode)
     except ModelVersionError as exc:
         module.fail_json(msg=str(exc))

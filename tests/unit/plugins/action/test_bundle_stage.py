@@ -87,6 +87,7 @@ def stage(run_module, world):
         remote_tmp = world["tmp"] / "remote-tmp"
 
         def make_tmp_path(remote_user=None):
+            calls["tmp_made"] = calls.get("tmp_made", 0) + 1
             remote_tmp.mkdir(exist_ok=True)
             action._connection._shell.tmpdir = str(remote_tmp)
             return str(remote_tmp)
@@ -146,6 +147,8 @@ def test_stages_every_file_in_chunks_then_a_rerun_moves_nothing(stage, world):
     assert again["changed"] is False and again["bytes_copied"] == 0
     assert all(f["state"] == "current" for f in again["files"])
     assert calls["transfers"] == 0 and "append" not in calls["modules"]
+    # A converged target costs one module run: the probe; no upload directory, no commit.
+    assert calls["modules"] == ["probe"] and "tmp_made" not in calls
 
 
 def test_check_mode_reports_what_would_be_copied_and_writes_nothing(stage, world):

@@ -133,3 +133,33 @@ def test_a_file_where_the_link_goes_is_refused(run_module, models):
     r = run_module(M, models_dir=str(models), name=NAME, version="1", sha256=SHA1)
     assert r["failed"] is True and "neither a directory nor a link" in r["msg"]
     assert (models / NAME).read_text() == "not a model"
+
+
+def test_prepared_says_in_place_only_when_import_and_activation_would_change_nothing(run_module, models,
+                                                                                       monkeypatch):
+    checked = []
+    monkeypatch.setattr(M, "validate_model_dir", lambda path, lmo: checked.append((path, lmo)) or {})
+    prepared = dict(models_dir=str(models), name=NAME, state="prepared")
+    active = dict(models_dir=str(models), name=NAME, state="active", keep=0)
+    # Not imported yet, then imported but not active: the full path has work to do.
+    assert run_module(M, version="1", sha256=SHA1, **prepared)["in_place"] is False
+    version_dir(models, "1", SHA1)
+    assert run_module(M, version="1", sha256=SHA1, **prepared)["in_place"] is False
+    run_module(M, version="1", sha256=SHA1, **active)
+    r = run_module(M, version="1", sha256=SHA1, language_model_only=True, **prepared)
+    assert r["in_place"] is True and r["changed"] is False
+    assert checked == [(str(models / (NAME + "@1-3f2a9c01")), True)]
+    # Version 2 active, 1 kept as the replaced one: with keep=0 the next activation prunes 1 -> not in place.
+    version_dir(models, "2", SHA2)
+    run_module(M, version="2", sha256=SHA2, **active)
+    assert run_module(M, version="2", sha256=SHA2, keep=1, **prepared)["in_place"] is True
+    assert run_module(M, version="2", sha256=SHA2, keep=0, **prepared)["in_place"] is False
+    # A stamp of another checksum (a re-import is due), or a directory the validation refuses.
+    (models / (NAME + "@2-77b1e0d2") / STAMP).write_text(json.dumps({"sha256": SHA3}))
+    assert run_module(M, version="2", sha256=SHA2, keep=1, **prepared)["in_place"] is False
+    (models / (NAME + "@2-77b1e0d2") / STAMP).write_text(json.dumps({"sha256": SHA2}))
+
+    def refuse(path, lmo):
+        raise M.ModelError("no weights")
+    monkeypatch.setattr(M, "validate_model_dir", refuse)
+    assert run_module(M, version="2", sha256=SHA2, keep=1, **prepared)["in_place"] is False
