@@ -1,6 +1,6 @@
 """tasks/expose.yml run by ansible-playbook against a throwaway Kylin test-world container (issue 14 item 6).
 
-The image has no firewalld: a stand-in firewall-cmd (expose_firewalld/fake-firewall-cmd, test only) logs every call
+The image has no firewalld: a stand-in firewall-cmd (expose_firewalld/fake_firewall_cmd.py, test only) logs every call
 and keeps runtime and permanent rules apart. Asserted: off calls nothing; --check asks only read-only questions; a
 real run adds the rule (runtime + permanent) in the zone of the address, records it, writes the scrape target; a
 second run changes nothing; turning it off removes exactly the recorded rules and the target; firewalld stopped;
@@ -42,7 +42,10 @@ def host():
     try:
         for cmd in (["mkdir", "-p", "/etc/fake-firewalld", "/usr/local/sbin", "/etc/airgap-vllm/vllm"],):
             assert docker("exec", name, *cmd).returncode == 0
-        r = docker("cp", os.path.join(CASE, "fake-firewall-cmd"), name + ":/usr/local/sbin/firewall-cmd")
+        r = docker("cp", os.path.join(CASE, "fake_firewall_cmd.py"), name + ":/usr/local/sbin/fake_firewall_cmd.py")
+        assert r.returncode == 0, r.stderr
+        r = docker("exec", "-i", name, "sh", "-c", "cat > /usr/local/sbin/firewall-cmd && chmod 755 /usr/local/sbin/firewall-cmd",
+                   input='#!/bin/sh\nexec python3 /usr/local/sbin/fake_firewall_cmd.py "$@"\n')
         assert r.returncode == 0, r.stderr
         address = docker("inspect", "-f", "{{.NetworkSettings.IPAddress}}", name).stdout.strip()
         assert address, "the container has no address on the default bridge"
