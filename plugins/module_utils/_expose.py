@@ -245,8 +245,9 @@ def _change(verb, zone, rule, permanent):
     return _fw(permanent, "--zone=%s" % zone, "--%s-rich-rule=%s" % (verb, rule))
 
 
-def _manual(verb, zone, rule):
-    return "firewall-cmd --permanent --zone=%s --%s-rich-rule='%s' && firewall-cmd --reload" % (zone, verb, rule)
+def _offline(verb, zone, rule):
+    """The command that edits firewalld's permanent configuration while firewalld is stopped."""
+    return "firewall-offline-cmd --zone=%s --%s-rich-rule='%s'" % (zone, verb, rule)
 
 
 def scrape_targets(address, port, service, host):
@@ -336,7 +337,7 @@ def plan(settings, observed=None):
             out["warnings"].append(
                 "firewalld is not running: the rules an earlier run added in zone %s could not be checked or removed; "
                 "they stay in its permanent configuration (remove them with: %s)"
-                % (record["zone"], "; ".join(_manual("remove", record["zone"], r) for r in record["rules"])))
+                % (record["zone"], "; ".join(_offline("remove", record["zone"], r) for r in record["rules"])))
         if wanted:
             out["warnings"].append(_docker_warning(s, managed=False))
         return _done(out, record)
@@ -429,9 +430,10 @@ def _docker_warning(settings, managed):
     iptables = docker_iptables(settings.get("daemon_json"))
     address = _text(settings.get("address")).strip()
     if iptables:
-        return ("Docker manages iptables on this host: it DNATs the published port %s before firewalld's zone rules "
-                "(INPUT) see the traffic, so %s; every host that can route to %s reaches the port. Restrict sources in "
-                "Docker's DOCKER-USER chain or upstream, or run Docker with \"iptables\": false (see %s)"
+        return ("Docker manages iptables on this host: it DNATs the port published on %s to the container before "
+                "firewalld's zone rules (INPUT) see the traffic, so %s; every host that can route to %s reaches the "
+                "port. Restrict sources in Docker's DOCKER-USER chain or upstream, or run Docker with "
+                "\"iptables\": false (see %s)"
                 % (address, "the rich rules document the intent but do not filter it" if managed
                    else "no firewalld rule would filter it", address, DOC))
     if not managed:

@@ -212,7 +212,7 @@ def test_firewalld_not_running_with_rules_on_record_says_how_to_remove_them():
     record = e.dump_record({"zone": "public", "rules": [RULE]})
     p = converge(Firewalld(running=False), settings(expose=False, record=record))
     assert p["record_text"] == record, "kept, to remove the rules once firewalld runs"
-    assert any("--remove-rich-rule='%s'" % RULE in w for w in p["warnings"])
+    assert any("firewall-offline-cmd --zone=public --remove-rich-rule='%s'" % RULE in w for w in p["warnings"])
 
 
 def test_always_fails_when_firewalld_is_not_running():
