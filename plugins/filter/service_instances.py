@@ -43,7 +43,7 @@ RETURN = r'''
 _value:
   description:
     - C(services), each with C(name), C(port) (on the host), C(gpus) (empty = all) and C(settings) (the
-      variables it sets); C(keys), every variable any service sets.
+      variables it sets); C(variables), every variable any service sets.
   type: dict
 '''
 

@@ -11,7 +11,7 @@ host's variables (what a host always ran).
 - service_problems(): everything wrong with the list, one Problem each (the validate action reports them
   with the other variables, before any host changes).
 - resolve(): the services of a host, in order, with the name, host port and GPUs each ends up with, and
-  `keys`, the variables any of them sets (site.yml captures the host's values of those once, so every
+  `variables`, the variables any of them sets (site.yml captures the host's values of those once, so every
   service starts from the host's, not from the service before it).
 """
 
@@ -129,7 +129,7 @@ def service_problems(services, host_values, options=None):
 
 def resolve(services, host_values):
     """The services of a host: {'services': [{'name', 'port', 'gpus', 'gpu_memory_utilization', 'settings'}],
-    'keys': [variable, ...], 'preflight': [{'name', 'port', 'gpus'}]} (gpus empty: every GPU).
+    'variables': [variable, ...], 'preflight': [{'name', 'port', 'gpus'}]} (gpus empty: every GPU).
 
     Raises ValueError with every problem when the list does not hold (service_problems)."""
     problems = service_problems(services, host_values)
@@ -141,7 +141,7 @@ def resolve(services, host_values):
             port=host_values.get("vllm_service_port"),
             gpus=sorted(_gpus(host_values.get("vllm_plan_gpus"))),
             gpu_memory_utilization=host_values.get("vllm_plan_gpu_memory_utilization"),
-            settings={})], keys=[]))
+            settings={})], variables=[]))
     out, keys = [], set()
     for service in services:
         keys.update(service)
@@ -152,7 +152,7 @@ def resolve(services, host_values):
             gpu_memory_utilization=service.get("vllm_plan_gpu_memory_utilization",
                                                host_values.get("vllm_plan_gpu_memory_utilization")),
             settings=dict(service)))
-    return _with_preflight(dict(services=out, keys=sorted(keys)))
+    return _with_preflight(dict(services=out, variables=sorted(keys)))
 
 
 def _with_preflight(resolved):

@@ -21,8 +21,8 @@ description:
     stage's C(facts) mapping); nothing is written.
   - With O(state=present) writes O(data) for O(stage) atomically (fsync, rename), only when it differs.
   - With O(state=absent) removes the stage's file (uninstall).
-  - Stages that exist once per vLLM service of a host (plan, service) name the service in O(instance): its
-    file is O(dir)/<stage>@<instance>.json; the default service C(vllm) keeps O(dir)/<stage>.json.
+  - Stages that exist once per vLLM service of a host (plan, service) name the service in O(instance). Its
+    file is O(dir)/<stage>@<instance>.json, and the default service C(vllm) keeps O(dir)/<stage>.json.
 author:
   - airgap.vllm maintainers (@airgap-vllm)
 options:
@@ -85,7 +85,7 @@ stages:
   sample: {model: {dir: /opt/airgap-vllm/models/qwen3-tiny, version: "2026.11"}}
 instances:
   description:
-    - Every service's record of each stage, C({stage: {service: data}}) (O(state=read)); the default
+    - Every service's record of each stage, by stage and then by service name (O(state=read)). The default
       service is C(vllm).
   returned: state=read
   type: dict

@@ -22,7 +22,7 @@ def test_no_list_is_one_service_from_the_host():
     r = S.resolve([], dict(HOST, vllm_service_name="chat", vllm_plan_gpus=["1"]))
     assert r.pop("preflight") == [{"name": "chat", "port": 8000, "gpus": ["1"]}]
     assert r == {"services": [{"name": "chat", "port": 8000, "gpus": ["1"], "gpu_memory_utilization": None,
-                               "settings": {}}], "keys": []}
+                               "settings": {}}], "variables": []}
 
 
 def test_two_services_on_their_own_gpus_and_ports():
@@ -35,7 +35,7 @@ def test_two_services_on_their_own_gpus_and_ports():
     r = S.resolve(services, HOST)
     assert [(s["name"], s["port"], s["gpus"]) for s in r["services"]] == [("vllm", 8000, ["0"]),
                                                                             ("vllm-b", 8001, ["1"])]
-    assert r["keys"] == ["vllm_plan_concurrency", "vllm_plan_gpus", "vllm_service_api_keys", "vllm_service_name",
+    assert r["variables"] == ["vllm_plan_concurrency", "vllm_plan_gpus", "vllm_service_api_keys", "vllm_service_name",
                          "vllm_service_port"]
     assert r["services"][1]["settings"]["vllm_plan_concurrency"] == 8
 
