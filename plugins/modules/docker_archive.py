@@ -45,8 +45,8 @@ options:
     default: linux/amd64
   derived:
     description:
-      - An image derived from the archive's earlier (an image ID or reference): read its labels and say in
-        RV(derived) whether it is still current for this archive (read only; nothing is built here).
+      - An image derived from the archive's earlier (an image ID or reference). Its labels are read and
+        RV(derived) says whether it is still current for this archive (read only; nothing is built here).
     type: str
   derived_labels:
     description: Labels O(derived) must carry with these values to be current.

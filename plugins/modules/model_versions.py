@@ -54,7 +54,7 @@ options:
     default: []
   language_model_only:
     description:
-      - With O(state=prepared): the model is served with C(--language-model-only); RV(in_place) validates the
+      - The model is served with C(--language-model-only). With O(state=prepared), RV(in_place) validates the
         version directory by the same rules as airgap.vllm.model_import.
     type: bool
     default: false

@@ -127,18 +127,18 @@ def test_derived_image_is_current_only_for_this_base_and_these_labels(monkeypatc
             "org.airgap.vllm.patch-fingerprint": "f" * 64}
     st["labels"] = {derived: base}
     state.write_text(json.dumps(st))
-    args = dict(path=archive, tag=TAG, docker_bin=str(binary), _ansible_check_mode=True,
-                derived_labels={"org.airgap.vllm.patches": "madvise_populate_write@1"})
-    r = run(monkeypatch, capsys, derived=derived, **args)
+    args = dict(path=archive, tag=TAG, docker_bin=str(binary), _ansible_check_mode=True)
+    wanted = {"org.airgap.vllm.patches": "madvise_populate_write@1"}
+    r = run(monkeypatch, capsys, derived=derived, derived_labels=wanted, **args)
     assert not r["changed"] and r["derived"] == {"image_id": derived, "labels": base, "current": True}
     # Another patch revision, another base, or no such image: not current (the role derives again).
-    r = run(monkeypatch, capsys, derived=derived, **dict(args, derived_labels={"org.airgap.vllm.patches": "x@2"}))
+    r = run(monkeypatch, capsys, derived=derived, derived_labels={"org.airgap.vllm.patches": "x@2"}, **args)
     assert r["derived"]["current"] is False
     st["labels"] = {derived: dict(base, **{"org.airgap.vllm.base-image-id": "sha256:" + "0" * 64})}
     state.write_text(json.dumps(st))
-    r = run(monkeypatch, capsys, derived=derived, **args)
+    r = run(monkeypatch, capsys, derived=derived, derived_labels=wanted, **args)
     assert r["derived"]["current"] is False
-    r = run(monkeypatch, capsys, derived="sha256:" + "e" * 64, **args)
+    r = run(monkeypatch, capsys, derived="sha256:" + "e" * 64, derived_labels=wanted, **args)
     assert r["derived"] is None
-    r = run(monkeypatch, capsys, **args)
+    r = run(monkeypatch, capsys, derived_labels=wanted, **args)
     assert r["derived"] is None

@@ -128,8 +128,8 @@ def test_driver_each_leftover_is_pending(monkeypatch, capsys, driver_host):
     h["tools"](rpm_qa=RPM_QA + "nvidia-driver-cuda\t3:560.35.03-1.el8.x86_64\n",
                dkms="nvidia, 560.35.03, 4.19.90, x86_64: installed\nnvidia/580.65.06: added\n", smi_rc=9)
     (h["tmp"] / "blacklist.conf").write_text("blacklist nouveau\n")
-    (h["tmp"] / "nvidia-driver.module").write_text("[nvidia-driver]\nname=nvidia-driver\nstream=latest-dkms\n"
-                                                    "profiles=\nstate=enabled\n")
+    module_text = "[nvidia-driver]\nname=nvidia-driver\nstream=latest-dkms\nprofiles=\nstate=enabled\n"
+    (h["tmp"] / "nvidia-driver.module").write_text(module_text)
     d = driver_run(monkeypatch, capsys, h)
     assert d["converged"] is False and d["rpms"] == ["nvidia-driver-cuda"]
     assert d["dkms_versions"] == ["560.35.03", "580.65.06"] and d["dnf_module_reset"] is False

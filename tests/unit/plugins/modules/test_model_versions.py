@@ -135,8 +135,7 @@ def test_a_file_where_the_link_goes_is_refused(run_module, models):
     assert (models / NAME).read_text() == "not a model"
 
 
-def test_prepared_says_in_place_only_when_import_and_activation_would_change_nothing(run_module, models,
-                                                                                       monkeypatch):
+def test_prepared_says_in_place_only_when_nothing_is_left_to_do(run_module, models, monkeypatch):
     checked = []
     monkeypatch.setattr(M, "validate_model_dir", lambda path, lmo: checked.append((path, lmo)) or {})
     prepared = dict(models_dir=str(models), name=NAME, state="prepared")
