@@ -24,6 +24,7 @@ RECORD = "/etc/airgap-vllm/vllm/metrics-firewalld.json"
 
 
 def docker(*args, **kw):
+    kw.setdefault("check", False)
     return subprocess.run(["docker"] + list(args), capture_output=True, text=True, **kw)
 
 
@@ -95,7 +96,7 @@ def play(host, tmp_path, playbook="converge.yml", check=False, **extra):
     cmd = ["ansible-playbook", "-i", str(inventory), os.path.join(CASE, playbook), "-e", "@" + str(varfile)]
     if check:
         cmd.append("--check")
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600, check=False)
     out = r.stdout + r.stderr
     m = re.search(r"ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", out)
     assert m, out[-4000:]
@@ -222,9 +223,9 @@ def test_firewalld_stopped(host, tmp_path):
 
 def test_refusals_name_the_setting(host, tmp_path):
     set_firewalld(host)
-    r = play(host, tmp_path, **dict(on(host), vllm_service_metrics_sources=[]))
+    r = play(host, tmp_path, **{**on(host), "vllm_service_metrics_sources": []})
     assert r["rc"] != 0 and "vllm_service_metrics_sources is empty" in r["out"]
-    r = play(host, tmp_path, **dict(on(host), vllm_service_metrics_address="10.99.99.99"))
+    r = play(host, tmp_path, **{**on(host), "vllm_service_metrics_address": "10.99.99.99"})
     assert r["rc"] != 0 and "not an address of this host" in r["out"]
     assert changing(firewalld(host)[1]) == []
 

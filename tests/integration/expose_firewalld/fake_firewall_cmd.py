@@ -42,7 +42,7 @@ if args and args[0] == "--permanent":
 if len(args) != 2 or not args[0].startswith("--zone="):
     done(2, err="usage: unknown or unsupported arguments %r" % (sys.argv[1:],))
 zone = args[0].split("=", 1)[1]
-verb, _, rule = args[1][2:].partition("=")
+verb, _sep, rule = args[1][2:].partition("=")
 if zone not in state["zones"]:
     done(112, err="Error: INVALID_ZONE: %s" % zone)
 if not RULE.match(rule):

@@ -76,7 +76,7 @@ def converge(fw, s, check=False):
             rc, out, err = fw.run(read["argv"])
             observed.append({"item": read, "rc": rc, "stdout": out, "stderr": err, "changed": False})
         p = e.plan(s, observed)
-    reads = [c for c in fw.calls]
+    reads = list(fw.calls)
     if not check:
         for argv in p["actions"]:
             rc, _o, _e = fw.run(argv)

@@ -33,10 +33,10 @@ def test_two_services_on_their_own_gpus_and_ports():
     ]
     assert S.service_problems(services, HOST, options()) == []
     r = S.resolve(services, HOST)
-    assert [(s["name"], s["port"], s["gpus"]) for s in r["services"]] == [("vllm", 8000, ["0"]),
-                                                                            ("vllm-b", 8001, ["1"])]
-    assert r["variables"] == ["vllm_plan_concurrency", "vllm_plan_gpus", "vllm_service_api_keys", "vllm_service_name",
-                         "vllm_service_port"]
+    got = [(s["name"], s["port"], s["gpus"]) for s in r["services"]]
+    assert got == [("vllm", 8000, ["0"]), ("vllm-b", 8001, ["1"])]
+    assert r["variables"] == ["vllm_plan_concurrency", "vllm_plan_gpus", "vllm_service_api_keys",
+                              "vllm_service_name", "vllm_service_port"]
     assert r["services"][1]["settings"]["vllm_plan_concurrency"] == 8
 
 
