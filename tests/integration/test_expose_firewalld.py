@@ -24,8 +24,8 @@ RECORD = "/etc/airgap-vllm/vllm/metrics-firewalld.json"
 
 
 def docker(*args, **kw):
-    kw.setdefault("check", False)
-    return subprocess.run(["docker"] + list(args), capture_output=True, text=True, **kw)
+    check = kw.pop("check", False)
+    return subprocess.run(["docker"] + list(args), capture_output=True, text=True, check=check, **kw)
 
 
 def _image_present():
