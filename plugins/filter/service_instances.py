@@ -36,7 +36,7 @@ services: >-
        'vllm_service_name': lookup('ansible.builtin.vars', 'vllm_service_name', default=''),
        'vllm_service_port': lookup('ansible.builtin.vars', 'vllm_service_port', default=''),
        'vllm_plan_gpus': lookup('ansible.builtin.vars', 'vllm_plan_gpus', default=''),
-           'vllm_plan_gpu_memory_utilization': lookup('ansible.builtin.vars', 'vllm_plan_gpu_memory_utilization', default='')}) }}
+       'vllm_plan_gpu_memory_utilization': lookup('ansible.builtin.vars', 'vllm_plan_gpu_memory_utilization', default='')}) }}
 '''
 
 RETURN = r'''
