@@ -213,7 +213,8 @@ def test_site_check_from_the_bundle_root(bundle, env, host, host_facts, inventor
         pattern = r"%s\s+\(on [^)]*\):\s+[\d.]+\s+GiB\s+free,\s+need\s+%.1f" % (re.escape(disk["path"]), disk["min_free_gb"])
         assert re.search(pattern, out), disk
     # The driver and toolkit from the bundle, the model and the image: predicted, not done.
-    assert "NVIDIA-Linux-x86_64-%s.run" % settings["nvidia_driver_version"] in out
+    assert re.search(r"Would\s+install\s+NVIDIA\s+driver\s+%s\s+with\s+\S*/NVIDIA-Linux-x86_64-%s\.run"
+                     % ((re.escape(settings["nvidia_driver_version"]),) * 2), out), out[-6000:]
     assert "Would install libnvidia-container1-" in out
     assert "a real run would import it" in out and "a real run would load it" in out
     # The documented stop of --check on a host without the model: no plan, so no service stage.
