@@ -21,8 +21,10 @@ options:
   _input:
     description:
       - Gathered facts, keys C(host) (M(airgap.vllm.host_info) with C(pci=true)), C(distribution),
-        C(distribution_major_version), C(nvml) (M(airgap.vllm.nvml_info)), C(toolkit_installed), C(disk)
-        (one C({path, min_free_gb, rc, stdout}) per df run), C(proc_net_tcp), C(own_containers) (the
+        C(distribution_major_version), C(nvml) (M(airgap.vllm.nvml_info)), C(toolkit_installed), C(disk_free)
+        (M(airgap.vllm.host_info)'s C(disk), for C(settings.disk_requirements)) or C(disk) (one
+        C({path, min_free_gb, rc, stdout}) per df run), C(listening_ports) (host_info's) or C(proc_net_tcp)
+        (the text of C(/proc/net/tcp) and C(tcp6)), C(own_containers) (the
         registered loop of C(docker ps --quiet --filter name=^/NAME$) over container names, or
         a mapping of name to ids), C(port_owners) (the registered loop of C(docker ps --filter publish=PORT) over
         ports, or a mapping of port to container names).
@@ -33,6 +35,7 @@ options:
   settings:
     description:
       - C(checks), C(skip_checks), C(allow_best_effort_os), C(min_driver_version), C(gpu_memory_utilization),
+        C(disk_requirements) (C({path, min_free_gb}) each, read with C(disk_free)),
         C(services) (a list of C({name, port, gpus}) with an optional C(gpu_memory_utilization) of the
         service's own; names and ports unique, empty C(gpus) = all GPUs), or
         when that is empty the one service of C(gpus) (indexes or UUIDs; empty = all), C(port),

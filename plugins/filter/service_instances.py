@@ -43,7 +43,9 @@ RETURN = r'''
 _value:
   description:
     - C(services), each with C(name), C(port) (on the host), C(gpus) (empty = all) and C(settings) (the
-      variables it sets); C(variables), every variable any service sets.
+      variables it sets); C(variables), every variable any service sets; C(preflight), what the preflight role
+      checks per service; C(gpu_memory_utilization), the highest of the services'; C(kv_offloading), whether any
+      service offloads KV to CPU memory.
   type: dict
 '''
 

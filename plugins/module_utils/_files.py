@@ -10,14 +10,20 @@
 - ``read_text_report(path)``: (text, problem) for probes that warn about non-UTF-8 bytes instead of failing.
 - ``write_atomic(path, data, ...)``: write beside the target, fsync the file, rename over the target, fsync
   the directory: readers see the old or the new file, never half of one, also after a power cut.
+- ``free_space(path)``: what `df --output=avail,target` says of a path (or of its nearest existing parent).
+- ``path_state(path)`` and ``paths_differing(states, expected)``: what a path is on the host (type, mode,
+  owner, SHA-1 of a file) and which of the paths a role would write differ from what it would write, so a
+  converged re-run reads its files in one probe instead of one task per file.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
 import io
 import os
+import stat
 import tempfile
 
 
@@ -106,3 +112,69 @@ def write_atomic(path, data, mode=None, makedirs=None, prefix=".airgap-vllm-"):
             os.unlink(tmp)
         raise
     fsync_dir(directory)
+
+
+def path_state(path):
+    """{'type' (file, directory, link, other), 'mode' ('0600'), 'uid', 'gid', 'sha1' (files only)}, None when absent.
+
+    A link is reported as a link (never followed): a role that writes a file there would replace it.
+    """
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if stat.S_ISREG(st.st_mode):
+        kind = 'file'
+    elif stat.S_ISDIR(st.st_mode):
+        kind = 'directory'
+    elif stat.S_ISLNK(st.st_mode):
+        kind = 'link'
+    else:
+        kind = 'other'
+    state = {'type': kind, 'mode': '%04o' % stat.S_IMODE(st.st_mode), 'uid': st.st_uid, 'gid': st.st_gid,
+             'sha1': None}
+    if kind == 'file':
+        digest = hashlib.sha1()
+        try:
+            with open(path, 'rb') as handle:
+                for block in iter(lambda: handle.read(1 << 20), b''):
+                    digest.update(block)
+            state['sha1'] = digest.hexdigest()
+        except (IOError, OSError):
+            pass  # unreadable: no checksum, so it never counts as converged
+    return state
+
+
+def paths_differing(states, expected):
+    """The paths of `expected` whose state differs from what a role would write, in the order given.
+
+    states: {path: path_state(path)}. expected: [{'path', 'type' (file or directory), 'mode' ('0600'), 'uid',
+    'gid' (default 0), 'sha1' (files: the content's SHA-1; None = any content)}]. Modes compare as numbers
+    ('600' == '0600').
+    """
+    differing = []
+    for want in expected:
+        have = states.get(want['path'])
+        same = (have is not None and have['type'] == want.get('type', 'file')
+                and int(str(have['mode']), 8) == int(str(want['mode']), 8)
+                and have['uid'] == want.get('uid', 0) and have['gid'] == want.get('gid', 0)
+                and (want.get('sha1') is None or have['sha1'] == want['sha1']))
+        if not same:
+            differing.append(want['path'])
+    return differing
+
+
+def free_space(path):
+    """{'free': bytes available to unprivileged users, 'mount': the mount point} of `path`, or of its nearest
+    existing parent when it does not exist yet (what `df -B1 --output=avail,target` shows); free -1 when unreadable."""
+    current = os.path.abspath(path)
+    while not os.path.exists(current) and current != os.path.dirname(current):
+        current = os.path.dirname(current)
+    mount = current
+    while not os.path.ismount(mount) and mount != os.path.dirname(mount):
+        mount = os.path.dirname(mount)
+    try:
+        st = os.statvfs(current)
+    except OSError:
+        return {'free': -1, 'mount': mount}
+    return {'free': st.f_bavail * st.f_frsize, 'mount': mount}

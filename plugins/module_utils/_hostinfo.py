@@ -75,6 +75,9 @@ def parse_docker_info(text):
         'storage_driver': data.get('Driver'),
         'docker_root_dir': data.get('DockerRootDir'),
         'server_errors': data.get('ServerErrors') or [],
+        'logging_driver': data.get('LoggingDriver'),
+        # None when the engine does not say (seccomp support unknown), else e.g. ['name=seccomp,profile=default'].
+        'security_options': data.get('SecurityOptions') if isinstance(data.get('SecurityOptions'), list) else None,
     }
 
 

@@ -14,6 +14,18 @@ __metaclass__ = type
 import re
 
 CHECKS = ('os', 'gpu_present', 'driver_version', 'nvml', 'gpu_memory', 'docker_runtime', 'disk', 'port')
+# What each check reads, by probe of roles/preflight/tasks/probe.yml: a pass runs only the probes of its
+# checks (a converged re-run runs two passes; every probe is a round trip to the host).
+CHECK_PROBES = {
+    'os': ('host',),
+    'gpu_present': ('host', 'pci'),
+    'driver_version': ('nvml',),
+    'nvml': ('nvml',),
+    'gpu_memory': ('nvml', 'host', 'own_containers'),
+    'docker_runtime': ('host', 'toolkit'),
+    'disk': ('disk',),
+    'port': ('host', 'tcp', 'port_owners'),
+}
 KYLIN_SERVICE_PACKS = ('SP1', 'SP2', 'SP3')
 BEST_EFFORT_DISTRIBUTIONS = ('RedHat', 'Rocky', 'AlmaLinux', 'CentOS', 'OracleLinux')
 BEST_EFFORT_MAJORS = ('8', '9')
@@ -241,13 +253,23 @@ def parse_df(rc, stdout):
     return int(fields[0]), fields[1]
 
 
+def disk_measurements(facts, settings):
+    """facts['disk_free'] ({path: {'free', 'mount'}}, host_info disk) for each of settings['disk_requirements'],
+    else facts['disk'] (one df per required path)."""
+    free = facts.get('disk_free')
+    if free is None:
+        return facts.get('disk')
+    return [dict(req, **(free.get(req['path']) or {'free': -1, 'mount': '?'}))
+            for req in settings.get('disk_requirements') or []]
+
+
 def disk_check(measurements):
     """measurements: one df per required path, {'path', 'min_free_gb', 'rc', 'stdout'} or a loop result
     ({'item': {'path', 'min_free_gb'}, 'rc', 'stdout'})."""
     rows, low = [], []
     for m in measurements or []:
         req = m.get('item') or m
-        free, mount = parse_df(m.get('rc', 1), m.get('stdout'))
+        free, mount = (m['free'], m['mount']) if 'free' in m else parse_df(m.get('rc', 1), m.get('stdout'))
         need = int(float(req['min_free_gb']) * GIB)
         text = '%s (on %s): %s GiB free, need %.1f' % (
             req['path'], mount, ('%.1f' % (free / GIB)) if free >= 0 else 'unknown', need / GIB)
@@ -263,6 +285,8 @@ def disk_check(measurements):
 # ---------------------------------------------------------------------------------------------- port
 def listening_ports(proc_net_tcp):
     """Local TCP ports in LISTEN state (0A) in /proc/net/tcp and tcp6 text: no ss/netstat needed."""
+    if isinstance(proc_net_tcp, (list, tuple)):  # host_info listening: the ports already
+        return sorted(int(p) for p in proc_net_tcp)
     ports = set()
     for line in (proc_net_tcp or '').splitlines():
         fields = line.split()
@@ -424,13 +448,16 @@ def evaluate(facts, settings):
     """Every check of this pass, in CHECKS order (the port check: one record per service).
 
     facts: host (host_info with pci), distribution, distribution_major_version, nvml (nvml_info),
-    toolkit_installed, disk ([{'path', 'min_free_gb', 'rc', 'stdout'}]), proc_net_tcp, and Docker's answers:
+    toolkit_installed, disk_free ({path: {'free', 'mount'}} of host_info disk, for settings['disk_requirements'])
+    or disk ([{'path', 'min_free_gb', 'rc', 'stdout'}]), listening_ports (host_info listening) or proc_net_tcp
+    (the text of /proc/net/tcp and tcp6), and Docker's answers:
     own_containers (the registered loop of ``docker ps --quiet --filter name=^/<name>$`` over container
     names, or {name: [ids]}), port_owners (the registered loop of ``docker ps --filter publish=<port>
     --format {{.Names}}`` over ports, or {port: [names]}); still read: own_container_ids (ids counted as ours
     whatever their name) and port_publishers (the publishers of ``settings['port']``).
     settings: checks, skip_checks, allow_best_effort_os, min_driver_version, gpu_memory_utilization,
-    services ([{name, port, gpus}], see service_list), or when empty gpus, port, service_container_name.
+    disk_requirements ([{path, min_free_gb}], with disk_free), services ([{name, port, gpus}], see service_list),
+    or when empty gpus, port, service_container_name.
     """
     host = facts.get('host') or {}
     nvml = facts.get('nvml') or {}
@@ -463,7 +490,9 @@ def evaluate(facts, settings):
             publishers = by_port.get(key)
             if publishers is None and key == str(settings.get('port')).strip():
                 publishers = facts.get('port_publishers')
-            records.append(port_check(service['port'], facts.get('proc_net_tcp'), publishers, service['name'],
+            listening = facts.get('listening_ports')
+            records.append(port_check(service['port'], facts.get('proc_net_tcp') if listening is None else listening,
+                                      publishers, service['name'],
                                       our_names, service['name'] if several else ''))
         return records
 
@@ -477,7 +506,7 @@ def evaluate(facts, settings):
             nvml, gpu_utilizations(nvml.get('gpus'), services, settings['gpu_memory_utilization']), own_ids,
             selection, every_gpu, variable, owners),
         'docker_runtime': lambda: docker_runtime_check(facts.get('toolkit_installed'), host.get('docker')),
-        'disk': lambda: disk_check(facts.get('disk')),
+        'disk': lambda: disk_check(disk_measurements(facts, settings)),
         'port': ports,
     }
     records = []
@@ -490,6 +519,18 @@ def evaluate(facts, settings):
         verdict = deciders[check]()
         records.extend(verdict if isinstance(verdict, list) else [verdict])
     return records
+
+
+def probes_for(checks, skip_checks=()):
+    """The probes a pass needs: the union of CHECK_PROBES over its checks, less the skipped ones, sorted.
+
+    checks None means every check (as in evaluate); an unknown name raises ValueError.
+    """
+    wanted = CHECKS if checks is None else checks
+    unknown = [c for c in list(wanted) + list(skip_checks or ()) if c not in CHECKS]
+    if unknown:
+        raise ValueError('unknown preflight check(s) %s; known: %s' % (', '.join(unknown), ', '.join(CHECKS)))
+    return sorted(set(p for c in wanted if c not in (skip_checks or ()) for p in CHECK_PROBES[c]))
 
 
 def summary_lines(records):

@@ -28,7 +28,8 @@ from ansible_collections.airgap.vllm.plugins.module_utils._validate import Probl
 
 VARIABLE = "airgap_vllm_services"
 # The host's variables a service that does not set them inherits, and the rules below read.
-HOST_VALUES = ("vllm_service_name", "vllm_service_port", "vllm_plan_gpus", "vllm_plan_gpu_memory_utilization")
+HOST_VALUES = ("vllm_service_name", "vllm_service_port", "vllm_plan_gpus", "vllm_plan_gpu_memory_utilization",
+               "vllm_plan_kv_offloading_gib")
 PER_SERVICE = re.compile(r"^(vllm_plan|vllm_service)_[a-z0-9_]+$")
 # One per host, or produced by the stages: a service cannot have its own.
 HOST_WIDE = frozenset((
@@ -129,7 +130,9 @@ def service_problems(services, host_values, options=None):
 
 def resolve(services, host_values):
     """The services of a host: {'services': [{'name', 'port', 'gpus', 'gpu_memory_utilization', 'settings'}],
-    'variables': [variable, ...], 'preflight': [{'name', 'port', 'gpus'}]} (gpus empty: every GPU).
+    'variables': [variable, ...], 'preflight': [{'name', 'port', 'gpus'}]} (gpus empty: every GPU), and what
+    the host-wide stages take from all of them: 'gpu_memory_utilization' (the highest, or None) and
+    'kv_offloading' (any service offloads KV to CPU memory: the image stage then needs the madvise patch rule).
 
     Raises ValueError with every problem when the list does not hold (service_problems)."""
     problems = service_problems(services, host_values)
@@ -141,7 +144,7 @@ def resolve(services, host_values):
             port=host_values.get("vllm_service_port"),
             gpus=sorted(_gpus(host_values.get("vllm_plan_gpus"))),
             gpu_memory_utilization=host_values.get("vllm_plan_gpu_memory_utilization"),
-            settings={})], variables=[]))
+            settings={})], variables=[]), [], host_values)
     out, keys = [], set()
     for service in services:
         keys.update(service)
@@ -152,11 +155,26 @@ def resolve(services, host_values):
             gpu_memory_utilization=service.get("vllm_plan_gpu_memory_utilization",
                                                host_values.get("vllm_plan_gpu_memory_utilization")),
             settings=dict(service)))
-    return _with_preflight(dict(services=out, variables=sorted(keys)))
+    return _with_preflight(dict(services=out, variables=sorted(keys)), services, host_values)
 
 
-def _with_preflight(resolved):
-    """Add what the preflight role checks for each service (its preflight_services): name, port, GPUs."""
+def _offload_gib(value):
+    try:
+        return float(value or 0)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _with_preflight(resolved, services=(), host_values=None):
+    """Add what the preflight role checks for each service (its preflight_services): name, port, GPUs; and the
+    host-wide values (highest utilisation, any KV offload)."""
+    host_values = host_values or {}
+    utilizations = [float(s["gpu_memory_utilization"]) for s in resolved["services"]
+                    if s["gpu_memory_utilization"] not in (None, "")]
+    resolved["gpu_memory_utilization"] = max(utilizations) if utilizations else None
+    host_offload = host_values.get("vllm_plan_kv_offloading_gib")
+    resolved["kv_offloading"] = any(
+        _offload_gib(s.get("vllm_plan_kv_offloading_gib", host_offload)) > 0 for s in services or [{}])
     resolved["preflight"] = [
         dict(dict(name=s["name"], port=s["port"], gpus=s["gpus"]),
              **({"gpu_memory_utilization": s["gpu_memory_utilization"]} if s["gpu_memory_utilization"] is not None else {}))

@@ -14,6 +14,18 @@ __metaclass__ = type
 SHOW_PROPERTIES = ('ActiveState', 'SubState', 'Result', 'NRestarts', 'ExecMainCode', 'ExecMainStatus')
 
 
+# What a converged run reads of a unit (host_info units): running and enabled, nothing for systemd to do.
+UNIT_STATE_PROPERTIES = ('LoadState', 'ActiveState', 'SubState', 'UnitFileState')
+
+
+def started_and_enabled(props):
+    """True when `systemctl show` says the unit runs and starts at boot: `state: started, enabled: true`
+    would change nothing (a unit still activating, failed or disabled is left to systemd_service)."""
+    props = props or {}
+    return (props.get('LoadState') == 'loaded' and props.get('ActiveState') == 'active'
+            and props.get('SubState') == 'running' and props.get('UnitFileState') == 'enabled')
+
+
 def parse_show(text):
     """KEY=value lines of `systemctl show -p ...` into a dict."""
     props = {}

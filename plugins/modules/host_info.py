@@ -57,6 +57,52 @@ options:
     type: list
     elements: path
     default: []
+  images:
+    description:
+      - Image references to resolve in the local Docker (C(docker image inspect)); RV(images) gives each one's
+        image ID, null when absent. Needs O(docker).
+    type: list
+    elements: str
+    default: []
+  disk:
+    description:
+      - Paths whose free space to measure (of the nearest existing parent when a path does not exist yet, as
+        C(df) would); RV(disk) gives bytes free and the mount point of each.
+    type: list
+    elements: path
+    default: []
+  listening:
+    description: List the local TCP ports in LISTEN state (C(/proc/net/tcp) and C(tcp6); no C(ss) needed) as RV(listening_ports).
+    type: bool
+    default: false
+  exists:
+    description: Paths to look for (links followed); RV(exists) says whether each one exists.
+    type: list
+    elements: path
+    default: []
+  units:
+    description:
+      - systemd units to read (C(systemctl show)); RV(units) gives each one's state and whether it is started
+        and enabled (module_utils/_unit_wait.py).
+    type: list
+    elements: str
+    default: []
+  paths:
+    description:
+      - Paths a role would write, with what it would write there; RV(paths) gives each one's state and
+        RV(paths_differing) the ones a write would change (module_utils/_files.py), so a converged re-run
+        reads every file of a configuration in one task.
+      - Content is compared by SHA-1 only; nothing of a file's content is returned.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path: {description: "The path (links are not followed).", type: path, required: true}
+      type: {description: "What belongs there.", type: str, choices: [file, directory], default: file}
+      mode: {description: "Permission bits, octal string.", type: str, required: true}
+      uid: {description: "Owner.", type: int, default: 0}
+      gid: {description: "Group.", type: int, default: 0}
+      sha1: {description: "SHA-1 of the content a file must have; unset = any content.", type: str}
   nvidia_driver:
     description:
       - Read the NVIDIA driver's state in one pass (NVML, packaged driver RPMs, dkms, the .run's
@@ -86,6 +132,14 @@ EXAMPLES = r'''
   airgap.vllm.host_info:
     kernel_release: "{{ preflight_kernel_release }}"
   register: __host
+
+- name: Which files of a configuration a write would change (content compared by SHA-1)
+  airgap.vllm.host_info:
+    docker: false
+    paths:
+      - {path: /etc/airgap-vllm/vllm, type: directory, mode: "0700"}
+      - {path: /etc/systemd/system/vllm.service, mode: "0644", sha1: "{{ lookup('ansible.builtin.template', 'vllm.service.j2') | hash('sha1') }}"}
+  register: __config
 '''
 
 RETURN = r'''
@@ -111,6 +165,9 @@ docker:
     runtimes: {description: "Registered runtimes.", type: list, elements: str, returned: when running,
                sample: [io.containerd.runc.v2, nvidia, runc]}
     default_runtime: {description: "Default runtime.", type: str, returned: when running, sample: runc}
+    logging_driver: {description: "Default logging driver.", type: str, returned: when running, sample: json-file}
+    security_options: {description: "The engine's security options, null when it does not say.", type: list,
+                       elements: str, returned: when running, sample: ["name=seccomp,profile=default"]}
     cgroup_driver: {description: "Cgroup driver.", type: str, returned: when running, sample: cgroupfs}
 pci:
   description: NVIDIA GPUs on the PCI bus.
@@ -142,6 +199,50 @@ files:
   returned: when O(files) is not empty
   type: dict
   sample: {/etc/docker/daemon.json: '{"runtimes": {}}'}
+images:
+  description: Image ID of each O(images) reference, null when absent.
+  returned: when O(images) is not empty and Docker answered
+  type: dict
+  sample: {vllm/vllm-openai:v0.27.1: "sha256:fbe3f3727118..."}
+images_error:
+  description: Why O(images) could not be resolved (Docker not running, or the inspection failed), or null.
+  returned: when O(images) is not empty
+  type: str
+disk:
+  description: C(free) (bytes available, -1 when unreadable) and C(mount) of each O(disk) path.
+  returned: when O(disk) is not empty
+  type: dict
+  sample: {/var/lib/docker: {free: 412316860416, mount: /}}
+listening_ports:
+  description: Local TCP ports in LISTEN state, sorted.
+  returned: when O(listening) is true
+  type: list
+  elements: int
+  sample: [22, 8000]
+exists:
+  description: Whether each O(exists) path exists.
+  returned: when O(exists) is not empty
+  type: dict
+  sample: {/usr/bin/nvidia-ctk: true}
+units:
+  description: Each O(units) unit's C(LoadState), C(ActiveState), C(SubState), C(UnitFileState) and C(started_enabled)
+    (runs and starts at boot), or null when C(systemctl) is missing.
+  returned: when O(units) is not empty
+  type: dict
+  sample: {vllm: {LoadState: loaded, ActiveState: active, SubState: running, UnitFileState: enabled,
+                  started_enabled: true}}
+paths:
+  description: State of each O(paths) path - C(type) (file, directory, link, other), C(mode), C(uid), C(gid),
+    C(sha1) (files) - or null when absent.
+  returned: when O(paths) is not empty
+  type: dict
+  sample: {/etc/airgap-vllm/vllm: {type: directory, mode: '0700', uid: 0, gid: 0, sha1: null}}
+paths_differing:
+  description: The O(paths) paths whose type, mode, owner or content differ from what was given, in order.
+  returned: when O(paths) is not empty
+  type: list
+  elements: str
+  sample: [/etc/systemd/system/vllm.service]
 nvidia_driver:
   description: The driver's state (O(nvidia_driver) set).
   returned: when O(nvidia_driver) is set
@@ -170,12 +271,16 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli, DockerError
 from ansible_collections.airgap.vllm.plugins.module_utils._driver_state import (
     dkms_versions, dnf_module_reset, installer_version, pending)
-from ansible_collections.airgap.vllm.plugins.module_utils._files import read_text_report
+from ansible_collections.airgap.vllm.plugins.module_utils._files import (
+    free_space, path_state, paths_differing, read_text_report)
 from ansible_collections.airgap.vllm.plugins.module_utils._hostinfo import host_facts, parse_docker_info
 from ansible_collections.airgap.vllm.plugins.module_utils._nvidia_rpms import (
     RPM_QUERY_FORMAT, driver_packages, parse_rpm_qa, version_release)
 from ansible_collections.airgap.vllm.plugins.module_utils._nvml import collect
 from ansible_collections.airgap.vllm.plugins.module_utils._pci import LSPCI_ARGS, pci_facts
+from ansible_collections.airgap.vllm.plugins.module_utils._preflight import listening_ports
+from ansible_collections.airgap.vllm.plugins.module_utils._unit_wait import (
+    UNIT_STATE_PROPERTIES, parse_show, started_and_enabled)
 
 MAX_FILE = 1024 * 1024
 
@@ -198,6 +303,31 @@ def docker_facts(module, docker_bin):
         return {'installed': True, 'running': False, 'error': '; '.join(facts['server_errors']) or 'no server'}
     facts.update(installed=True, running=True)
     return facts
+
+
+def image_ids(module, docker_facts_, docker_bin, refs):
+    """({ref: image ID or None}, error or None); no IDs when Docker is not running."""
+    if not docker_facts_.get('running'):
+        return {}, 'Docker is not running: %s' % (docker_facts_.get('error') or 'not asked (docker=false)')
+    try:
+        cli = DockerCli(module.get_bin_path(docker_bin), timeout=60)
+        return dict((ref, cli.image_id(ref)) for ref in refs), None
+    except DockerError as e:
+        return {}, str(e)
+
+
+def unit_facts(module, unit):
+    """`systemctl show` of a unit with started_enabled, or None without systemctl."""
+    systemctl = module.get_bin_path('systemctl')
+    if not systemctl:
+        return None
+    argv = [systemctl, 'show', unit]
+    for prop in UNIT_STATE_PROPERTIES:
+        argv += ['-p', prop]
+    _rc, out, _err = module.run_command(argv)
+    props = dict((k, v) for k, v in parse_show(out).items() if k in UNIT_STATE_PROPERTIES)
+    props['started_enabled'] = started_and_enabled(props)
+    return props
 
 
 def installed_rpms(module):
@@ -260,6 +390,19 @@ def main():
             pci=dict(type='bool', default=False),
             rpms=dict(type='list', elements='str', default=[]),
             files=dict(type='list', elements='path', default=[]),
+            images=dict(type='list', elements='str', default=[]),
+            units=dict(type='list', elements='str', default=[]),
+            disk=dict(type='list', elements='path', default=[]),
+            listening=dict(type='bool', default=False),
+            exists=dict(type='list', elements='path', default=[]),
+            paths=dict(type='list', elements='dict', default=[], options=dict(
+                path=dict(type='path', required=True),
+                type=dict(type='str', choices=['file', 'directory'], default='file'),
+                mode=dict(type='str', required=True),
+                uid=dict(type='int', default=0),
+                gid=dict(type='int', default=0),
+                sha1=dict(type='str'),
+            )),
             nvidia_driver=dict(type='dict', options=dict(
                 version=dict(type='str', required=True),
                 version_file=dict(type='path', default='/proc/driver/nvidia/version'),
@@ -292,6 +435,21 @@ def main():
             result['nvidia_driver'] = driver_facts(module, p['nvidia_driver'], installed, result['rpm_error'])
     if p['files']:
         result['files'] = dict((path, read_file(module, path)) for path in p['files'])
+    if p['images']:
+        result['images'], result['images_error'] = image_ids(module, result['docker'], p['docker_bin'], p['images'])
+    if p['disk']:
+        result['disk'] = dict((path, free_space(path)) for path in p['disk'])
+    if p['listening']:
+        # Whole files (a busy host lists many connections before a listener): no read_file size cap.
+        result['listening_ports'] = listening_ports(
+            ''.join(read_text_report(path)[0] or '' for path in ('/proc/net/tcp', '/proc/net/tcp6')))
+    if p['exists']:
+        result['exists'] = dict((path, os.path.exists(path)) for path in p['exists'])
+    if p['units']:
+        result['units'] = dict((unit, unit_facts(module, unit)) for unit in p['units'])
+    if p['paths']:
+        result['paths'] = dict((want['path'], path_state(want['path'])) for want in p['paths'])
+        result['paths_differing'] = paths_differing(result['paths'], p['paths'])
     module.exit_json(changed=False, **result)
 
 

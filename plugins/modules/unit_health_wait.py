@@ -37,6 +37,11 @@ options:
     description: Seconds between polls.
     type: int
     default: 5
+  read_url:
+    description:
+      - Once healthy, read this URL too (the engine's C(/metrics), say) and return its body as RV(content), so one
+        task both waits and reads; anything but HTTP 200 there fails.
+    type: str
 extends_documentation_fragment:
   - airgap.vllm.attributes.read_only
 author:
@@ -49,12 +54,23 @@ EXAMPLES = r'''
     unit: vllm
     url: http://127.0.0.1:8000/health
     timeout: 900
+
+- name: Wait for the engine, then read its /metrics in the same task
+  airgap.vllm.unit_health_wait:
+    unit: vllm
+    url: http://127.0.0.1:8000/health
+    read_url: http://127.0.0.1:8000/metrics
+  register: __metrics  # __metrics.content
 '''
 
 RETURN = r'''
 status: {description: "Last HTTP status of O(url) (null when nothing answered).", returned: always, type: int, sample: 200}
 elapsed: {description: "Seconds waited.", returned: always, type: int, sample: 143}
 polls: {description: "Number of polls.", returned: always, type: int, sample: 29}
+content:
+  description: Body of O(read_url).
+  returned: when O(read_url) is set and the unit became healthy
+  type: str
 unit_state:
   description: The unit's C(systemctl show) properties at the last poll.
   returned: always
@@ -90,6 +106,17 @@ def http_status(url):
         return None
 
 
+def read_body(url):
+    """(status, body text) of a GET; status None when nothing answered."""
+    try:
+        response = open_url(url, method='GET', timeout=30, validate_certs=False, use_proxy=False)
+        return response.getcode(), response.read().decode('utf-8', 'replace')
+    except HTTPError as e:
+        return e.code, ''
+    except Exception as e:  # connection refused / reset / timed out
+        return None, str(e)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -97,6 +124,7 @@ def main():
             url=dict(type='str', required=True),
             timeout=dict(type='int', default=900),
             interval=dict(type='int', default=5),
+            read_url=dict(type='str'),
         ),
         supports_check_mode=True,
     )
@@ -118,7 +146,13 @@ def main():
             module.fail_json(msg='%s will not answer %s: %s' % (p['unit'], p['url'], reason), **report())
         status = http_status(p['url'])
         if status == 200:
-            module.exit_json(**report())
+            result = report()
+            if p['read_url']:
+                read_status, result['content'] = read_body(p['read_url'])
+                if read_status != 200:
+                    module.fail_json(msg='%s is healthy but %s answered %s: %s' % (
+                        p['unit'], p['read_url'], read_status, result.pop('content')[:500]), **result)
+            module.exit_json(**result)
         if time.time() - start >= p['timeout']:
             module.fail_json(msg='%s did not answer HTTP 200 within %ds (last status: %s)'
                              % (p['url'], p['timeout'], status), **report())

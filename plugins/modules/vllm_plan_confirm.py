@@ -234,8 +234,15 @@ report_files:
   returned: when report_dir is set
   type: list
   elements: str
+report_sha1:
+  description: SHA-1 of each report file's content by file name (a copy elsewhere, such as the controller's, is current
+    when its SHA-1 matches).
+  returned: when report_dir is set
+  type: dict
+  sample: {report.json: 0a4d55a8d778e5022fab701977c5d840bbc486d0, report.md: "...", memory.svg: "..."}
 """
 
+import hashlib
 import json
 import os
 
@@ -294,6 +301,8 @@ def main():
             module.fail_json(msg="cannot write the report into %s: %s (report_dir must be a "
                                  "writable directory on the host)" % (p["report_dir"], exc))
         result["report_files"] = files
+        result["report_sha1"] = dict((os.path.basename(path), hashlib.sha1(content.encode("utf-8")).hexdigest())
+                                     for path, content in zip(files, contents))
     module.exit_json(changed=changed, **result)
 
 

@@ -10,7 +10,8 @@ def test_an_empty_list_is_the_host_service_with_the_role_defaults(render):
     assert r["preflight"] == [{"name": "vllm", "port": 8000, "gpus": [], "gpu_memory_utilization": 0.93}]
     del r["preflight"]
     assert r == {"services": [{"name": "vllm", "port": 8000, "gpus": [], "gpu_memory_utilization": 0.93,
-                               "settings": {}}], "variables": []}
+                               "settings": {}}], "variables": [], "gpu_memory_utilization": 0.93,
+                 "kv_offloading": False}  # the role defaults: 0.93, no offload
 
 
 def test_a_service_without_a_port_takes_the_host_port(render):

@@ -75,3 +75,54 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypat
     with pytest.raises(OSError, match="No space"):
         write_atomic(str(target), "new")
     assert target.read_text() == "old" and os.listdir(str(tmp_path)) == ["f"]
+
+
+def test_path_state_of_files_directories_links_and_absence(tmp_path):
+    import hashlib
+    f = tmp_path / "unit.service"
+    f.write_bytes(b"[Unit]\n")
+    os.chmod(str(f), 0o640)
+    state = _files.path_state(str(f))
+    assert state == {"type": "file", "mode": "0640", "uid": os.getuid(), "gid": os.getgid(),
+                     "sha1": hashlib.sha1(b"[Unit]\n").hexdigest()}
+    d = tmp_path / "conf"
+    d.mkdir(mode=0o700)
+    os.chmod(str(d), 0o700)
+    assert _files.path_state(str(d))["type"] == "directory" and _files.path_state(str(d))["sha1"] is None
+    link = tmp_path / "link"
+    link.symlink_to(f)
+    assert _files.path_state(str(link))["type"] == "link"  # never followed
+    assert _files.path_state(str(tmp_path / "absent")) is None
+
+
+def test_paths_differing_names_every_path_a_write_would_change(tmp_path):
+    f = tmp_path / "keys.yaml"
+    f.write_bytes(b"k\n")
+    os.chmod(str(f), 0o600)
+    d = tmp_path / "conf"
+    d.mkdir()
+    os.chmod(str(d), 0o700)
+    paths = [str(f), str(d), str(tmp_path / "absent"), str(tmp_path)]
+    states = dict((p, _files.path_state(p)) for p in paths)
+    me = {"uid": os.getuid(), "gid": os.getgid()}
+    sha1 = _files.path_state(str(f))["sha1"]
+    same = [dict(me, path=str(f), type="file", mode="0600", sha1=sha1),
+            dict(me, path=str(d), type="directory", mode="700")]  # modes compare as numbers
+    assert _files.paths_differing(states, same) == []
+    assert _files.paths_differing(states, [dict(same[0], sha1=None)]) == []  # any content
+    wrong = [dict(same[0], sha1="0" * 40),                     # content
+             dict(same[1], mode="0755"),                        # mode
+             dict(me, path=str(tmp_path / "absent"), mode="0644"),  # absent
+             dict(same[1], path=str(f)),                        # a file where a directory belongs
+             dict(same[0], uid=me["uid"] + 1)]                  # owner
+    assert _files.paths_differing(states, wrong) == [str(f), str(d), str(tmp_path / "absent"), str(f), str(f)]
+    assert _files.paths_differing(states, [{"path": str(f), "mode": "0600", "sha1": sha1}]) == (
+        [] if os.getuid() == 0 and os.getgid() == 0 else [str(f)])  # uid/gid default to root
+
+
+def test_free_space_is_that_of_the_nearest_existing_parent(tmp_path):
+    st = os.statvfs(str(tmp_path))
+    got = _files.free_space(str(tmp_path / "not" / "yet"))
+    assert abs(got["free"] - st.f_bavail * st.f_frsize) < 64 * 1024 * 1024  # the filesystem is shared: close
+    assert os.path.ismount(got["mount"]) and str(tmp_path).startswith(got["mount"])
+    assert _files.free_space("/")["mount"] == "/"

@@ -392,3 +392,74 @@ def test_each_gpu_needs_the_utilization_of_the_services_on_it():
         service_list({"services": [{"name": "x", "port": 1, "gpu_memory_utilization": 1.5}]})
     with pytest.raises(ValueError, match=r"gpu_memory_utilization must be above 0 and at most 1, got 'high'"):
         service_list({"services": [{"name": "x", "port": 1, "gpu_memory_utilization": "high"}]})
+
+
+# ------------------------------------------------------------------ probes a pass runs (probes_for)
+from ansible_collections.airgap.vllm.plugins.module_utils._preflight import CHECK_PROBES, probes_for  # noqa: E402
+
+# Which gathered fact each probe of roles/preflight/tasks/probe.yml fills ('pci' is the host's pci key).
+PROBE_FACTS = {"host": "host", "nvml": "nvml", "toolkit": "toolkit_installed", "disk": "disk",
+               "tcp": "proc_net_tcp", "port_owners": "port_owners", "own_containers": "own_containers"}
+
+
+def full_facts():
+    return {"host": dict(KYLIN, pci={"summary": ["0000:3b:00.0 X [10de:2335]"], "error": None},
+                         docker={"running": True, "runtimes": ["runc"], "error": None}),
+            "distribution": "Kylin", "distribution_major_version": "V10",
+            "nvml": dict(NVML_OK, gpus=[dict(g, processes=[{"pid": 9, "name": "python3", "used_memory": 30 * GIB,
+                                                               "container_id": ID_A}]) for g in NVML_OK["gpus"]]),
+            "toolkit_installed": True,
+            "disk": [{"item": {"path": "/opt", "min_free_gb": 40}, "rc": 0, "stdout": "%d /" % (20 * GIB)}],
+            "proc_net_tcp": TCP_TWO,
+            "own_containers": [{"item": "vllm", "stdout_lines": [ID_A]}, {"item": "vllm-b", "stdout_lines": []}],
+            "port_owners": [{"item": 8000, "stdout_lines": ["vllm"]}, {"item": 8001, "stdout_lines": ["other"]}]}
+
+
+def only(facts, probes):
+    """What a pass with these probes gathers: the skipped probes' facts absent, pci absent without 'pci'."""
+    kept = dict((k, v) for k, v in facts.items()
+                if k not in PROBE_FACTS.values() or any(PROBE_FACTS.get(p) == k for p in probes))
+    if "host" in kept and "pci" not in probes:
+        kept["host"] = dict((k, v) for k, v in kept["host"].items() if k != "pci")
+    return kept
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_each_check_decides_the_same_from_its_own_probes(check):
+    settings = dict(checks=[check], skip_checks=[], min_driver_version="580.65.06", gpu_memory_utilization=0.9,
+                    services=TWO)
+    everything = evaluate(full_facts(), settings)
+    assert evaluate(only(full_facts(), probes_for([check])), settings) == everything
+    # And the map is tight: without any one of its probes the check sees less (decides differently). host_info
+    # also carries pci and gates the Docker probes (docker.running): needed there though evaluate reads none of it.
+    for probe in (p for p in CHECK_PROBES[check] if p != "host" or check in ("os", "docker_runtime")):
+        fewer = [p for p in probes_for([check]) if p != probe]
+        assert evaluate(only(full_facts(), fewer), settings) != everything, (check, probe)
+
+
+def test_probes_of_the_two_site_passes():
+    assert probes_for(["os", "gpu_present", "disk", "port"]) == ["disk", "host", "pci", "port_owners", "tcp"]
+    assert probes_for(["driver_version", "nvml", "docker_runtime", "gpu_memory"]) == [
+        "host", "nvml", "own_containers", "toolkit"]
+    assert probes_for(None) == sorted(set(p for ps in CHECK_PROBES.values() for p in ps))
+    assert probes_for(["os", "disk"], ["disk"]) == ["host"]
+    with pytest.raises(ValueError, match="unknown preflight check"):
+        probes_for(["gpu"])
+
+
+def test_host_info_forms_decide_as_df_and_proc_net_tcp_do():
+    """host_info's disk/listening answers (one call) against the df loop and /proc/net/tcp text they replace."""
+    settings = dict(checks=["disk", "port"], skip_checks=[], services=TWO,
+                    disk_requirements=[{"path": "/opt", "min_free_gb": 40}, {"path": "/var/lib/docker", "min_free_gb": 1}])
+    old = dict(full_facts(), disk=[
+        {"item": {"path": "/opt", "min_free_gb": 40}, "rc": 0, "stdout": "%d /" % (20 * GIB)},
+        {"item": {"path": "/var/lib/docker", "min_free_gb": 1}, "rc": 1, "stdout": ""}])
+    new = dict(full_facts(), disk_free={"/opt": {"free": 20 * GIB, "mount": "/"},
+                                        "/var/lib/docker": {"free": -1, "mount": "?"}},
+               listening_ports=[8000, 8001])
+    del new["disk"], new["proc_net_tcp"]
+    assert evaluate(new, settings) == evaluate(old, settings)
+    assert [r["status"] for r in evaluate(new, settings)] == ["fail", "ok", "fail"]
+    # A required path host_info was not asked about counts as unreadable, never as free.
+    missing = evaluate(dict(new, disk_free={}), dict(settings, checks=["disk"]))
+    assert missing[0]["status"] == "fail" and "unknown GiB free" in missing[0]["detail"]

@@ -22,7 +22,23 @@ def test_no_list_is_one_service_from_the_host():
     r = S.resolve([], dict(HOST, vllm_service_name="chat", vllm_plan_gpus=["1"]))
     assert r.pop("preflight") == [{"name": "chat", "port": 8000, "gpus": ["1"]}]
     assert r == {"services": [{"name": "chat", "port": 8000, "gpus": ["1"], "gpu_memory_utilization": None,
-                               "settings": {}}], "variables": []}
+                               "settings": {}}], "variables": [], "gpu_memory_utilization": None,
+                 "kv_offloading": False}
+
+
+def test_the_host_wide_values_come_from_every_service():
+    services = [{"vllm_service_name": "a", "vllm_plan_gpus": ["0"], "vllm_plan_gpu_memory_utilization": 0.8},
+                {"vllm_service_name": "b", "vllm_plan_gpus": ["1"], "vllm_service_port": 8001,
+                 "vllm_plan_kv_offloading_gib": 64}]
+    host = dict(HOST, vllm_plan_gpu_memory_utilization=0.93, vllm_plan_kv_offloading_gib=0)
+    r = S.resolve(services, host)
+    assert r["gpu_memory_utilization"] == 0.93 and r["kv_offloading"] is True  # b: the host's 0.93; b offloads
+    services[1]["vllm_plan_kv_offloading_gib"] = 0
+    assert S.resolve(services, host)["kv_offloading"] is False
+    # A service that says nothing takes the host's offload; so does the host's own single service.
+    assert S.resolve(services[:1], dict(host, vllm_plan_kv_offloading_gib=32))["kv_offloading"] is True
+    assert S.resolve([], dict(host, vllm_plan_kv_offloading_gib="16"))["kv_offloading"] is True
+    assert S.resolve([], host)["gpu_memory_utilization"] == 0.93
 
 
 def test_two_services_on_their_own_gpus_and_ports():

@@ -34,3 +34,13 @@ def test_failed_or_stopped_unit_gives_up():
 def test_old_systemd_without_counter():
     props = W.parse_show(RUNNING.replace("NRestarts=0\n", ""))
     assert W.restarts(props) is None and W.unit_gave_up(props, None) is None
+
+
+def test_started_and_enabled_only_when_systemd_has_nothing_to_do():
+    from ansible_collections.airgap.vllm.plugins.module_utils._unit_wait import started_and_enabled
+    up = {"LoadState": "loaded", "ActiveState": "active", "SubState": "running", "UnitFileState": "enabled"}
+    assert started_and_enabled(up)
+    for key, value in (("ActiveState", "activating"), ("SubState", "auto-restart"), ("UnitFileState", "disabled"),
+                       ("LoadState", "not-found"), ("ActiveState", "failed")):
+        assert not started_and_enabled(dict(up, **{key: value})), key
+    assert not started_and_enabled(None) and not started_and_enabled({})

@@ -154,3 +154,72 @@ def test_driver_not_installed_and_rpms_asked(monkeypatch, capsys, driver_host):
     assert any(p.startswith("NVML absent") for p in r["nvidia_driver"]["pending"])
     assert r["rpms"] == {"nvidia-container-toolkit": ["1.17.8-1"]} and r["rpm_error"] is None
     assert r["files"] == {str(h["tmp"] / "blacklist.conf"): BLACKLIST, str(h["tmp"] / "absent.json"): None}
+
+
+def test_paths_say_which_files_a_write_would_change_without_their_content(monkeypatch, capsys, host, tmp_path):
+    import hashlib
+    import os
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    conf.chmod(0o700)
+    keys = conf / "keys.yaml"
+    keys.write_text("api_keys: [s3cr3t]\n")
+    keys.chmod(0o600)
+    me = {"uid": os.getuid(), "gid": os.getgid()}
+    wanted = [dict(me, path=str(conf), type="directory", mode="0700"),
+              dict(me, path=str(keys), mode="0600", sha1=hashlib.sha1(b"api_keys: [s3cr3t]\n").hexdigest()),
+              dict(me, path=str(conf / "vllm.service"), mode="0644", sha1="0" * 40)]
+    r = run(monkeypatch, capsys, os_release_path=host["os_release_path"], productinfo_path=host["productinfo_path"],
+            docker=False, paths=wanted)
+    assert r["paths_differing"] == [str(conf / "vllm.service")]
+    assert r["paths"][str(conf / "vllm.service")] is None and r["paths"][str(conf)]["type"] == "directory"
+    assert "s3cr3t" not in json.dumps(r)
+    keys.chmod(0o644)
+    r = run(monkeypatch, capsys, os_release_path=host["os_release_path"], productinfo_path=host["productinfo_path"],
+            docker=False, paths=wanted[:2])
+    assert r["paths_differing"] == [str(keys)]
+
+
+def test_images_security_options_and_logging_driver(monkeypatch, capsys, host, tmp_path):
+    info = dict(INFO, LoggingDriver="journald", SecurityOptions=["name=seccomp,profile=default"])
+    docker = script(tmp_path / "docker-images",
+                    "args = sys.argv[1:]\n"
+                    "if args[:2] == ['info', '--format']:\n    print(%r)\n" % json.dumps(info)
+                    + "elif args[:2] == ['image', 'inspect'] and args[-1] == 'vllm/vllm-openai:v0.27.1':\n"
+                      "    print('sha256:' + 'f' * 64)\n"
+                      "else:\n    sys.stderr.write('Error: No such image: %s\\n' % args[-1])\n    sys.exit(1)\n")
+    r = run(monkeypatch, capsys, os_release_path=host["os_release_path"], productinfo_path=host["productinfo_path"],
+            docker_bin=docker, images=["vllm/vllm-openai:v0.27.1", "absent:1"])
+    assert r["docker"]["logging_driver"] == "journald"
+    assert r["docker"]["security_options"] == ["name=seccomp,profile=default"]
+    assert r["images"] == {"vllm/vllm-openai:v0.27.1": "sha256:" + "f" * 64, "absent:1": None}
+    assert r["images_error"] is None
+    down = run(monkeypatch, capsys, os_release_path=host["os_release_path"], productinfo_path=host["productinfo_path"],
+               docker_bin=host["down"], images=["absent:1"])
+    assert down["images"] == {} and "Docker is not running: Cannot connect" in down["images_error"]
+
+
+def test_units_say_whether_systemd_has_anything_to_do(monkeypatch, capsys, host, tmp_path):
+    bin_dir = tmp_path / "bin"
+    script(bin_dir / "systemctl",
+           "assert sys.argv[1] == 'show' and sys.argv[4::2] == ['LoadState', 'ActiveState', 'SubState', "
+           "'UnitFileState'], sys.argv\n"
+           "up = sys.argv[2] == 'vllm'\n"
+           "print('LoadState=loaded\\nActiveState=%s\\nSubState=%s\\nUnitFileState=enabled\\nOther=x' % "
+           "(('active', 'running') if up else ('inactive', 'dead')))\n")
+    r = run(monkeypatch, capsys, os_release_path=host["os_release_path"], productinfo_path=host["productinfo_path"],
+            docker=False, units=["vllm", "vllm-b"])
+    assert r["units"]["vllm"] == {"LoadState": "loaded", "ActiveState": "active", "SubState": "running",
+                                  "UnitFileState": "enabled", "started_enabled": True}
+    assert r["units"]["vllm-b"]["started_enabled"] is False
+
+
+def test_disk_listening_ports_and_exists(monkeypatch, capsys, host, tmp_path):
+    import os
+    r = run(monkeypatch, capsys, os_release_path=host["os_release_path"], productinfo_path=host["productinfo_path"],
+            docker=False, disk=[str(tmp_path / "models")], listening=True,
+            exists=[host["os_release_path"], str(tmp_path / "absent")])
+    assert r["disk"][str(tmp_path / "models")]["free"] > 0
+    assert os.path.ismount(r["disk"][str(tmp_path / "models")]["mount"])
+    assert isinstance(r["listening_ports"], list) and all(isinstance(p, int) for p in r["listening_ports"])
+    assert r["exists"] == {host["os_release_path"]: True, str(tmp_path / "absent"): False}

@@ -21,6 +21,12 @@ class Health(BaseHTTPRequestHandler):
     status = 200
 
     def do_GET(self):
+        if self.path == "/metrics":
+            body = b'vllm:cache_config_info{cache_dtype="fp8"} 1.0\n'
+            self.send_response(getattr(self.server, "metrics_status", 200))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         self.send_response(self.server.status)
         self.end_headers()
 
@@ -84,3 +90,15 @@ def test_no_200_within_the_timeout_fails_with_the_last_status(monkeypatch, capsy
             timeout=1, interval=1)
     assert r["failed"] and "did not answer HTTP 200 within 1s (last status: 503)" in r["msg"]
     assert r["polls"] >= 1
+
+
+def test_once_healthy_the_same_task_reads_metrics(monkeypatch, capsys, world):
+    unit, server = world
+    unit.write_text(props())
+    base = "http://127.0.0.1:%d" % server.server_port
+    r = run(monkeypatch, capsys, unit="vllm.service", url=base + "/health", read_url=base + "/metrics")
+    assert "failed" not in r and r["content"] == 'vllm:cache_config_info{cache_dtype="fp8"} 1.0\n'
+    server.metrics_status = 503
+    r = run(monkeypatch, capsys, unit="vllm.service", url=base + "/health", read_url=base + "/metrics")
+    assert r["failed"] and r["msg"].startswith("vllm.service is healthy but %s/metrics answered 503" % base)
+    assert "content" not in r
