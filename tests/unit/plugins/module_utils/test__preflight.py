@@ -403,11 +403,11 @@ PROBE_FACTS = {"host": "host", "nvml": "nvml", "toolkit": "toolkit_installed", "
 
 
 def full_facts():
+    ours = [{"pid": 9, "name": "python3", "used_memory": 30 * GIB, "container_id": ID_A}]
     return {"host": dict(KYLIN, pci={"summary": ["0000:3b:00.0 X [10de:2335]"], "error": None},
                          docker={"running": True, "runtimes": ["runc"], "error": None}),
             "distribution": "Kylin", "distribution_major_version": "V10",
-            "nvml": dict(NVML_OK, gpus=[dict(g, processes=[{"pid": 9, "name": "python3", "used_memory": 30 * GIB,
-                                                               "container_id": ID_A}]) for g in NVML_OK["gpus"]]),
+            "nvml": dict(NVML_OK, gpus=[dict(g, processes=ours) for g in NVML_OK["gpus"]]),
             "toolkit_installed": True,
             "disk": [{"item": {"path": "/opt", "min_free_gb": 40}, "rc": 0, "stdout": "%d /" % (20 * GIB)}],
             "proc_net_tcp": TCP_TWO,
