@@ -22,4 +22,4 @@ sys.exit(subprocess.call([sys.executable, "-m", "pip", "install", "--cert", "/et
 PY
 done
 py=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-ansible-test sanity --requirements --python "$py" --color no
+ansible-test sanity --requirements --python "$py" --color no "$@"

@@ -23,10 +23,12 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle import BundleError, load_manifest, medium_size
-from ansible_collections.airgap.vllm.plugins.module_utils._services import HOST_VALUES, resolve, service_problems
+from ansible_collections.airgap.vllm.plugins.module_utils._services import HOST_VALUES, resolve, service_advisories, service_problems
 from ansible_collections.airgap.vllm.plugins.module_utils._validate import (
     STAGES,
     Problem,
+    advisories,
+    base_variable,
     bundle_problems,
     check_variables,
     connection_problem,
@@ -38,6 +40,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._validate import (
     gpu_set,
     misspelled,
     needed_kinds,
+    removed_problems,
     shared_machine_problems,
 )
 
@@ -127,6 +130,11 @@ class ActionModule(ActionBase):
             if not res.get("failed") and not res.get("unreachable"):
                 return []
             error = to_text(res.get("msg", "ping failed"))
+            # sudo's own words (e.g. "sorry, you must have a tty to run sudo" under requiretty) are in the
+            # module's stderr; "MODULE FAILURE" alone says nothing an operator can act on.
+            stderr = to_text(res.get("module_stderr") or "").strip()
+            if stderr and stderr not in error:
+                error = "%s: %s" % ((error.splitlines() or [""])[0], " ".join(stderr[-500:].split()))
         diagnosis = ""
         if connection in DOCKER_CONNECTIONS:
             name = self._templar.template(task_vars.get("ansible_host", host))
@@ -174,18 +182,20 @@ class ActionModule(ActionBase):
                 resolved = resolve(raw_services, dict((n, effective(n, values, options)) for n in HOST_VALUES))["services"]
             except ValueError:
                 resolved = None  # service_problems below reports what is wrong with the list
-        bad = set(p.variable for p in problems)
+        bad = set(base_variable(p.variable) for p in problems)
         clean = dict((k, v) for k, v in values.items() if k not in bad)
         # A rule about a variable the playbook wires itself (skip) is the playbook's to keep.
         problems.extend(p for p in cross_role_problems(stages, clean, options, manage_driver, services=resolved)
                         if p.variable not in bad and p.variable not in skip)
         problems.extend(self._bundle(clean, options, stages, manage_driver, hints.get("bundle_path", "")))
 
+        warnings = advisories(clean)
         if "vllm_service" in stages:
             services = self._value(task_vars, "airgap_vllm_services")
             if services not in (_MISSING, None):
                 host_values = dict((n, effective(n, clean, options)) for n in HOST_VALUES)
                 problems.extend(service_problems(services, host_values, options))
+                warnings.extend(service_advisories(services))
             wanted = ("ansible_host", "ansible_port", "vllm_service_port", "vllm_service_name", "vllm_service_extra_env")
             machines = {}
             for other in task_vars.get("ansible_play_hosts_all") or [host]:
@@ -206,8 +216,10 @@ class ActionModule(ActionBase):
             problems.extend(shared_machine_problems(machines).get(host, []))
 
         prefixes = sorted(role_options)
-        warnings = ["%s is set but no role reads it%s" % (name, "; did you mean %s?" % close if close else "")
-                    for name, close in misspelled(options, list(task_vars), prefixes)]
+        warnings.extend("%s is set but no role reads it%s" % (name, "; did you mean %s?" % close if close else "")
+                        for name, close in misspelled(options, list(task_vars), prefixes))
+        # A variable of a removed feature (the whole-port metrics exposure): refused, naming what replaces it.
+        problems.extend(removed_problems(task_vars))
         if warnings:
             result["warnings"] = warnings
 

@@ -1,18 +1,19 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Prometheus access to a vLLM service's /metrics: the firewalld and scrape-snippet plan (module_utils/_expose.py)."""
+"""The firewalld rich-rule plan of module_utils/_expose.py (the vllm_service role removes the retired metrics exposure's rules with it)."""
 
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 DOCUMENTATION = r'''
 name: expose_plan
-short_description: Plan the opt-in Prometheus access to a vLLM service's /metrics (firewalld rules, scrape targets)
+short_description: Plan firewalld rich rules for a port (the retired metrics exposure's removal)
 description:
-  - Called once per round of observations by the vllm_service role (tasks/expose.yml); returns the read-only commands
-    still to run (C(reads)), then the firewall-cmd calls that add or remove the service's rich rules (C(actions)),
-    the record of the rules this role added, the Prometheus file_sd target group and the warnings.
+  - Called once per round of observations by the vllm_service role (tasks/expose_removal.yml, with C(expose) false -
+    the rules the retired whole-port metrics exposure recorded on a host are removed, by firewall-offline-cmd while
+    firewalld is stopped); returns the read-only commands still to run (C(reads)), then the firewall-cmd calls that add
+    or remove the rich rules (C(actions)), the record of the rules added, a file_sd target group and the warnings.
   - Fails (an Ansible error naming the setting) for refused settings and for a firewall-cmd that answers unexpectedly.
 options:
   _input:

@@ -14,6 +14,9 @@ description:
     returns the new history and the images to remove. The image the new one replaces always stays (it
     serves until the new one is proven, and a rollback returns to it); so do O(keep) earlier ones and the
     IDs in O(protect). Derived images come before the bases they were built from.
+  - Only what the record names as a full image ID (C(sha256:<64 hex>)) may be removed - never a name, a tag
+    or a short prefix that could match someone else's image. A record that is not the shape the stage writes
+    removes nothing; the result's C(held) says what was kept and why.
 options:
   _input:
     description: The vllm_image stage's recorded state (C(history), C(bases), C(facts.vllm_image_ref)), or none.
@@ -41,7 +44,9 @@ retention: "{{ state.stages.image | default({}) | airgap.vllm.image_retention(vl
 
 RETURN = r'''
 _value:
-  description: C(history) (IDs, oldest first), C(bases) ({derived ID, base ID}) and C(remove) (IDs, in removal order).
+  description: >-
+    C(history) (IDs, oldest first), C(bases) ({derived ID, base ID}), C(remove) (IDs, in removal order) and
+    C(held) (why entries of the record were kept or dropped instead of removed).
   type: dict
 '''
 

@@ -12,6 +12,10 @@ short_description: vLLM's own start-up numbers from its log
 description:
   - Reads what vLLM 0.27.1 prints while it starts (available KV cache memory, GPU KV cache size, maximum
     concurrency) and, when it refused the configuration, its refusal with the estimated maximum model length.
+  - Reads only the last start in the text, from the last systemd C(Starting)/C(Started) line of the unit or
+    vLLM's start banner on; an earlier start's refusal says nothing about this one.
+  - With tensor parallelism every rank prints its own available KV cache memory; vLLM sizes every rank to the
+    smallest, and so does this. C(available_kv_gib) is the minimum, C(available_kv_gib_by_rank) all of them.
 options:
   _input:
     description: Text of the service's journal (or C(docker logs)).
@@ -28,7 +32,8 @@ _value:
   description: >-
     C(available_kv_gib), C(model_loading_gib), C(kv_cache_tokens), C(max_concurrency), C(max_concurrency_len),
     C(refusal) (C(max_model_len), C(needed_gib), C(available_gib), C(estimated_max_model_len)) or null,
-    C(no_memory), C(not_free).
+    C(no_memory), C(not_free), C(argv_refused) (the message of vLLM's argument parser, or null),
+    C(available_kv_gib_by_rank), and C(cause): the sentence a failed start tells the operator from those.
   type: dict
 '''
 

@@ -359,7 +359,12 @@ def file_key(path, st=None):
 
 
 class StampCache(object):
-    """sha256 of files remembered by (realpath, size, mtime_ns, ctime_ns, inode, device); JSON on disk."""
+    """sha256 of files remembered by (realpath, size, mtime_ns, ctime_ns, inode, device); JSON on disk.
+
+    The collection's one hash cache: verification and staging (here) and the bundle build (`_bundle_pack`,
+    which also records how a source was split: `put(..., split_size=..., parts=[...])`, read back with
+    `record(..., split_size=...)`). save() writes the file atomically and durably (`_files.write_atomic`).
+    """
 
     def __init__(self, path=None):
         self.path = path
@@ -376,7 +381,8 @@ class StampCache(object):
             except (ValueError, IOError, OSError):
                 self.entries = {}  # a broken cache only costs a re-hash
 
-    def get(self, path, st=None):
+    def record(self, path, st=None, **match):
+        """The record of this version of the file (whose `match` fields are equal too), else None."""
         rec = self.entries.get(os.path.realpath(path))
         if not rec or not isinstance(rec, dict):
             return None
@@ -384,13 +390,19 @@ class StampCache(object):
             key = file_key(path, st)
         except OSError:
             return None
+        key.update(match)
         for k, v in key.items():
             if rec.get(k) != v:
                 return None
-        return rec.get("sha256")
+        return rec
 
-    def put(self, path, sha256, st=None):
+    def get(self, path, st=None):
+        rec = self.record(path, st)
+        return rec.get("sha256") if rec else None
+
+    def put(self, path, sha256, st=None, **extra):
         rec = file_key(path, st)
+        rec.update(extra)
         rec["sha256"] = sha256
         self.entries[os.path.realpath(path)] = rec
         self.dirty = True
@@ -785,6 +797,15 @@ def copy_resumable(src, dest, entry, progress=None, bufsize=BUF_SIZE, reader=Non
             "size": offset + copied, "restarted_stale_part": stale}
 
 
+def _make_parent(dest, dir_mode, made):
+    """Create dest's directory (once a call: `made` holds the directories already there)."""
+    parent = os.path.dirname(dest)
+    if parent not in made:
+        if not os.path.isdir(parent):
+            os.makedirs(parent, dir_mode)
+        made.add(parent)
+
+
 def stage_files(src_root, dest_root, entries, stamps=None, log_path=None, bufsize=BUF_SIZE,
                 check_mode=False, mode=0o644, dir_mode=0o755, keep_free=0):
     """Stage manifest entries from src_root to dest_root; all-or-nothing commit.
@@ -820,11 +841,7 @@ def stage_files(src_root, dest_root, entries, stamps=None, log_path=None, bufsiz
             if problem[1] != entry["path"]:
                 res["part"] = problem[1]
             continue
-        parent = os.path.dirname(dest)
-        if parent not in made:
-            if not os.path.isdir(parent):
-                os.makedirs(parent, dir_mode)
-            made.add(parent)
+        _make_parent(dest, dir_mode, made)
         progress = Progress(log_path, entry["path"], entry["size"])
         try:
             out = copy_resumable(None, dest, entry, progress=progress, bufsize=bufsize,
@@ -1032,11 +1049,7 @@ def append_segments(dest_root, chunk, segments, entries=None, dir_mode=0o755):
                         p_.truncate(offset)
                 sizes[rel] = min(have, offset)
                 continue
-            parent = os.path.dirname(dest)
-            if parent not in made:
-                if not os.path.isdir(parent):
-                    os.makedirs(parent, dir_mode)
-                made.add(parent)
+            _make_parent(dest, dir_mode, made)
             if have != offset:
                 raise BundleError("%s: part is at %d bytes, chunk starts at %d; probe again" % (rel, have, offset))
             entry = by_path.get(posixpath.normpath(rel))

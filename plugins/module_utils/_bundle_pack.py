@@ -9,8 +9,9 @@ Design (why):
   from the source (no whole copy first: the image tar alone is 8.5 GB), hashing the whole and each part
   in the same read. FAT32 stores at most 4 GiB - 1 byte per file.
 - Rebuilding is cheap: a file (or all parts of one) whose size and mtime equal the source's is not copied
-  again (like rsync), and hashes are remembered by (size, mtime_ns, inode, device) in a stamp file, so an
-  unchanged bundle is neither copied nor read. In check mode nothing is written, the stamp file included.
+  again (like rsync), and hashes are remembered in `_bundle.StampCache` (by size, mtime, ctime, inode and
+  device, with the split size a source was cut at), so an unchanged bundle is neither copied nor read. In
+  check mode nothing is written, and the caller does not save the stamp file.
 - Files under artifacts/ that no artifact produces any more (a file now split, an old version) are
   removed, so the manifest and the disk agree; collections/ and wheels/ are hashed as found.
 """
@@ -21,13 +22,13 @@ __metaclass__ = type
 
 import errno
 import hashlib
-import json
 import os
 import posixpath
 
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle import (
     BUF_SIZE,
     BundleError,
+    StampCache,
     part_name,
     split_plan,
 )
@@ -84,45 +85,12 @@ def layout(rel, size, split_size):
     return [(part_name(rel, i), off, length) for i, (off, length) in enumerate(plan)]
 
 
-def _key(st):
-    return [st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev]
-
-
-class Stamps(object):
-    """Hashes by (size, mtime_ns, inode, device) in a JSON file: {abs path: [key, sha256]}."""
-
-    def __init__(self, path, write=True):
-        self.path = os.path.expanduser(path) if path else None
-        self.write = write
-        self.data = {}
-        if self.path:
-            try:
-                with open(self.path) as f:
-                    data = json.load(f)
-                if isinstance(data, dict):
-                    self.data = data
-            except (IOError, OSError, ValueError):
-                self.data = {}
-
-    def get(self, name, key):
-        hit = self.data.get(name)
-        if isinstance(hit, list) and len(hit) == 2 and hit[0] == key:
-            return hit[1]
+def _cached_pieces(stamps, src, st, split_size):
+    """(whole sha256, [piece sha256]) the stamp cache holds for this version of `src` split this way, or None."""
+    rec = stamps.record(src, st, split_size=split_size)
+    if rec is None or not isinstance(rec.get("parts"), list):
         return None
-
-    def put(self, name, key, value):
-        self.data[name] = [key, value]
-
-    def save(self):
-        if not (self.path and self.write):
-            return
-        d = os.path.dirname(self.path)
-        if d and not os.path.isdir(d):
-            os.makedirs(d)
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(self.data, f)
-        os.rename(tmp, self.path)
+    return rec["sha256"], rec["parts"]
 
 
 def _hash_ranges(path, pieces, bufsize=BUF_SIZE, write_to=None, mtime_ns=None):
@@ -194,7 +162,7 @@ def pack(root, artifacts, split_size=FAT32_SPLIT, stamps=None, check_mode=False,
     """
     if split_size < 0:
         raise BundleError("split size %d: use 0 (no split) or a positive number of bytes" % split_size)
-    stamps = stamps or Stamps(None)
+    stamps = stamps or StampCache(None)
     plan = plan_artifacts(artifacts)
     copied, removed = [], []
     entries = []
@@ -203,23 +171,22 @@ def pack(root, artifacts, split_size=FAT32_SPLIT, stamps=None, check_mode=False,
         src_st = os.stat(src)
         pieces = layout(rel, src_st.st_size, split_size)
         wanted.update(p[0] for p in pieces)
-        src_key = _key(src_st)
         if not _up_to_date(root, pieces, src_st):
             copied.append(rel)
             if check_mode:
-                cached = stamps.get("src:" + src, src_key + [split_size])
+                cached = _cached_pieces(stamps, src, src_st, split_size)
                 whole, shas = cached if cached else _hash_ranges(src, pieces)
             else:
                 whole, shas = _hash_ranges(src, pieces, write_to=root, mtime_ns=src_st.st_mtime_ns)
-                stamps.put("src:" + src, src_key + [split_size], [whole, shas])
+                stamps.put(src, whole, src_st, split_size=split_size, parts=shas)
         else:
-            cached = stamps.get("src:" + src, src_key + [split_size])
+            cached = _cached_pieces(stamps, src, src_st, split_size)
             if cached:
                 whole, shas = cached
             else:
                 # The medium's copy of an unchanged source: hash what is on the medium (the source may be gone).
                 whole, shas = _hash_medium(root, pieces)
-                stamps.put("src:" + src, src_key + [split_size], [whole, shas])
+                stamps.put(src, whole, src_st, split_size=split_size, parts=shas)
         entry = {"kind": a["kind"], "name": str(a.get("name") or posixpath.basename(rel)),
                  "version": str(a.get("version", "") if a.get("version") is not None else ""),
                  "path": rel, "size": src_st.st_size, "sha256": whole}
@@ -252,10 +219,10 @@ def pack(root, artifacts, split_size=FAT32_SPLIT, stamps=None, check_mode=False,
                     continue
                 rel = os.path.relpath(full, root).replace(os.sep, "/")
                 st = os.stat(full)
-                sha = stamps.get(full, _key(st))
+                sha = stamps.get(full, st)
                 if sha is None:
                     sha = _hash_ranges(full, [(rel, 0, st.st_size)])[0]
-                    stamps.put(full, _key(st), sha)
+                    stamps.put(full, sha, st)
                 if sub == "wheels":
                     meta = _wheel_meta(rel)
                 else:

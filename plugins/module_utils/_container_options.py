@@ -33,6 +33,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import Ta
 from ansible_collections.airgap.vllm.plugins.module_utils._source_patch import (
     madvise_patch_decision,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._version import numbers
 
 # /dev/shm without KV offload (the field manual's 4g); with offload it is offload + 8g.
 SHM_BASELINE_GIB = 4
@@ -63,12 +64,6 @@ class ContainerOptionsError(TargetsError):
     """An input of the container options is unusable; the message names it."""
 
 
-def version_tuple(text):
-    """Up to three numbers of a version string (``20.10.7`` -> (20, 10, 7)); None without any."""
-    nums = re.findall(r"\d+", str(text or ""))
-    return tuple(int(n) for n in nums[:3]) if nums else None
-
-
 def _log_size(value):
     text = str(value).lower()
     if not re.match(r"[1-9][0-9]*[kmg]?\Z", text):
@@ -90,7 +85,7 @@ def _log_files(value):
 
 def gpu_options(docker_version, gpu_ids=()):
     """(options, reasons, env) that hand the container its GPUs: all of them, or the selection."""
-    dv = version_tuple(docker_version)
+    dv = numbers(docker_version)
     ids = ",".join(str(g) for g in gpu_ids or ())
     if dv is not None and dv < (19, 3):
         env = {"NVIDIA_VISIBLE_DEVICES": ids} if ids else {}
@@ -129,8 +124,8 @@ def container_options(kernel, docker_version, offload_gib, tensor_parallel_size=
                       log_max_size=DEFAULT_LOG_MAX_SIZE, log_max_file=DEFAULT_LOG_MAX_FILE, log_driver=None):
     """(docker options, {option: reason}, extra env) of the container."""
     opts, reasons, env = gpu_options(docker_version, gpu_ids)
-    kv = version_tuple(kernel)
-    dv = version_tuple(docker_version)
+    kv = numbers(kernel)
+    dv = numbers(docker_version)
     # Docker's default seccomp profile allows clone3 (returns ENOSYS) from 20.10.10; older
     # profiles answer EPERM and glibc >= 2.34 in the image then fails pthread_create.
     if kv is not None and dv is not None and kv < (5, 3) and dv < (20, 10, 10):

@@ -1,21 +1,21 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Opt-in Prometheus access to a vLLM service's /metrics, as pure functions (issue 14, item 6).
+"""The firewalld rich rules of a port for named sources, as pure functions (issue 14 item 6; issue 25).
 
-vLLM 0.27.1 serves /metrics on the API port, without the API key. The role publishes that port on
-loopback; with ``vllm_service_metrics_expose`` it is also published on one address the operator names
-(a LAN address of the host), and - when firewalld runs - a rich rule per Prometheus source accepts the
-port in the zone of that address. What this file decides:
+One home of the firewalld rules: the front door (airgap.vllm.vllm_front_firewall) opens its ports with ``plan()``,
+and the vllm_service role runs it with nothing wanted to remove the rules the retired whole-port metrics
+exposure (``vllm_service_metrics_expose``, removed in issue 25; docs/monitoring.md's migration note) recorded on a
+host. What this file decides:
 
-- ``check_metrics()``/``publish_binding()``: whether the exposure is acceptable and the extra
-  ``--publish`` (used by the guard, airgap.vllm.vllm_service_guard, so the unit gets it);
-- ``plan()``: everything else, one call per round of observations (the role's tasks/expose.yml runs
-  the read-only commands it lists in ``reads``, feeds the results back, then runs ``actions``): whether
-  firewalld is managed, which zone, which rich rules, which firewall-cmd calls add or remove them
-  (permanent and runtime, only where needed), what the host records as its own rules (so that turning
-  the exposure off - or uninstalling - removes exactly those), the Prometheus file_sd target group and
-  the warnings (Docker's DNAT bypasses firewalld's zone rules unless Docker's iptables integration is off).
+- ``check_metrics()``/``publish_binding()``: the retired exposure's extra ``--publish`` (the guard,
+  airgap.vllm.vllm_service_guard, still takes the option; the role no longer passes it);
+- ``plan()``: one call per round of observations (the caller runs the read-only commands it lists in ``reads``,
+  feeds the results back, then runs ``actions``): whether firewalld is managed, which zone, which rich rules, which
+  firewall-cmd calls add or remove them (permanent and runtime, only where needed; with the daemon stopped, the
+  recorded rules are removed from the permanent configuration by firewall-offline-cmd), what the host records as
+  its own rules (so that a later run - or the uninstall - removes exactly those), a Prometheus file_sd target group
+  and the warnings (Docker's DNAT bypasses firewalld's zone rules unless Docker's iptables integration is off).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -27,6 +27,7 @@ import json
 
 FIREWALLD_MODES = ("auto", "always", "never")
 FIREWALL_CMD = "firewall-cmd"
+FIREWALL_OFFLINE_CMD = "firewall-offline-cmd"
 # firewall-cmd --query-*: 0 yes, 1 no; --state: 0 running, 252 not running.
 QUERY_YES, QUERY_NO = 0, 1
 WILDCARDS = ("0.0.0.0", "::", "[::]")
@@ -146,18 +147,41 @@ def publish_binding(expose, address, port, container_port, api_host="127.0.0.1",
 
 # ---------------------------------------------------------------- firewalld
 
-def source_address(source):
-    """A Prometheus source as firewalld's rich rule takes it: (family, 'ADDR' or 'NET/LEN')."""
+def source_address(source, where="vllm_service_metrics_sources"):
+    """A source as firewalld's rich rule takes it: (family, 'ADDR' or 'NET/LEN')."""
     text = _text(source).strip()
     try:
         net = ipaddress.ip_network(text, strict=False)
-    except ValueError:
-        raise ExposeError("vllm_service_metrics_sources: %r is not an IP address or network (CIDR): firewalld "
-                          "matches sources by address" % (source,))
+    except (ValueError, TypeError):
+        raise ExposeError("%s: %r is not an IP address or network (CIDR): firewalld matches sources by address"
+                          % (where, source))
     family = "ipv%d" % net.version
     if net.prefixlen == net.max_prefixlen:
         return family, str(net.network_address)
     return family, str(net)
+
+
+def sources_problems(sources, expose_to_network=False, where="vllm_service_metrics_sources",
+                     opt_in="vllm_service_expose_to_network"):
+    """Problems (sentences) with the sources firewalld is to accept on a port (the one rule for the front door's
+    client and metrics sources alike): each must be an address or a network, and a network of every address
+    (0.0.0.0/0, ::/0) opens the port to the world, which only `opt_in` (None: nothing) says is meant."""
+    if sources in (None, ""):
+        return []
+    if not isinstance(sources, (list, tuple)):
+        return ["%s must be a list of IP addresses or networks, not %r" % (where, sources)]
+    problems = []
+    for source in sources:
+        try:
+            family, addr = source_address(source, where)
+        except ExposeError as e:
+            problems.append(str(e))
+            continue
+        if addr.endswith("/0") and not expose_to_network:
+            problems.append("%s: %r is every %s address: the port would be open to any network; name the networks "
+                            "that need it%s" % (where, source, family,
+                                                ", or set %s: true if that is meant" % opt_in if opt_in else ""))
+    return problems
 
 
 def rich_rule(source, port):
@@ -245,6 +269,11 @@ def _change(verb, zone, rule, permanent):
     return _fw(permanent, "--zone=%s" % zone, "--%s-rich-rule=%s" % (verb, rule))
 
 
+def _offline_argv(verb, zone, rule):
+    """firewall-offline-cmd's argv (0 yes / 1 no for --query-*, like firewall-cmd)."""
+    return [FIREWALL_OFFLINE_CMD, "--zone=%s" % zone, "--%s-rich-rule=%s" % (verb, rule)]
+
+
 def _offline(verb, zone, rule):
     """The command that edits firewalld's permanent configuration while firewalld is stopped."""
     return "firewall-offline-cmd --zone=%s --%s-rich-rule='%s'" % (zone, verb, rule)
@@ -280,7 +309,8 @@ def _read(key, argv):
 def plan(settings, observed=None):
     """The whole exposure plan from the settings and what the read-only commands answered so far.
 
-    settings: expose, address, port, sources, firewalld (auto|always|never), zone (empty: the zone of the
+    settings: expose, address, port, sources, expose_to_network (sources of every address allowed),
+    firewalld (auto|always|never), zone (empty: the zone of the
     address's interface, else firewalld's default zone), service, host, record (text of the host's record
     of its own rules, empty if none), daemon_json (text of /etc/docker/daemon.json, empty if none).
     observed: results of earlier ``reads`` (each with the read's ``key``; rc, stdout, stderr).
@@ -311,6 +341,10 @@ def plan(settings, observed=None):
         port = _port(s.get("port"), "vllm_service_metrics_port")
         out["scrape"] = scrape_targets(address, port, s.get("service"), s.get("host"))
         if not is_loopback(address):
+            opted = _text(s.get("expose_to_network")).strip().lower() in ("true", "yes", "on", "1", "y")
+            problems = sources_problems(s.get("sources"), opted)
+            if problems:
+                raise ExposeError("; ".join(problems))
             desired = rich_rules(s.get("sources"), port)
     wanted = expose and not is_loopback(address)
     if mode == "never" or not (wanted or record):
@@ -333,6 +367,22 @@ def plan(settings, observed=None):
                               "(firewall-cmd --state: %s): start firewalld, or set it to auto or never"
                               % ((seen["state"]["stdout"] or seen["state"]["stderr"]).strip() or "rc %s" % seen["state"]["rc"]))
         out["firewalld"] = "not running"
+        if record and not wanted:
+            # Removal only (day 2 off, uninstall, the migration): firewall-offline-cmd edits the permanent
+            # configuration while the daemon is stopped (there is no runtime layer to change).
+            queries = [_read("offline query %s %s" % (record["zone"], r), _offline_argv("query", record["zone"], r))
+                       for r in record["rules"]]
+            missing = [q for q in queries if q["key"] not in seen]
+            if missing:
+                out["reads"] = missing
+                return out
+            answers = [seen[q["key"]]["rc"] for q in queries]
+            if all(rc in (QUERY_YES, QUERY_NO) for rc in answers):
+                for r, rc in zip(record["rules"], answers):
+                    if rc == QUERY_YES:
+                        out["actions"].append(_offline_argv("remove", record["zone"], r))
+                        out["summary"].append("remove (permanent, firewalld stopped) from zone %s: %s" % (record["zone"], r))
+                return _done(out, {})
         if record:
             out["warnings"].append(
                 "firewalld is not running: the rules an earlier run added in zone %s could not be checked or removed; "

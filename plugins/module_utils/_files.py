@@ -10,6 +10,8 @@
 - ``read_text_report(path)``: (text, problem) for probes that warn about non-UTF-8 bytes instead of failing.
 - ``write_atomic(path, data, ...)``: write beside the target, fsync the file, rename over the target, fsync
   the directory: readers see the old or the new file, never half of one, also after a power cut.
+- ``remove_tree(path)``: remove a directory with all below it, or a file or a link (a link, also one to a
+  directory, is removed itself and never followed).
 - ``free_space(path)``: what `df --output=avail,target` says of a path (or of its nearest existing parent).
 - ``path_state(path)`` and ``paths_differing(states, expected)``: what a path is on the host (type, mode,
   owner, SHA-1 of a file) and which of the paths a role would write differ from what it would write, so a
@@ -23,6 +25,7 @@ __metaclass__ = type
 import hashlib
 import io
 import os
+import shutil
 import stat
 import tempfile
 
@@ -162,6 +165,15 @@ def paths_differing(states, expected):
         if not same:
             differing.append(want['path'])
     return differing
+
+
+def remove_tree(path):
+    """Remove ``path``: a directory with everything below it, else the file or link itself (a link to a
+    directory is removed, never followed). IOError/OSError are the caller's."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
 
 
 def free_space(path):

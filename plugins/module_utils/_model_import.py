@@ -31,7 +31,7 @@ import stat
 import tarfile
 import zlib
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _model_dir
+from ansible_collections.airgap.vllm.plugins.module_utils import _files, _model_dir
 
 STAMP = ".airgap-vllm-model.json"
 INDEX = _model_dir.INDEX
@@ -309,17 +309,10 @@ def recover(models_dir, name):
             os.rename(old, dest)
             note = "a run killed mid-swap left %s without its model; the previous model was put back" % dest
         else:
-            _rmtree(old)
+            _files.remove_tree(old)
     if os.path.lexists(tmp):
-        _rmtree(tmp)
+        _files.remove_tree(tmp)
     return note
-
-
-def _rmtree(path):
-    if os.path.islink(path) or not os.path.isdir(path):
-        os.unlink(path)
-    else:
-        shutil.rmtree(path)
 
 
 def _resolve_dest(models_dir, name):
@@ -408,7 +401,7 @@ def import_model(src, models_dir, name, sha256, uid=None, gid=None, language_mod
             os.rename(old, dest)
         raise
     if os.path.lexists(old):
-        _rmtree(old)
+        _files.remove_tree(old)
     notes = result["warnings"]
     result.update(info)
     result["warnings"] = notes + info["warnings"]

@@ -23,6 +23,7 @@ import re
 import shutil
 
 from ansible_collections.airgap.vllm.plugins.module_utils._files import write_atomic
+from ansible_collections.airgap.vllm.plugins.module_utils._ownership import owned_path_problem
 from ansible_collections.airgap.vllm.plugins.module_utils._versions import prunable, record_activation
 
 STAMP = ".airgap-vllm-model.json"  # written by model_import
@@ -61,13 +62,27 @@ def history_path(models_dir, name):
     return os.path.join(models_dir, ".%s.history.json" % name)
 
 
-def read_history(models_dir, name):
+def read_history_report(models_dir, name):
+    """(history, problem): the activation order, oldest first, and None; or ([], why it cannot be used) when
+    the history file is damaged (unreadable, not JSON, not a list of version names). A missing file is an
+    empty history, not a problem (nothing was activated yet)."""
+    path = history_path(models_dir, name)
     try:
-        with open(history_path(models_dir, name)) as f:
-            data = json.load(f)
-    except (IOError, OSError, ValueError):
-        return []
-    return [v for v in data if isinstance(v, str)] if isinstance(data, list) else []
+        with open(path, "rb") as f:
+            data = json.loads(f.read().decode("utf-8"))
+    except (IOError, OSError) as exc:
+        if getattr(exc, "errno", None) == 2:
+            return [], None
+        return [], "cannot read %s: %s" % (path, exc)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return [], "%s is damaged (%s)" % (path, exc)
+    if not isinstance(data, list) or not all(isinstance(v, str) for v in data):
+        return [], "%s is damaged: not a list of version names" % path
+    return data, None
+
+
+def read_history(models_dir, name):
+    return read_history_report(models_dir, name)[0]
 
 
 def present_versions(models_dir, name):
@@ -125,7 +140,9 @@ def prepare(models_dir, name, vid, sha256, check_mode=False):
     if not check_mode:
         os.rename(link, dest)
         _point(models_dir, name, old_vid)
-        _write_history(models_dir, name, record_activation(read_history(models_dir, name), old_vid))
+        history, problem = read_history_report(models_dir, name)
+        if problem is None:  # a damaged history stays as it is (activate keeps every version while it is)
+            _write_history(models_dir, name, record_activation(history, old_vid))
     return True, "moved %s to %s and made %s a link to it" % (link, dest, name)
 
 
@@ -133,8 +150,30 @@ def _write_history(models_dir, name, history):
     write_atomic(history_path(models_dir, name), json.dumps(history), mode=0o644)
 
 
+def owned_versions(models_dir, name, present):
+    """(ours, held): the versions retention may act on - a version directory that model_import stamped
+    (STAMP), named by the version rule, lying below models_dir - and [why] each other one is kept."""
+    ours, held = [], []
+    for v in present:
+        path = version_dir(models_dir, name, v)
+        problem = None if VERSION_RE.match(v) else "version %r is not a version name" % v
+        problem = problem or owned_path_problem(path, [models_dir])
+        if problem is None and not os.path.isfile(os.path.join(path, STAMP)):
+            problem = "%s carries no %s (not imported by airgap.vllm.model_import)" % (path, STAMP)
+        if problem:
+            held.append("kept %s: %s" % (path, problem))
+        else:
+            ours.append(v)
+    return ours, held
+
+
 def activate(models_dir, name, vid, keep, protect=(), check_mode=False):
-    """Point <name> at <name>@<vid> and remove versions beyond the retention. Returns a result dict."""
+    """Point <name> at <name>@<vid> and remove versions beyond the retention. Returns a result dict.
+
+    Fails safe: with a damaged history nothing is removed (which versions were active before is unknown) and
+    the history is left as it is for the operator; versions that are not ours (no stamp of model_import, a
+    name that is not a version, a path outside models_dir) are never removed. RV 'held' says why.
+    """
     _check_name(name)
     target = version_dir(models_dir, name, vid)
     if not os.path.isdir(target) and not check_mode:
@@ -143,12 +182,18 @@ def activate(models_dir, name, vid, keep, protect=(), check_mode=False):
     if os.path.lexists(link) and not os.path.islink(link):
         raise ModelVersionError("%s is a directory of the older layout: prepare (migrate) it first" % link)
     replaced = current_version(models_dir, name)
-    history = read_history(models_dir, name)
-    new_history = record_activation(history, vid)
+    history, damaged = read_history_report(models_dir, name)
+    new_history = history if damaged else record_activation(history, vid)
     present = present_versions(models_dir, name)
     if vid not in present:
         present.append(vid)
-    remove = prunable(present, new_history, vid, keep, replaced=replaced, protect=protect)
+    if damaged:
+        remove = []
+        held = ["nothing removed: %s; which versions were active before is unknown, so every version is kept "
+                "(fix or remove the file; the next activation then records a new history)" % damaged]
+    else:
+        remove, held = owned_versions(models_dir, name,
+                                      prunable(present, new_history, vid, keep, replaced=replaced, protect=protect))
     switch = replaced != vid
     changed = switch or bool(remove) or new_history != history
     if not check_mode:
@@ -159,15 +204,19 @@ def activate(models_dir, name, vid, keep, protect=(), check_mode=False):
         for v in remove:
             shutil.rmtree(version_dir(models_dir, name, v))
     return dict(changed=changed, version=vid, previous=replaced or "", switched=switch, removed=remove,
-                versions=sorted(set(present) - set(remove)), dir=link, version_dir=target)
+                versions=sorted(set(present) - set(remove)), dir=link, version_dir=target, held=held)
 
 
 def in_place(models_dir, name, vid, sha256, keep):
     """Whether nothing is left to do for this version: it is imported (its stamp carries `sha256`), the name
     points at it, and activating it again would change nothing even with no version protected (protecting
-    versions only keeps more, so the real activation with its protect list changes nothing either)."""
+    versions only keeps more, so the real activation with its protect list changes nothing either).
+    A damaged history is never in place: the activation then runs and warns (held) on every run until the
+    operator fixes it, instead of a converged run hiding that retention keeps every version."""
     _check_name(name)
     if current_version(models_dir, name) != vid:
+        return False
+    if read_history_report(models_dir, name)[1]:
         return False
     if _stamp_sha(version_dir(models_dir, name, vid)) != (sha256 or "").lower():
         return False

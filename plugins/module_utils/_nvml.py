@@ -74,7 +74,7 @@ HINTS = {
                          'bound, or Secure Boot refusing the module), or reboot after a driver install.',
     'version_mismatch': 'The loaded kernel module ({kernel}) is not the version of libnvidia-ml ({library}): '
                         'reboot, or stop GPU users (nvidia-persistenced, GPU containers) and unload the old '
-                        'module (rmmod nvidia_drm nvidia_uvm nvidia_modeset nvidia) so the new one loads.',
+                        'module (rmmod nvidia_drm nvidia_modeset nvidia_uvm nvidia) so the new one loads.',
     'error': 'NVML failed with {name}: see nvidia-smi and the kernel log (dmesg).',
 }
 
@@ -214,8 +214,9 @@ def library_file(lib, symbol='nvmlInit_v2'):
 def loaded_library_path(name_fragment='libnvidia-ml', maps_path='/proc/self/maps'):
     """Resolved path of the NVML library this process has mapped (its file name carries its version)."""
     try:
-        with open(maps_path) as f:
-            for line in f:
+        with open(maps_path, 'rb') as f:
+            for raw in f:
+                line = _text(raw)
                 parts = line.split(None, 5)
                 if len(parts) == 6 and name_fragment in os.path.basename(parts[5].strip()):
                     return os.path.realpath(parts[5].strip())
@@ -238,8 +239,8 @@ def parse_kernel_module_version(text):
 def read_kernel_module_version(path):
     for candidate in (path, '/sys/module/nvidia/version'):
         try:
-            with open(candidate) as f:
-                text = f.read()
+            with open(candidate, 'rb') as f:
+                text = _text(f.read(65536))  # bytes that are not UTF-8 (a damaged or odd file) never raise
         except (IOError, OSError):
             continue
         if candidate.endswith('/sys/module/nvidia/version'):
@@ -419,6 +420,150 @@ def collect(library='libnvidia-ml.so.1', driver_version_file='/proc/driver/nvidi
         result['nvml_state'] = 'ok'
     except NvmlError as e:
         _fail(result, 'error', e)
+    finally:
+        nvml.shutdown()
+    return result
+
+
+# --- GPU health (read by the vllm_observe exporter, _gpu_health.py) -------------------------------------------
+# Enum values from nvml.h (they are part of NVML's ABI and have not changed since they were introduced).
+NVML_TEMPERATURE_GPU = 0
+NVML_CLOCK_SM = 1
+NVML_CLOCK_MEM = 2
+NVML_MEMORY_ERROR_CORRECTED = 0
+NVML_MEMORY_ERROR_UNCORRECTED = 1
+NVML_VOLATILE_ECC = 0
+NVML_AGGREGATE_ECC = 1
+NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT = 0
+NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT = 1
+# nvmlClocksEventReasons (formerly ClocksThrottleReasons) bits, by the name this collection's metrics use.
+THROTTLE_REASONS = (
+    (0x1, 'gpu_idle'),
+    (0x2, 'applications_clocks_setting'),
+    (0x4, 'sw_power_cap'),
+    (0x8, 'hw_slowdown'),
+    (0x10, 'sync_boost'),
+    (0x20, 'sw_thermal_slowdown'),
+    (0x40, 'hw_thermal_slowdown'),
+    (0x80, 'hw_power_brake_slowdown'),
+    (0x100, 'display_clock_setting'),
+)
+
+
+class Utilization(ctypes.Structure):
+    _fields_ = [('gpu', ctypes.c_uint), ('memory', ctypes.c_uint)]
+
+
+def _uint(nvml, name, handle, *args):
+    value = ctypes.c_uint()
+    nvml.call(name, handle, *(args + (ctypes.byref(value),)))
+    return value.value
+
+
+def _ulonglong(nvml, names, handle, *args):
+    value = ctypes.c_ulonglong()
+    nvml.first(names, handle, *(args + (ctypes.byref(value),)))
+    return value.value
+
+
+def _retired_pages(nvml, handle, cause):
+    """Number of pages retired for a cause: asked with a zero-size buffer (NVML answers the count, with
+    NVML_SUCCESS when there are none and NVML_ERROR_INSUFFICIENT_SIZE when there are some)."""
+    count = ctypes.c_uint(0)
+    try:
+        nvml.call('nvmlDeviceGetRetiredPages', handle, ctypes.c_int(cause), ctypes.byref(count), None)
+    except NvmlError as e:
+        if e.code != NVML_ERROR_INSUFFICIENT_SIZE:
+            raise
+    return count.value
+
+
+def _remapped_rows(nvml, handle):
+    corr, unc, pending, failure = ctypes.c_uint(), ctypes.c_uint(), ctypes.c_uint(), ctypes.c_uint()
+    nvml.call('nvmlDeviceGetRemappedRows', handle, ctypes.byref(corr), ctypes.byref(unc), ctypes.byref(pending),
+              ctypes.byref(failure))
+    return {'correctable': corr.value, 'uncorrectable': unc.value, 'pending': bool(pending.value),
+            'failure': bool(failure.value)}
+
+
+def gpu_health(nvml, index):
+    """Health figures of one GPU; each is None where the GPU, driver or permission level does not offer it."""
+    handle = ctypes.c_void_p()
+    nvml.first(('nvmlDeviceGetHandleByIndex_v2', 'nvmlDeviceGetHandleByIndex'), ctypes.c_uint(index),
+               ctypes.byref(handle))
+    pci = PciInfo()
+    nvml.call('nvmlDeviceGetPciInfo_v3', handle, ctypes.byref(pci))
+
+    def utilization():
+        u = Utilization()
+        nvml.call('nvmlDeviceGetUtilizationRates', handle, ctypes.byref(u))
+        return {'gpu': u.gpu, 'memory': u.memory}
+
+    def ecc(error_type, counter_type):
+        return lambda: _ulonglong(nvml, ('nvmlDeviceGetTotalEccErrors',), handle, ctypes.c_int(error_type),
+                                  ctypes.c_int(counter_type))
+
+    info = {
+        'index': index,
+        'uuid': nvml.string('nvmlDeviceGetUUID', handle),
+        'name': nvml.string('nvmlDeviceGetName', handle),
+        'pci_bus_id': _text(pci.busId),
+        'temperature_c': _optional(lambda: _uint(nvml, 'nvmlDeviceGetTemperature', handle,
+                                                 ctypes.c_int(NVML_TEMPERATURE_GPU))),
+        'power_mw': _optional(lambda: _uint(nvml, 'nvmlDeviceGetPowerUsage', handle)),
+        'power_limit_mw': _optional(lambda: _uint(nvml, 'nvmlDeviceGetEnforcedPowerLimit', handle)),
+        'energy_mj': _optional(lambda: _ulonglong(nvml, ('nvmlDeviceGetTotalEnergyConsumption',), handle)),
+        'sm_clock_mhz': _optional(lambda: _uint(nvml, 'nvmlDeviceGetClockInfo', handle, ctypes.c_int(NVML_CLOCK_SM))),
+        'mem_clock_mhz': _optional(lambda: _uint(nvml, 'nvmlDeviceGetClockInfo', handle,
+                                                 ctypes.c_int(NVML_CLOCK_MEM))),
+        # the newer name first (drivers >= 535); the older one is kept by NVML as an alias
+        'throttle_reasons': _optional(lambda: _ulonglong(nvml, ('nvmlDeviceGetCurrentClocksEventReasons',
+                                                                'nvmlDeviceGetCurrentClocksThrottleReasons'), handle)),
+        'utilization': _optional(utilization),
+        'ecc_sbe_volatile': _optional(ecc(NVML_MEMORY_ERROR_CORRECTED, NVML_VOLATILE_ECC)),
+        'ecc_dbe_volatile': _optional(ecc(NVML_MEMORY_ERROR_UNCORRECTED, NVML_VOLATILE_ECC)),
+        'ecc_sbe_aggregate': _optional(ecc(NVML_MEMORY_ERROR_CORRECTED, NVML_AGGREGATE_ECC)),
+        'ecc_dbe_aggregate': _optional(ecc(NVML_MEMORY_ERROR_UNCORRECTED, NVML_AGGREGATE_ECC)),
+        'retired_sbe': _optional(lambda: _retired_pages(nvml, handle, NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT)),
+        'retired_dbe': _optional(lambda: _retired_pages(nvml, handle, NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT)),
+        'retired_pending': _optional(lambda: bool(_uint(nvml, 'nvmlDeviceGetRetiredPagesPendingStatus', handle))),
+        'remapped_rows': _optional(lambda: _remapped_rows(nvml, handle)),
+    }
+    info.update(_memory(nvml, handle))
+    return info
+
+
+def collect_health(library='libnvidia-ml.so.1'):
+    """{nvml_state, nvml_error, driver_version, gpus: [gpu_health...]}: what the GPU exporter writes out.
+    A GPU whose reads fail (fallen off the bus) is reported in gpu_errors, the others still are."""
+    result = {'nvml_state': None, 'nvml_error': None, 'driver_version': None, 'gpus': [], 'gpu_errors': []}
+    try:
+        lib = ctypes.CDLL(library)
+    except OSError as e:
+        result['nvml_state'] = 'absent'
+        result['nvml_error'] = {'code': NVML_ERROR_LIBRARY_NOT_FOUND, 'name': NVML_ERROR_NAMES[12],
+                                'message': str(e), 'function': 'dlopen'}
+        return result
+    nvml = Nvml(lib)
+    try:
+        nvml.init()
+    except NvmlError as e:
+        result['nvml_state'] = STATE_BY_INIT_ERROR.get(e.code, 'error')
+        result['nvml_error'] = {'code': e.code, 'name': e.name, 'message': e.message, 'function': e.function}
+        return result
+    try:
+        result['driver_version'] = nvml.string('nvmlSystemGetDriverVersion')
+        count = ctypes.c_uint()
+        nvml.first(('nvmlDeviceGetCount_v2', 'nvmlDeviceGetCount'), ctypes.byref(count))
+        for i in range(count.value):
+            try:
+                result['gpus'].append(gpu_health(nvml, i))
+            except NvmlError as e:
+                result['gpu_errors'].append({'index': i, 'code': e.code, 'name': e.name, 'function': e.function})
+        result['nvml_state'] = 'ok'
+    except NvmlError as e:
+        result['nvml_state'] = 'error'
+        result['nvml_error'] = {'code': e.code, 'name': e.name, 'message': e.message, 'function': e.function}
     finally:
         nvml.shutdown()
     return result

@@ -22,6 +22,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import errno
+import ipaddress
 import os
 import posixpath
 import re
@@ -57,6 +58,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._bundle import (
 NET_BUF_SIZE = 1024 * 1024
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
 _RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
+_HOSTNAME = re.compile(r"\A(?=.{1,253}\Z)[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*\.?\Z")
 
 
 class PeerFetchError(BundleError):
@@ -237,9 +239,40 @@ class PeerRequestHandler(BaseHTTPRequestHandler):
         return None
 
 
+def peer_bind_problem(address):
+    """None when the seed's peer server may listen on `address` ('' = the host's default IPv4), else why not.
+
+    Every interface (0.0.0.0, ::) would offer the bundle to every network the seed is on: the peers reach
+    one address, name it."""
+    text = ("%s" % (address,)) if address is not None else ""
+    if not text.strip():
+        return None
+    if text != text.strip():
+        return "an address without spaces or line breaks around it, not %r" % (address,)
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        # '0', '0x0', '10.1' are addresses to the socket layer (inet_aton), not names: 0 is every interface.
+        if _HOSTNAME.match(text) and not re.match(r"\A(0x[0-9a-f]*|[0-9.]+)\Z", text, re.I):
+            return None
+        return "an IP address (or host name) of the seed the peers reach, not %r" % (address,)
+    if ip.is_unspecified:
+        return ("one address of the seed the peers reach, not every interface (%s): the seed's bundle would be "
+                "offered on every network it is on" % text)
+    return None
+
+
 def make_server(bind, port, token, root, entries, log_path=None):
-    """A threading HTTP server for the listed files of `root`, not yet serving."""
+    """A threading HTTP server for the listed files of `root`, not yet serving (on one address: never every
+    interface)."""
     check_token(token)
+    if not ("%s" % (bind,)).strip():
+        raise BundleError("no address to listen on: set bundle_peer_address to an address of the seed the peers reach")
+    wrong = peer_bind_problem(bind)
+    if wrong:
+        raise BundleError("bundle_peer_address %r: wants %s" % (bind, wrong))
     files = dict((e["path"], e) for e in validate_entries(entries))
     if not os.path.isdir(root):
         raise BundleError("%s is not a directory: stage the bundle on the seed first" % root)

@@ -10,12 +10,63 @@ from __future__ import absolute_import, division, print_function
 
 import re
 
+from ansible_collections.airgap.vllm.plugins.module_utils._version import parse_vllm as parse_vllm_version
+
 __metaclass__ = type
 
 GIB = 1 << 30
 MIB = 1 << 20
 
 VLLM_VERSION = "0.27.1"
+
+# The vLLM releases the collection knows, oldest first: the one place that lists them (docs/launch-planning.md
+# "Known releases"). ``planner`` says whose sizing rules, defaults and parser names the planner holds for it:
+# only 0.27.1's are proven against a real engine (the test world); a later known release is planned with them
+# and the engine confirmation re-plans once from the engine's own numbers. ``madvise_upstream``: how much of the
+# madvise(MADV_POPULATE_WRITE) fix (_source_patch.CATALOGUE) the release carries itself: none, partial
+# (ec_shared_region.py guarded, the KV offload region not), complete. ``differs``: what changed from the release
+# before it, as far as the collection knows.
+KNOWN_RELEASES = (
+    {"release": "0.27.1", "planner": "0.27.1", "madvise_upstream": "none", "reasoning_field": "reasoning",
+     "swap_space": False,
+     "differs": ["--swap-space removed (refused by the parser)",
+                 "chat completions carry the thinking as `reasoning` (earlier: `reasoning_content`)"]},
+    {"release": "0.28.0", "planner": "0.27.1", "madvise_upstream": "partial", "reasoning_field": "reasoning",
+     "swap_space": False,
+     "differs": ["madvise fix upstream in ec_shared_region.py (_madvise_populate_write probed under "
+                 "try/except OSError); the KV offload region still needs the patch"]},
+    {"release": "0.30.0", "planner": "0.27.1", "madvise_upstream": "complete", "reasoning_field": "reasoning",
+     "swap_space": False,
+     "differs": ["madvise fix upstream everywhere: the source patch finds upstream_fixed and changes nothing"]},
+)
+
+
+def release_rules(version, known=KNOWN_RELEASES):
+    """Which known release's rules plan for ``version`` (text or parse_vllm_version's dict).
+
+    Returns {"version", "release" ("X.Y.Z" or "X.Y.ZrcN"), "rules" (the known entry used), "known" (an exact
+    final release the collection lists; +local ignored), "relation" ("known", "newer", "between", "older",
+    "prerelease")}. A release the collection does not list plans with the nearest known one at or below it
+    (the oldest for an older one); the caller says so loudly (_plan_warnings.release_warnings)."""
+    v = version if isinstance(version, dict) else parse_vllm_version(version)
+    entries = sorted(known, key=lambda e: parse_vllm_version(e["release"])["key"])
+    keys = [parse_vllm_version(e["release"])["key"] for e in entries]
+    below = [e for e, k in zip(entries, keys) if k <= v["key"]]
+    exact = [e for e in entries if parse_vllm_version(e["release"])["release"] == v["release"]]
+    name = v["version"].split("+")[0]
+    if exact and not v["pre"] and not v["dev"]:
+        return {"version": v["version"], "release": name, "rules": exact[0], "known": True, "relation": "known"}
+    rules = below[-1] if below else entries[0]
+    if v["pre"] or v["dev"]:
+        relation = "prerelease"
+    elif not below:
+        relation = "older"
+    elif v["key"] > keys[-1]:
+        relation = "newer"
+    else:
+        relation = "between"
+    return {"version": v["version"], "release": name, "rules": rules, "known": False, "relation": relation}
+
 
 # Bytes per element. fp8*/int8 kinds are 1 byte (v1/kv_cache_interface.py get_dtype_size).
 DTYPE_BYTES = {

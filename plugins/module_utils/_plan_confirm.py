@@ -15,6 +15,8 @@ ledger and the measured budget only (no model directory needed) and pins the poo
 
 from __future__ import absolute_import, division, print_function
 
+import hashlib
+import json
 import math
 import re
 
@@ -24,6 +26,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import (
     dtype_bytes,
     fmt_gib,
     fmt_tokens,
+    release_rules,
 )
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_kv import (
     blocks_per_request,
@@ -49,10 +52,24 @@ RE_REFUSAL = re.compile(
     r"(?: Based on the available memory, the estimated maximum model length is (\d+)\.)?")
 # kv_cache_utils.py:757 available <= 0
 RE_NO_MEMORY = re.compile(r"No available memory for the cache blocks\.")
+# vLLM's argument parser (argparse: "<prog>: error: <message>", exit status 2) refusing its command line, e.g.
+# "vllm: error: unrecognized arguments: --no-such-flag" or "vllm serve: error: argument --max-model-len: ...".
+RE_ARGV_REFUSED = re.compile(r"\bvllm(?: [a-z][a-z-]*)?: error: (.+?)\s*$", re.M)
 # v1/worker/utils.py:420 request_memory: the card is not free enough for the utilisation asked
 RE_NOT_FREE = re.compile(
     r"Free memory on device \S* ?\(([0-9.]+)/([0-9.]+) GiB\) on startup is less than desired "
     r"GPU memory utilization \(([0-9.]+), ([0-9.]+) GiB\)")
+
+# Where one start begins. systemd's own lines in `journalctl -u <unit>` (-o cat or short: "Starting <description>..."
+# before ExecStartPre, "Started <description>." once the process runs; vLLM's lines there begin with
+# "(APIServer pid=..)", "INFO" or the like), and vLLM's start banner, the first line of every start
+# (entrypoints/openai/api_server.py:624 setup_server -> entrypoints/serve/utils/api_utils.py:323
+# log_version_and_model: "vLLM server version %s, serving model %s", or the logo's "version" line),
+# which also marks a start in `docker logs`.
+RE_START = re.compile(
+    r"^(?:\S+ +\d+ [0-9:]+ \S+ systemd\[\d+\]: )?(?:Starting \S.*\.\.\.|Started \S.*)$"
+    r"|vLLM server version \S+, serving model"
+    r"|\u2588(?:\x1b\[[0-9;]*m)?\s+version\s", re.M)
 
 VERDICTS = ("confirmed", "replan_needed", "refused")
 
@@ -97,29 +114,156 @@ def parse_metrics(text):
     return out
 
 
-def parse_journal(text):
-    """vLLM's own start-up numbers from a journal (the last start wins)."""
+def current_start(text):
+    """The part of a journal since the last start (RE_START): what an earlier start printed (an old
+    refusal, another context's numbers) says nothing about this one."""
     text = text or ""
+    starts = [m.start() for m in RE_START.finditer(text)]
+    return text[starts[-1]:] if starts else text
+
+
+def parse_journal(text):
+    """vLLM's own start-up numbers from a journal, read from the last start only (current_start).
+
+    With tensor (or pipeline) parallelism every rank logs its own "Available KV cache memory"
+    (v1/worker/gpu_worker.py:563 info_once, scope local: once per worker process) and vLLM sizes
+    every rank to the smallest (v1/core/kv_cache_utils.py:2210 get_kv_cache_configs: "Change the
+    num_blocks of each rank to the smallest among all ranks"): the budget is the minimum across
+    ranks; the weights the largest rank's load."""
+    text = current_start(text)
     out = {"available_kv_gib": None, "model_loading_gib": None, "kv_cache_tokens": None,
            "max_concurrency": None, "max_concurrency_len": None, "refusal": None,
-           "no_memory": bool(RE_NO_MEMORY.search(text)), "not_free": None}
-    for m in RE_AVAILABLE.finditer(text):
-        out["available_kv_gib"] = float(m.group(1))
-    for m in RE_LOADING.finditer(text):
-        out["model_loading_gib"] = float(m.group(1))
+           "no_memory": bool(RE_NO_MEMORY.search(text)), "not_free": None,
+           "argv_refused": None, "available_kv_gib_by_rank": []}
+    ranks = [float(m.group(1)) for m in RE_AVAILABLE.finditer(text)]
+    if ranks:
+        out["available_kv_gib"] = min(ranks)
+        out["available_kv_gib_by_rank"] = ranks
+    loads = [float(m.group(1)) for m in RE_LOADING.finditer(text)]
+    if loads:
+        out["model_loading_gib"] = max(loads)
     for m in RE_KV_TOKENS.finditer(text):
         out["kv_cache_tokens"] = int(m.group(1).replace(",", ""))
     for m in RE_MAX_CONC.finditer(text):
         out["max_concurrency_len"] = int(m.group(1).replace(",", ""))
         out["max_concurrency"] = float(m.group(2))
     for m in RE_REFUSAL.finditer(text):
-        out["refusal"] = {"max_model_len": int(m.group(1)), "needed_gib": float(m.group(2)),
-                          "available_gib": float(m.group(3)),
-                          "estimated_max_model_len": int(m.group(4)) if m.group(4) else None}
+        refusal = {"max_model_len": int(m.group(1)), "needed_gib": float(m.group(2)),
+                   "available_gib": float(m.group(3)),
+                   "estimated_max_model_len": int(m.group(4)) if m.group(4) else None}
+        # Every rank checks its own memory (kv_cache_utils.py:2186): keep the tightest refusal.
+        if out["refusal"] is None or refusal["available_gib"] < out["refusal"]["available_gib"]:
+            out["refusal"] = refusal
     for m in RE_NOT_FREE.finditer(text):
         out["not_free"] = {"free_gib": float(m.group(1)), "total_gib": float(m.group(2)),
                            "utilization": float(m.group(3)), "requested_gib": float(m.group(4))}
+    for m in RE_ARGV_REFUSED.finditer(text):
+        out["argv_refused"] = m.group(1)
+    out["cause"] = failure_cause(out)
     return out
+
+
+def failure_cause(facts):
+    """The sentence a failed start gives the operator from vLLM's own words (parse_journal's facts): its
+    refusal of the context with its numbers, no memory left for the KV cache, a card another process holds,
+    or its argument parser refusing the command line; otherwise that vLLM said nothing of its own."""
+    facts = facts or {}
+    r = facts.get("refusal")
+    if r:
+        # refusal_cause's sentence (what the refused-plan record keeps), with the advice.
+        advice = (". Plan a context of at most that (vllm_plan_context), or free memory for the KV cache"
+                  if r.get("estimated_max_model_len") else "")
+        return "vLLM refused the configuration: %s%s." % (refusal_cause(facts), advice)
+    if facts.get("no_memory"):
+        return ("vLLM found no memory for the KV cache after loading the model: the weights do not leave room "
+                "at this utilisation.")
+    nf = facts.get("not_free")
+    if nf:
+        return ("The GPU had only %s GiB free of %s GiB at start, less than the %s GiB asked for: another process "
+                "holds GPU memory." % (nf["free_gib"], nf["total_gib"], nf["requested_gib"]))
+    if facts.get("argv_refused"):
+        return ("vLLM refused its command line: %s. The image's vLLM release does not take this argv "
+                "(vllm_service_argv_check, on by default, catches this before the service is touched)."
+                % facts["argv_refused"])
+    return "vLLM printed no refusal of its own: see its log below."
+
+
+# --- a refused plan is not deployed again --------------------------------------------------------
+
+# What of a plan reaches the unit: the service role runs exactly these.
+FINGERPRINT_KEYS = ("argv", "docker_options", "env")
+
+
+def plan_fingerprint(plan_result):
+    """sha256 of what a plan puts into the unit (argv, Docker options, environment): equal plans, equal
+    fingerprints, whichever run computed them. None without a plan."""
+    if not isinstance(plan_result, dict) or not plan_result.get("argv"):
+        return None
+    body = dict((k, plan_result.get(k) or ([] if k != "env" else {})) for k in FINGERPRINT_KEYS)
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"),
+                                     default=str).encode("utf-8")).hexdigest()
+
+
+def refusal_cause(facts):
+    """One sentence of what vLLM refused (parse_journal's facts), or None when it refused nothing of the
+    plan's own. A card another process holds (not_free) is not the plan's fault: never recorded."""
+    r = (facts or {}).get("refusal")
+    if r:
+        cause = ("--max-model-len %d needs %s GiB of KV cache, but only %s GiB is available"
+                 % (r["max_model_len"], r["needed_gib"], r["available_gib"]))
+        if r.get("estimated_max_model_len"):
+            cause += "; vLLM estimates the longest length that fits at %d tokens" % r["estimated_max_model_len"]
+        return cause
+    if (facts or {}).get("no_memory"):
+        return "no memory was left for the KV cache after loading the model"
+    if (facts or {}).get("argv_refused"):
+        return "its argument parser refused the command line (%s)" % facts["argv_refused"]
+    return None
+
+
+def refusal_record(plan_result, journal_text, last_record):
+    """The service's record after a rollback, with the refused plan noted (``refused_plan``), so that the
+    same plan is not deployed again from an unchanged inventory; None when there is nothing to note: no
+    last good record to roll back to, vLLM refused nothing of the plan (a broken image, a busy card), or
+    the refused plan is the one the last good configuration runs."""
+    if not isinstance(last_record, dict) or not last_record.get("name"):
+        return None
+    fingerprint = plan_fingerprint(plan_result)
+    cause = refusal_cause(parse_journal(journal_text))
+    if not fingerprint or not cause or fingerprint == last_record.get("plan_fingerprint"):
+        return None
+    ledger = (plan_result or {}).get("ledger") or {}
+    record = dict(last_record)
+    record["refused_plan"] = {"fingerprint": fingerprint, "cause": cause,
+                              "max_model_len": ledger.get("max_model_len"),
+                              "concurrency": ledger.get("concurrency")}
+    return record
+
+
+def refused_plan_check(plan_result, service_record, service_name="vllm", retry=False):
+    """Is this plan one vLLM already refused on this host ({refused, msg})? A refused plan from an unchanged
+    inventory fails again the same way, after taking the running service down for minutes: refuse it before
+    anything is touched, naming the refusal and what to change. ``retry`` deploys it anyway."""
+    refused = (service_record or {}).get("refused_plan") if isinstance(service_record, dict) else None
+    fingerprint = plan_fingerprint(plan_result)
+    if retry or not isinstance(refused, dict) or not fingerprint or refused.get("fingerprint") != fingerprint:
+        return {"refused": False, "msg": "", "fingerprint": fingerprint}
+    what = ""
+    if refused.get("max_model_len"):
+        what = " (context %s x %s requests)" % (refused["max_model_len"], refused.get("concurrency") or 1)
+    cause = refused.get("cause") or "it did not start"
+    if cause.startswith("its argument parser refused"):
+        change = ("Change the inventory so that the argv differs (the flag in vllm_plan_extra_args, or an image "
+                  "whose vLLM release takes it) and run the plan and service stages again (ansible-playbook "
+                  "site.yml --tags plan,service).")
+    else:
+        change = ("Change the inventory so that the plan differs (a smaller vllm_plan_context, a lower "
+                  "vllm_plan_concurrency, vllm_plan_kv_cache_dtype fp8, more GPUs) and run the plan and service "
+                  "stages again (ansible-playbook site.yml --tags plan,service), or, once more memory is free, "
+                  "retry it as it is with -e airgap_vllm_retry_refused_plan=true.")
+    msg = ("vLLM refused this plan%s for %s on this host before: %s. The last good configuration was "
+           "rolled back and keeps serving; nothing was changed. %s" % (what, service_name, cause, change))
+    return {"refused": True, "msg": msg, "fingerprint": fingerprint}
 
 
 def _gib_floor(gib):
@@ -289,7 +433,7 @@ def replanned_plan(plan_result, replan_result):
 
 
 def confirm(plan_result, metrics_text=None, journal_text=None, is_replan=False,
-            tradeoff_rows=None, replanned=None):
+            tradeoff_rows=None, replanned=None, engine_env=None):
     """Planned vs measured, a verdict, at most one re-plan, and the deployment report.
 
     verdict: confirmed (the engine holds what the plan promised: context x concurrency, or the
@@ -365,12 +509,15 @@ def confirm(plan_result, metrics_text=None, journal_text=None, is_replan=False,
               "measured_concurrency_at_len": round(measured_conc, 2)
               if measured_conc is not None else None,
               "promised_concurrency_at_len": round(promise, 2)}
+    result["pool"] = pool_check(planned, m, (plan_result["ledger"] or {}).get("estimate_band"), engine_env)
+    if result["pool"]["note"]:
+        notes.append(result["pool"]["note"])
     if tradeoff_rows is None and m["budget_bytes"] and plan_result.get("inputs"):
         tradeoff_rows = measured_tradeoff(plan_result, m["budget_bytes"])
     result["report"] = deployment_report(plan_result, result, tradeoff_rows)
     result["report_markdown"] = render_markdown(result["report"])
     result["report_svg"] = render_svg(result["report"])
-    result["summary"] = render_summary(result)
+    result["summary"] = render_summary(dict(result, engine=result["report"]["engine"]))
     return result
 
 
@@ -389,10 +536,31 @@ def measured_tradeoff(plan_result, budget):
         return None
 
 
+def engine_release(plan_result):
+    """The vLLM release the plan was made for (the image's, vllm_launch_plan's ``vllm_version`` kept in its
+    ``inputs``): {"version", "known", "rules", "relation", "text"}, or None when the plan was made without one."""
+    version = ((plan_result or {}).get("inputs") or {}).get("vllm_version")
+    if not version or not str(version).strip():
+        return None
+    try:
+        r = release_rules(str(version))
+    except ValueError:
+        return {"version": str(version), "known": False, "rules": None, "relation": "unreadable",
+                "text": "vLLM %r (UNKNOWN: not a version)" % str(version)}
+    rules = r["rules"]["release"]
+    text = "vLLM %s" % r["version"]
+    if not r["known"]:
+        text += " (UNKNOWN release, %s: planned with the rules of vLLM %s)" % (r["relation"], rules)
+    elif r["rules"].get("planner", rules) != rules:
+        text += " (known; sizing rules of vLLM %s)" % r["rules"]["planner"]
+    return {"version": r["version"], "known": r["known"], "rules": rules, "relation": r["relation"], "text": text}
+
+
 def render_summary(result):
     """One screen for the end of a playbook."""
     p, m, r = result["planned"], result["measured"], result.get("replan")
-    lines = ["vLLM plan %s%s" % (result["verdict"], " -> restart once with the re-plan"
+    engine = result.get("engine")
+    lines = ["vLLM plan %s%s" % (verdict_text(result), " -> restart once with the re-plan"
                                  if result["restart"] else ""),
              "  KV pool   planned %s, measured %s (%s)" % (
                  fmt_gib(p["kv_cache_memory_bytes"]),
@@ -410,6 +578,8 @@ def render_summary(result):
     elif r:
         lines.append("  re-plan   not feasible: %s" % r["reason"])
     lines += ["  note      " + n for n in result.get("notes", [])]
+    if engine:
+        lines.insert(0, "vLLM release: %s" % engine["text"][len("vLLM "):])
     return "\n".join(lines)
 
 
@@ -437,7 +607,12 @@ def memory_bars(ledger, measured):
         bars["measured"] = {"total": total, "weights": weights,
                             "other": max(0, budget - weights - kv), "kv_pool": kv,
                             "free": max(0, total - max(budget, weights + kv)),
-                            "weights_measured": mw is not None}
+                            "weights_measured": mw is not None,
+                            # Only the KV pool (and the weights, from a journal) is the engine's number: the rest
+                            # of the bar is the plan's budget, not a measurement.
+                            "labels": {"weights": "weights" if mw is not None else "weights (planned)",
+                                       "other": "not measured", "kv_pool": "KV pool",
+                                       "free": "free (planned)"}}
     return bars
 
 
@@ -446,6 +621,7 @@ def deployment_report(plan_result, confirmation, tradeoff_rows=None):
     final = confirmation.get("replan") if confirmation.get("restart") else None
     final_ctx = final["max_model_len"] if final else ledger["max_model_len"]
     return {
+        "engine": engine_release(plan_result),
         "verdict": confirmation["verdict"],
         "restart": confirmation["restart"],
         "is_replan": confirmation["is_replan"],
@@ -462,7 +638,11 @@ def deployment_report(plan_result, confirmation, tradeoff_rows=None):
         "memory": memory_bars(ledger, confirmation["measured"]),
         "tradeoff": tradeoff_rows or plan_result.get("tradeoff"),
         "notes": confirmation.get("notes", []),
-        "ledger": {"attention_backend": ledger.get("attention_backend"),
+        "pool": confirmation.get("pool"),
+        "plan_warnings": plan_result.get("plan_warnings") or [],
+        "ledger": {"num_speculative_tokens": ledger.get("num_speculative_tokens"),
+                   "prefix_caching": ledger.get("prefix_caching"),
+                   "attention_backend": ledger.get("attention_backend"),
                    "kv_dtype": ledger.get("kv_dtype"), "block_size": ledger["block_size"],
                    "model_family": ledger.get("model_family")},
     }
@@ -478,8 +658,9 @@ def render_markdown(report):
         return "{:,}".format(v) if isinstance(v, int) else ("-" if v is None else str(v))
 
     rows = ["# vLLM deployment report", "",
-            "**Verdict: %s**%s" % (report["verdict"],
-                                   " (restart with the re-plan)" if report["restart"] else ""), "",
+            "**Verdict: %s**%s" % (verdict_text(report),
+                                   " (restart with the re-plan)" if report["restart"] else ""), ""] + (
+        ["Engine: %s." % report["engine"]["text"], ""] if report.get("engine") else []) + [
             "| | planned | measured |", "|---|---|---|",
             "| KV pool | %s | %s |" % (g(p["kv_cache_memory_bytes"]), g(m.get("budget_bytes"))),
             "| num_gpu_blocks | %s | %s |" % (n(p["num_gpu_blocks"]), n(m.get("num_gpu_blocks"))),
@@ -509,6 +690,13 @@ def render_markdown(report):
     t = report.get("tradeoff")
     if t:
         rows += render_tradeoff_markdown(t) + [""]
+    if report.get("promises"):
+        rows += render_promises_markdown(report["promises"]) + [""]
+    if report.get("plan_warnings"):
+        rows += ["## Planner warnings", ""]
+        for w in report["plan_warnings"]:
+            rows.append("- **%s**: %s (%s)" % (w.get("id"), w.get("message"), w.get("source")))
+        rows.append("")
     for note in report.get("notes", []):
         rows.append("- " + note)
     rows += ["", "![memory](memory.svg)"]
@@ -544,7 +732,7 @@ def render_svg(report, width=640):
               ("free", "#d0d0d0"))
     bars = report["memory"]
     total = max(1, bars["planned"]["total"] or sum(bars["planned"][k] for k, _c in colors))
-    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="150" '
+    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="180" '
            'font-family="sans-serif" font-size="11">' % (width + 120)]
     y = 10
     for label in ("planned", "measured"):
@@ -557,11 +745,13 @@ def render_svg(report, width=640):
         x = 80.0
         for key, color in colors:
             w = width * max(0, bar_bytes[key]) / float(total)
+            name = (bar_bytes.get("labels") or {}).get(key) or key.replace("_", " ")
+            fill = "#bbbbbb" if name == "not measured" else color
             out.append('<rect x="%.1f" y="%d" width="%.1f" height="24" fill="%s">'
-                       '<title>%s %s</title></rect>' % (x, y, w, color, key, fmt_gib(bar_bytes[key])))
+                       '<title>%s: %s %s</title></rect>' % (x, y, w, fill, key, name, fmt_gib(bar_bytes[key])))
             if w > 50:
                 out.append('<text x="%.1f" y="%d" fill="#fff">%s %.1f</text>'
-                           % (x + 3, y + 16, key.replace("_", " "), bar_bytes[key] / float(GIB)))
+                           % (x + 3, y + 16, name, bar_bytes[key] / float(GIB)))
             x += w
         y += 40
     x = 80
@@ -570,6 +760,108 @@ def render_svg(report, width=640):
                    '<text x="%d" y="%d">%s</text>' % (x, y, color, x + 14, y + 9,
                                                       key.replace("_", " ")))
         x += 110
-    out.append('<text x="80" y="%d">GiB per GPU of %.1f GiB</text></svg>'
-               % (y + 30, total / float(GIB)))
+    captions = ["GiB per GPU of %.1f GiB" % (total / float(GIB))]
+    if bars.get("measured"):
+        captions.append("measured: the KV pool (vllm:cache_config_info)%s; the rest of that bar is the plan's"
+                        % (" and the weights (journal)" if bars["measured"].get("weights_measured") else ""))
+    pool = report.get("pool") or {}
+    if pool.get("explained_by"):
+        captions.append(pool["explained_by"].split(": ")[0])
+    for i, caption in enumerate(captions):
+        out.append('<text x="80" y="%d">%s</text>' % (y + 30 + 14 * i, _xml(caption)))
+    out.append("</svg>")
     return "".join(out)
+
+
+def _xml(text):
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+# --- the report never contradicts itself ------------------------------------------------------------
+
+POOL_TOLERANCE = 0.10  # outside the estimate's band and this far from the plan, the pool is "not as planned"
+
+
+def pool_check(planned, measured, band=None, engine_env=None):
+    """Is the measured KV pool the planned one? {status: as_planned|smaller|larger|not_measured, ratio,
+    explained_by, note}. The plan's estimate band (ledger estimate_band) counts as planned; a pool fixed by
+    a test setting (the CPU engine's VLLM_CPU_KVCACHE_SPACE, GiB of host memory: vllm/v1/worker/cpu_worker.py
+    "Explicitly set ... GiB for KV cache") is said to be one."""
+    p = (planned or {}).get("kv_cache_memory_bytes")
+    m = (measured or {}).get("budget_bytes")
+    out = {"status": "not_measured", "ratio": None, "planned_bytes": p, "measured_bytes": m,
+           "explained_by": None, "note": None}
+    if not p or m is None:
+        return out
+    out["ratio"] = round(float(m) / p, 4) if p else None
+    band = band or {}
+    low = min(band.get("kv_pool_low_bytes") or p, p * (1 - POOL_TOLERANCE))
+    high = max(band.get("kv_pool_high_bytes") or p, p * (1 + POOL_TOLERANCE))
+    if low <= m <= high:
+        out["status"] = "as_planned"
+        return out
+    out["status"] = "smaller" if m < p else "larger"
+    factor = (float(p) / m if m else float("inf")) if m < p else float(m) / p
+    space = (engine_env or {}).get("VLLM_CPU_KVCACHE_SPACE")
+    try:
+        space_bytes = int(float(space) * GIB) if space not in (None, "") else None
+    except (TypeError, ValueError):
+        space_bytes = None
+    if space_bytes and abs(m - space_bytes) <= max(GIB // 100, space_bytes // 100):
+        out["explained_by"] = ("the CPU engine's VLLM_CPU_KVCACHE_SPACE=%s fixes its KV pool at %s GiB of host memory "
+                               "(a test setting): the planned pool is the GPU's and was not measured here" % (space, space))
+    out["note"] = "the KV pool is %s than planned: %s measured against %s planned (%.1fx)%s" % (
+        out["status"], fmt_gib(m), fmt_gib(p), factor,
+        ("; " + out["explained_by"]) if out["explained_by"] else
+        "; the engine did not get the memory the plan counted on (another process on the card, a different "
+        "gpu_memory_utilization, or an estimate off by more than its band): see the re-plan")
+    return out
+
+
+def verdict_text(report):
+    """The verdict as the report states it: 'confirmed' only when the pool is the planned one too."""
+    verdict = report.get("verdict")
+    pool = report.get("pool") or {}
+    if verdict != "confirmed" or pool.get("status") in (None, "as_planned", "not_measured"):
+        return verdict
+    planned = report.get("planned") or {}
+    held = "context %s x %s requests held" % (planned.get("max_model_len"), planned.get("concurrency"))
+    if pool.get("explained_by"):
+        return "%s; KV pool not as planned (%s than planned, explained by a test setting)" % (held, pool["status"])
+    return "%s; KV pool NOT as planned (%s than planned)" % (held, pool["status"])
+
+
+def render_promises_markdown(rows):
+    """The promises table of report.md."""
+    out = ["## Promises", "",
+           "| promise | expected | measured | status | advice | source |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append("| %s | %s | %s | %s | %s | %s |" % tuple(
+            ("-" if v in (None, "") else str(v)).replace("|", "\\|") for v in (
+                r.get("promise"), r.get("expected"), r.get("measured"),
+                "**%s**" % r.get("status") if r.get("status") == "MISSED" else r.get("status"),
+                r.get("advice"), r.get("source"))))
+    return out
+
+
+CARRIED = ("promises", "loadcheck")
+
+
+def carry_promises(old_report, new_report):
+    """The new report with the load check's promises of the old one (report.json on the host) when both describe
+    the same deployment (planned and final equal): a converged re-run that confirms again keeps them, and so
+    leaves report.md unchanged; a changed plan drops them (its load check writes new ones). Returns the report
+    (a copy when something was carried) and whether it was."""
+    if not isinstance(old_report, dict) or not isinstance(new_report, dict):
+        return new_report, False
+    if not any(old_report.get(k) for k in CARRIED):
+        return new_report, False
+    same = all(json.dumps(old_report.get(k), sort_keys=True, default=str)
+               == json.dumps(new_report.get(k), sort_keys=True, default=str) for k in ("planned", "final"))
+    if not same:
+        return new_report, False
+    out = dict(new_report)
+    for key in CARRIED:
+        if old_report.get(key):
+            out[key] = old_report[key]
+    return out, True

@@ -7,8 +7,8 @@ Pure, stdlib only, Python 3.7-clean. merge_extras() takes a finished plan and re
 ``vllm_plan_extra_args`` appended to the argv and ``vllm_plan_extra_docker_options`` to the
 container options, under these guard rails:
 
-- One word per item; no newline, carriage return or NUL (a unit file line or an env file would
-  be split by them); no empty item.
+- One word per item; no control character (newline, carriage return, NUL, any other C0 or C1
+  control, DEL: a unit file line or an env file would be split by them); no empty item.
 - A duplicate of a planned option is refused, naming it, unless it is listed in
   ``vllm_plan_override_flags``: then the extra value replaces the planned one (and a warning says
   when the memory ledger was computed with the planned value). vLLM reads ``_`` as ``-`` and
@@ -19,15 +19,18 @@ container options, under these guard rails:
   keys belong in ``vllm_service_api_keys``, a root-only file) - the same rule as vllm_service's
   guard (_service_guard.api_key_args); no ``--config`` (the service owns it: the API keys file).
 - Docker options: ``--log-opt``/``--security-opt``/``--env``/... are duplicates only when they set
-  the same key (``--log-opt max-size=...`` twice). The network and privilege rules (no
-  ``--network host``, ``--privileged``, ...) stay with airgap.vllm.vllm_service_guard, which sees the
-  merged options together with the opt-in that may allow them.
+  the same key (``--log-opt max-size=...`` twice). Which options and values the container may have
+  at all (the allowlist of _container_allowlist: no capabilities, host mounts or namespaces, ...)
+  is decided by airgap.vllm.vllm_service_guard, which sees the merged options together with the
+  opt-ins that may allow them (``vllm_service_allow_docker_options``, ``vllm_service_expose_to_network``).
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.airgap.vllm.plugins.module_utils import _container_allowlist as _allowlist
+from ansible_collections.airgap.vllm.plugins.module_utils._container_allowlist import control_char
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import TargetsError
 from ansible_collections.airgap.vllm.plugins.module_utils._service_guard import api_key_args
 
@@ -51,12 +54,10 @@ DOCKER_REPEATABLE = frozenset(("--volume", "--mount", "--device", "--tmpfs", "--
                                "--add-host", "--dns", "--dns-option", "--dns-search", "--group-add",
                                "--device-cgroup-rule", "--env-file", "--label-file", "--expose",
                                "--publish", "--link", "--attach"))
-DOCKER_SHORT = {"-e": "--env", "-v": "--volume", "-l": "--label", "-p": "--publish", "-m": "--memory",
-                "-u": "--user", "-w": "--workdir", "-h": "--hostname", "-c": "--cpu-shares", "-a": "--attach"}
-# docker run options that take no value.
-DOCKER_BOOLEAN = frozenset(("--privileged", "--publish-all", "-P", "--rm", "--init", "--read-only", "--detach",
-                            "-d", "--interactive", "-i", "--tty", "-t", "--oom-kill-disable", "--no-healthcheck",
-                            "--sig-proxy", "--disable-content-trust", "--quiet", "-q"))
+# Shorthands and the options that take no value: Docker 20.10's own (_container_allowlist, the one table).
+DOCKER_SHORT = dict(_allowlist.DOCKER_SHORT)
+DOCKER_SHORT.update(_allowlist.DOCKER_ALIASES)
+DOCKER_BOOLEAN = _allowlist.DOCKER_BOOLEAN
 
 
 def _words(items, var):
@@ -71,10 +72,11 @@ def _words(items, var):
         word = str(item)
         if not word:
             raise TargetsError("%s[%d] is empty: drop it" % (var, i))
-        for bad, name in (("\n", "a newline"), ("\r", "a carriage return"), ("\0", "a NUL")):
-            if bad in word:
-                raise TargetsError("%s[%d] holds %s: one argument per item, no control characters (it "
-                                   "would split the unit file's command line)" % (var, i, name))
+        bad = control_char(word)
+        if bad:
+            names = {"U+000A": "a newline", "U+000D": "a carriage return", "U+0000": "a NUL"}
+            raise TargetsError("%s[%d] holds %s: one argument per item, no control characters (it "
+                               "would split the unit file's command line)" % (var, i, names.get(bad, bad)))
         out.append(word)
     return out
 

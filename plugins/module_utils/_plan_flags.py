@@ -76,6 +76,11 @@ def build_flags(t, ctx, kv_pool):
                        "vLLM picks FlashInfer here; without this it probes NVIDIA's artifact "
                        "server for TRT-LLM cubins (utils/flashinfer.py:346, 5 s timeout) on a "
                        "network that does not reach it"))
+    elif t.get("has_sinks") and t["cc"][0] == 10:
+        f.append(_flag(["--attention-config", compact_json({"use_trtllm_attention": False})],
+                       "attention sinks: vLLM asks FlashInfer first on SM 10.x, whose sink support "
+                       "(flashinfer.py:473 supports_sink) probes NVIDIA's artifact server for TRT-LLM "
+                       "cubins; without it FlashAttention 4 serves the sinks"))
     if t["max_num_batched_tokens"] != default_batched_tokens(t["gpu_total_bytes"]):
         f.append(_flag(["--max-num-batched-tokens", t["max_num_batched_tokens"]],
                        "prefill chunk size (sizes the activation peak)"))

@@ -58,7 +58,8 @@ def _kv_layout(shape, t):
                                 shape["kv_cache_scheme_dtype"])
     t["kv_from_scheme"] = t["kv_cache_dtype"] == "auto" and bool(shape["kv_cache_scheme_dtype"])
     kv_b = dtype_bytes(kv_dtype)
-    t["attention_backend"] = attention_backend(t["cc"], kv_dtype, shape["head_dim"])
+    t["has_sinks"] = bool(shape.get("attention_sinks"))
+    t["attention_backend"] = attention_backend(t["cc"], kv_dtype, shape["head_dim"], t["has_sinks"])
     # MTP adds one full-attention layer per mtp_num_hidden_layers, with its own KV.
     n_full = shape["num_full_layers"] + (shape["mtp_layers"] if t["num_spec"] else 0)
     n_lin, n_sw = shape["num_linear_layers"], shape["num_sliding_layers"]

@@ -66,13 +66,30 @@ def _flashinfer_ok(cc, kv_dtype, head_dim):
             and head_dim in FLASHINFER_HEAD_SIZES)
 
 
-def attention_backend(compute_capability, kv_dtype, head_dim=128):
+def _sinks_ok(name, cc):
+    """Attention sinks (gpt-oss, MiMo-V2, Laguna SWA layers): backend.py:357 validate_configuration
+    refuses a backend whose supports_sink() is false.
+    - FLASH_ATTN (flash_attn.py:195 supports_sink -> fa_utils.py:323 flash_attn_supports_sinks):
+      only FlashAttention 3 or 4; fa_utils.py:140 get_flash_attn_version picks FA3 on 9.x, FA4 on
+      10.x (the wheel ships vllm_flash_attn/cute, so FA4 is available), FA2 everywhere else.
+    - FLASHINFER (flashinfer.py:473 supports_sink): only the SM100 TRT-LLM path, which needs
+      use_trtllm_attention not false and utils/flashinfer.py:374 supports_trtllm_attention, i.e. NVIDIA's
+      artifact server for its cubins (has_nvidia_artifactory): never on an air-gapped host, and the
+      planner disables it (use_trtllm_attention false).
+    - TRITON_ATTN (triton_attn.py:394 supports_sink): always."""
+    if name == "FLASH_ATTN":
+        return cc[0] in (9, 10)
+    return name != "FLASHINFER"
+
+
+def attention_backend(compute_capability, kv_dtype, head_dim=128, has_sinks=False):
     """The backend vLLM 0.27.1 picks for a non-MLA decoder: the first valid entry of
     platforms/cuda.py:83 _get_backend_priorities (SM 10.x: FlashInfer, FlashAttention, Triton;
     every other CUDA capability: FlashAttention, FlashInfer, Triton), validity as each backend's
     supports_* methods say (get_valid_backends, cuda.py:359). So: 10.x -> FlashInfer; fp8 KV on
     8.x and 12.x -> FlashInfer (FlashAttention takes fp8 only as FA3 on 9.x / FA4 on 10.x);
-    fp8_e5m2 anywhere -> FlashInfer; otherwise FlashAttention."""
+    fp8_e5m2 anywhere -> FlashInfer; otherwise FlashAttention. With attention sinks (``has_sinks``)
+    FlashInfer is never valid and FlashAttention only on 9.x/10.x (_sinks_ok): Triton elsewhere."""
     cc = parse_compute_capability(compute_capability)
     kv = str(kv_dtype)
     if kv in ("bfloat16", "float16", "float32", "half", "bf16"):
@@ -80,7 +97,7 @@ def attention_backend(compute_capability, kv_dtype, head_dim=128):
     order = ["FLASHINFER", "FLASH_ATTN"] if cc[0] == 10 else ["FLASH_ATTN", "FLASHINFER"]
     for name in order:
         ok = _flash_attn_ok if name == "FLASH_ATTN" else _flashinfer_ok
-        if ok(cc, kv, head_dim):
+        if ok(cc, kv, head_dim) and (not has_sinks or _sinks_ok(name, cc)):
             return name
     return "TRITON_ATTN"
 

@@ -87,9 +87,17 @@ def _int_field(cfg, key, where, minimum=1, default=None):
     return number
 
 
+def _layout_int(layout, key, minimum):
+    """A number of layer_layout (an operator input): an integer >= minimum, or None when not given."""
+    value = layout.get(key)
+    if value is None:
+        return None
+    return _int_field(layout, key, "layer_layout", minimum=minimum)
+
+
 def _layer_types(text, n_layers, layout):
     if layout:
-        counts = dict((k, int(layout.get(k) or 0)) for k in LAYER_KINDS)
+        counts = dict((k, _layout_int(layout, k, 0) or 0) for k in LAYER_KINDS)
         if sum(counts.values()) != n_layers:
             raise ModelConfigError(
                 "layer_layout declares %d layers (%s) but config.json has num_hidden_layers %d"
@@ -202,10 +210,15 @@ def _describe_model(config, layer_layout=None):
     hidden = _int_field(text, "hidden_size", "config.json")
     n_layers = _int_field(text, "num_hidden_layers", "config.json")
     n_heads = _int_field(text, "num_attention_heads", "config.json")
-    kv_heads = int(layout.get("num_kv_heads") or 0) or _int_field(
+    kv_heads = _layout_int(layout, "num_kv_heads", 1) or _int_field(
         text, "num_key_value_heads", "config.json", default=n_heads)
-    head_dim = int(layout.get("head_dim") or 0) or _int_field(
+    head_dim = _layout_int(layout, "head_dim", 1) or _int_field(
         text, "head_dim", "config.json", default=hidden // n_heads)
+    unknown_keys = sorted(set(layout) - set(LAYER_KINDS) - {"sliding_window", "num_kv_heads", "head_dim"})
+    if unknown_keys:
+        raise ModelConfigError("layer_layout: unknown key(s) %s; use %s"
+                               % (", ".join(map(str, unknown_keys)),
+                                  ", ".join(LAYER_KINDS + ("sliding_window", "num_kv_heads", "head_dim"))))
 
     layer_types = _layer_types(text, n_layers, layout)
     unknown = set(layer_types) - set(LAYER_KINDS)
@@ -217,7 +230,7 @@ def _describe_model(config, layer_layout=None):
     n_sliding = layer_types.count("sliding_attention")
     window = None
     if n_sliding:
-        window = layout.get("sliding_window") or text.get("sliding_window")
+        window = _layout_int(layout, "sliding_window", 1) or text.get("sliding_window")
         if not window or int(window) < 1:
             raise ModelConfigError("sliding-attention layers but no sliding_window in "
                                    "config.json (declare it in layer_layout)")
@@ -267,6 +280,7 @@ def _describe_model(config, layer_layout=None):
         "num_kv_heads": kv_heads,
         "head_dim": head_dim,
         "attn_output_gate": bool(text.get("attn_output_gate", False)),
+        "attention_sinks": attention_sinks(archs, text, n_sliding),
         "gdn": gdn,
         "mtp_layers": int(text.get("mtp_num_hidden_layers") or 0),
         "model_dtype": model_dtype,
@@ -280,6 +294,27 @@ def _describe_model(config, layer_layout=None):
         "fp8_checkpoint": _has_kv_cache_method(quant),
         "vision": vision,
     }
+
+
+# Architectures whose attention layers carry sinks (Attention(..., sinks=...)), always or as their
+# config says: model_executor/models/gpt_oss.py:168 OAIAttention (every layer),
+# openai_privacy_filter.py:50, mimo_v2.py:386 (add_swa_attention_sink_bias), laguna.py:483
+# (swa_attention_sink_enabled, sliding-window layers only).
+SINK_ARCHITECTURES = ("GptOssForCausalLM", "OpenAIPrivacyFilterForTokenClassification")
+SINK_FLAGS = {"MiMoV2FlashForCausalLM": "add_swa_attention_sink_bias",
+              "MiMoV2ForCausalLM": "add_swa_attention_sink_bias",
+              "LagunaForCausalLM": "swa_attention_sink_enabled"}
+
+
+def attention_sinks(archs, text, n_sliding=0):
+    """Does vLLM build this model's attention with sinks (it narrows the backends, _plan_memory)?"""
+    for arch in archs:
+        if arch in SINK_ARCHITECTURES:
+            return True
+        flag = SINK_FLAGS.get(arch)
+        if flag and bool(text.get(flag, False)) and (arch != "LagunaForCausalLM" or n_sliding):
+            return True
+    return False
 
 
 def _has_kv_cache_method(quant):
@@ -418,6 +453,13 @@ def model_weights(t, config=None, weight_bytes=None, weight_source=None):
             "vLLM %s refuses this: 'fp8_e5m2 kv-cache is not supported with fp8 checkpoints.' "
             "(quantization %s). Use kv_cache_dtype fp8_e4m3 (or auto)."
             % (VLLM_VERSION, shape["quant_method"]))
+    if weight_bytes is not None and (isinstance(weight_bytes, bool) or not isinstance(weight_bytes, int)
+                                     or weight_bytes <= 0):
+        # A zero or negative metadata.total_size would plan a model that weighs nothing.
+        raise ModelConfigError(
+            "the model's weights measure %r bytes (%s): a checkpoint weighs more than 0 bytes. Fix "
+            "metadata.total_size in model.safetensors.index.json (or remove it, and the planner sums "
+            "the shards' headers)" % (weight_bytes, weight_source or "weight index"))
     arch = estimate_weight_bytes(shape)
     if weight_bytes is None:
         weight_bytes, weight_source = arch["total"], "estimated from config.json architecture"

@@ -87,6 +87,25 @@ def _positive_int(t, key, minimum=1, value=None):
     return value
 
 
+def served_model_name(name):
+    """The name clients ask for. It reaches argv and the systemd unit: no control character (a newline
+    would add a line to the unit), no blank name. None: the model directory's name."""
+    if name is None or name == "":
+        return None
+    if not isinstance(name, str) or not name.strip():
+        raise TargetsError("served_model_name %r: give a non-empty name (or leave it unset for the model "
+                           "directory's name)" % (name,))
+    bad = [c for c in name if ord(c) < 32 or 127 <= ord(c) < 160 or c in "\u2028\u2029"]
+    if bad:
+        raise TargetsError("served_model_name %r holds the control character %r: it would reach the "
+                           "systemd unit and vLLM's argv as is; use printable characters only"
+                           % (name, bad[0]))
+    if name != name.strip():
+        raise TargetsError("served_model_name %r starts or ends with white space; clients would have to "
+                           "send it exactly so: remove it" % (name,))
+    return name
+
+
 def targets(params):
     """Resolved targets ``t`` of a plan: params over DEFAULTS, checked and normalised."""
     t = dict(DEFAULTS)
@@ -132,10 +151,12 @@ def targets(params):
             raise TargetsError("context %r: a context must be at least 1 token; give a length "
                                "such as 32768 / 32K, or 'max' for the longest that fits"
                                % (params.get("context"),))
-    t["max_num_batched_tokens"] = int(t["max_num_batched_tokens"]
-                                      or default_batched_tokens(t["gpu_total_bytes"]))
-    if t["max_num_batched_tokens"] < 1:
-        raise TargetsError("max_num_batched_tokens must be >= 1")
+    if params.get("max_num_batched_tokens") is None:
+        t["max_num_batched_tokens"] = default_batched_tokens(t["gpu_total_bytes"])
+    else:
+        # 0 is not "vLLM's default": it is refused (not silently replaced by the default).
+        t["max_num_batched_tokens"] = _positive_int(t, "max_num_batched_tokens")
+    t["served_model_name"] = served_model_name(t["served_model_name"])
     t["max_num_seqs"] = t["concurrency"]
     off = float(t["kv_offloading_gib"] or 0)
     t["kv_offloading_gib"] = int(off) if off.is_integer() else off

@@ -108,6 +108,10 @@ from ansible_collections.airgap.vllm.plugins.module_utils._plan_extras import ( 
 from ansible_collections.airgap.vllm.plugins.module_utils._source_patch import (  # noqa: F401
     needs_madvise_patch,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_warnings import (  # noqa: F401
+    plan_warnings,
+    release_warnings,
+)
 # pylint: enable=unused-import
 
 __metaclass__ = type
@@ -127,6 +131,9 @@ def plan(params, config=None, weight_bytes=None, weight_source=None):
     if t["gpu_ids"] and t["tp"] < len(t["gpu_ids"]):
         warnings.append("tensor_parallel_size %d uses %d of the %d selected GPUs; the others sit idle"
                         % (t["tp"], t["tp"], len(t["gpu_ids"])))
+    # The release the image says it is (params["vllm_version"], optional): unknown ones say so loudly, first.
+    checks = release_warnings(params.get("vllm_version")) + plan_warnings(ledger, shape)
+    warnings += [w["message"] for w in checks]
     result = {
         "argv": [a for f in flags for a in f["args"]],
         "flags": flags,
@@ -138,6 +145,7 @@ def plan(params, config=None, weight_bytes=None, weight_source=None):
         "gpus": {"selected": t["gpu_ids"], "count": t["gpu_count"], "tensor_parallel_size": t["tp"]},
         "ledger": ledger,
         "warnings": warnings,
+        "plan_warnings": checks,
         "api_key_config": api_key_config_yaml(t["api_keys_config_path"]) if t[
             "api_keys_config_path"] else None,
     }

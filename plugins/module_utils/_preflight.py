@@ -11,7 +11,7 @@ runs the checks a pass asks for, marks the skipped ones, and keeps the hint only
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-import re
+from ansible_collections.airgap.vllm.plugins.module_utils._version import at_least as version_at_least
 
 CHECKS = ('os', 'gpu_present', 'driver_version', 'nvml', 'gpu_memory', 'docker_runtime', 'disk', 'port')
 # What each check reads, by probe of roles/preflight/tasks/probe.yml: a pass runs only the probes of its
@@ -92,19 +92,6 @@ def gpu_memory_verdict(nvml, utilization, own_container_ids=(), gpu_indexes=None
 
 def _record(check, status, detail, hint=''):
     return {'check': check, 'status': status, 'detail': detail, 'hint': hint if status == 'fail' else ''}
-
-
-def version_tuple(text):
-    """'580.65.06' -> (580, 65, 6); non-numeric parts compare as 0 (a driver version is dotted numbers)."""
-    return tuple(int(part) if part.isdigit() else 0 for part in re.split(r'[.\-]', str(text or '').strip()) if part)
-
-
-def version_at_least(version, minimum):
-    if not version:
-        return False
-    a, b = version_tuple(version), version_tuple(minimum)
-    width = max(len(a), len(b))
-    return a + (0,) * (width - len(a)) >= b + (0,) * (width - len(b))
 
 
 # ------------------------------------------------------------------------------------------------ os

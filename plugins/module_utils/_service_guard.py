@@ -9,8 +9,14 @@
   names, so ``--api-key``, ``--api_key``, ``--api-key=K``, ``--api_key=K`` and the unambiguous
   prefixes ``--api-k``, ``--api-ke`` (and their ``_``/``=`` forms) all set it; ``--api`` and
   ``--api-`` are ambiguous with ``--api-server-count`` and rejected by vLLM itself.
-- The loopback promise: no ``--network host``, no publish but the role's own, no ``--privileged``,
-  no ``--host 0.0.0.0``/``::`` in the vLLM argv, and the role's publish address on loopback, unless
+- The container gets no more than the plan gives it: every docker run option is decided by the allowlist
+  of _container_allowlist (one table, a reason each; unknown options refused) and every environment
+  variable name by its name rules; control characters are refused in every argv item, docker option,
+  environment value and API key (they would split the unit, the env file or the key file); a mapping or
+  a list where a string belongs is refused, never turned into its text. The operator's ways out, option
+  by option: ``vllm_service_allow_docker_options``, ``vllm_service_allow_env_names``.
+- The loopback promise: no ``--network host``, no publish but the role's own, no ``--host 0.0.0.0``/``::``
+  in the vLLM argv, and the role's publish address on loopback, unless
   the one opt-in (``vllm_service_expose_to_network``) says the server is meant for the network. The
   one narrower opt-in, Prometheus access (``vllm_service_metrics_expose``, module_utils/_expose.py),
   adds one publish on one named host address, refused without API keys (the port is the whole API).
@@ -25,7 +31,22 @@ __metaclass__ = type
 import copy
 import json
 
-from ansible_collections.airgap.vllm.plugins.module_utils._expose import check_metrics, publish_binding
+from ansible_collections.airgap.vllm.plugins.module_utils._container_allowlist import (
+    DOCKER_VAR,
+    ENV_VAR,
+    EXTRA_ENV_VAR,
+    OPTIONS_VAR,
+    Context,
+    _kind,
+    api_key_problems,
+    control_char,
+    docker_option_problems,
+    env_name_problems,
+    env_problems,
+    unit_value_problems,
+    words,
+)
+from ansible_collections.airgap.vllm.plugins.module_utils._expose import ExposeError, check_metrics, publish_binding
 
 API_KEY_OPTION = "--api-key"
 # vLLM 0.27.1: the only other long option starting "--api" is --api-server-count, so a prefix of
@@ -46,8 +67,6 @@ CLONE3_RULES = (
      "includes": {"minKernel": "5.3"}, "excludes": {"caps": ["CAP_SYS_ADMIN"]},
      "comment": "Docker >= 20.10.10: ENOSYS, as clone3's flags cannot be filtered"},
 )
-# docker run shorthand flags that take a value (the rest of a combined -xyz group is that value).
-_DOCKER_SHORT_WITH_VALUE = set("acehlmpuvw")
 
 
 class GuardError(Exception):
@@ -107,7 +126,8 @@ def host_args(argv):
 
 
 def check_argv(argv, expose=False):
-    problems = []
+    """Problems of the vLLM argv (a list of strings: see _container_allowlist.words)."""
+    argv, problems = words(argv, "vllm_service_argv")
     for i, name, _values in api_key_args(argv):
         problems.append(
             "vllm_service_argv[%d] %s puts an API key on the command line (visible in ps, the unit file and the "
@@ -123,77 +143,38 @@ def check_argv(argv, expose=False):
     return problems
 
 
-def _docker_flags(options):
-    """Normalised (index, flag, value) of docker run options; value None for a flag without one."""
-    out = []
-    options = [str(o) for o in options or []]
-    i = 0
-    while i < len(options):
-        item = options[i]
-        if item.startswith("--"):
-            name, eq, value = item.partition("=")
-            if eq:
-                out.append((i, name, value))
-            elif name in ("--privileged", "--publish-all", "--rm", "--init", "--read-only", "--detach",
-                          "--interactive", "--tty"):
-                out.append((i, name, None))
-            elif i + 1 < len(options) and not options[i + 1].startswith("-"):
-                out.append((i, name, options[i + 1]))
-                i += 1
-            else:
-                out.append((i, name, None))  # a boolean flag (or a value-less one at the end)
-        elif item.startswith("-") and len(item) > 1:
-            letters = item[1:]
-            for k, letter in enumerate(letters):
-                if letter in _DOCKER_SHORT_WITH_VALUE:
-                    rest = letters[k + 1:].lstrip("=")
-                    if not rest:
-                        rest = options[i + 1] if i + 1 < len(options) else ""
-                        i += 1
-                    out.append((i, "-" + letter, rest))
-                    break
-                out.append((i, "-" + letter, None))
-        i += 1
-    return out
+def check_docker_options(options, expose=False, allow=(), mount_roots=()):
+    """Problems of the docker run options: the allowlist of _container_allowlist (one table, a reason each)."""
+    options, problems = words(options, DOCKER_VAR)
+    allow_names, allow_problems = words(allow, OPTIONS_VAR)
+    ctx = Context(expose=expose, allow=allow_names, mount_roots=mount_roots)
+    return problems + allow_problems + docker_option_problems(options, ctx)
 
 
-def _true(value):
-    return value is None or str(value).lower() in ("true", "1", "yes")
-
-
-def check_docker_options(options, expose=False):
-    problems = []
-    hint = "set vllm_service_expose_to_network: true if the server is meant to be reachable from the network"
-    for i, flag, value in _docker_flags(options):
-        where = "vllm_service_docker_options[%d]" % i
-        if flag in ("--network", "--net") and (value or "").strip() == "host" and not expose:
-            problems.append("%s %s host shares the host's network: the server would listen on every host "
-                            "interface; remove it, or %s" % (where, flag, hint))
-        elif flag in ("-p", "--publish") and not expose:
-            problems.append("%s %s %s publishes a port besides the role's own (vllm_service_host:"
-                            "vllm_service_port); remove it, or %s" % (where, flag, value, hint))
-        elif flag in ("-P", "--publish-all") and _true(value) and not expose:
-            problems.append("%s %s publishes every exposed port on all interfaces; remove it, or %s"
-                            % (where, flag, hint))
-        elif flag == "--privileged" and _true(value) and not expose:
-            problems.append("%s --privileged gives the container every capability and device: remove it "
-                            "(--gpus passes the GPUs), or %s" % (where, hint))
-        elif flag in ("-e", "--env") and "=" in (value or ""):
-            problems.append("%s %s %s=... puts a value on the docker command line (visible in ps and the unit "
-                            "file): pass it in vllm_service_extra_env (a root-only env file)"
-                            % (where, flag, value.split("=", 1)[0]))
+def check_env_names(names, allow=()):
+    """Problems of the container's environment variable names (the values: check_env)."""
+    if names is None:
+        return []
+    if isinstance(names, (str, dict)) or not isinstance(names, (list, tuple)):
+        return ["the environment names must be a list of strings, not %s" % _kind(names)]
+    allow_names, problems = words(allow, ENV_VAR)
+    for name in names:
+        problems += env_name_problems(name, "vllm_service_env / vllm_service_extra_env", allow_names)
     return problems
 
 
-def check_env_names(names):
-    if "VLLM_API_KEY" in (names or []):
-        return ["VLLM_API_KEY in vllm_service_env / vllm_service_extra_env: list the keys in "
-                "vllm_service_api_keys instead (a root-only file read with --config)"]
-    return []
+def check_env(env=None, extra_env=None, allow=()):
+    """Problems of the plan's environment and the operator's extras: names and one-line values."""
+    allow_names, problems = words(allow, ENV_VAR)
+    return (problems + env_problems(env, "vllm_service_env", allow_names)
+            + env_problems(extra_env, EXTRA_ENV_VAR, allow_names))
 
 
 def check_publish_host(host, expose=False):
-    if expose or str(host).strip() in LOOPBACK or str(host).startswith("127."):
+    if not isinstance(host, str) or not host or control_char(host) or host != host.strip():
+        return ["vllm_service_host %s: give one address, such as 127.0.0.1 (no spaces or control characters)"
+                % ("is " + _kind(host) if not isinstance(host, str) else repr(host))]
+    if expose or host in LOOPBACK or host.startswith("127."):
         return []
     return ["vllm_service_host %r is not a loopback address: the API would be reachable from the network; "
             "put a TLS reverse proxy in front and keep 127.0.0.1, or set vllm_service_expose_to_network: true"
@@ -202,7 +183,7 @@ def check_publish_host(host, expose=False):
 
 def seccomp_supported(security_options):
     """From `docker info` SecurityOptions (["name=seccomp,profile=default", ...]); None (unknown) -> True."""
-    if security_options is None:
+    if not isinstance(security_options, (list, tuple)):
         return True
     return any("seccomp" in str(o) for o in security_options)
 
@@ -248,18 +229,30 @@ def effective_docker_options(options, seccomp="profile", profile_path=None, supp
 
 
 def guard(argv, docker_options, env_names=(), publish_host="127.0.0.1", expose=False, seccomp="profile",
-          profile_path=None, security_options=None, metrics=None):
+          profile_path=None, security_options=None, metrics=None, allow_options=(), allow_env=(), env=None,
+          extra_env=None, api_keys=None, mount_roots=(), unit_values=None):
     """All checks; returns {'docker_options', 'secrets', 'warnings'} or raises GuardError listing every problem.
 
     `secrets` are the API key values found in argv (for the caller to mask in its output).
     `metrics`: the opt-in Prometheus exposure (module_utils/_expose.py) - {'expose', 'address', 'port',
     'publish_port', 'container_port', 'has_api_keys'}; when accepted, its extra --publish of the container
     port on the named address joins the docker options (the only publish besides the role's own).
+    `allow_options`/`allow_env`: the operator's opt-ins (vllm_service_allow_docker_options /
+    vllm_service_allow_env_names) for options and variable names the allowlist refuses. `env`/`extra_env`:
+    the plan's environment and the operator's extras (values checked, never repeated); `api_keys`: the keys
+    (a list of strings; never repeated); `mount_roots`: the host directories a read-only bind may show;
+    `unit_values`: the role's own words of the unit ({variable: value}: image, model directory, ...).
+    Never raises anything but GuardError, whatever the input.
     """
-    secrets = [v for _i, _n, values in api_key_args(argv) for v in values]
-    metrics = metrics or {}
-    problems = (check_argv(argv, expose) + check_docker_options(docker_options, expose)
-                + check_env_names(env_names) + check_publish_host(publish_host, expose)
+    argv_words, _argv_problems = words(argv, "vllm_service_argv")
+    secrets = [v for _i, _n, values in api_key_args(argv_words) for v in values]
+    metrics = metrics if isinstance(metrics, dict) else {}
+    key_problems = api_key_problems(api_keys)
+    if api_keys is not None and not key_problems:
+        metrics = dict(metrics, has_api_keys=len(api_keys) > 0)
+    problems = (check_argv(argv, expose) + check_docker_options(docker_options, expose, allow_options, mount_roots)
+                + check_env_names(env_names, allow_env) + check_env(env, extra_env, allow_env)
+                + key_problems + check_publish_host(publish_host, expose) + unit_value_problems(unit_values)
                 + check_metrics(metrics.get("expose"), metrics.get("address"), metrics.get("port"), publish_host,
                                 metrics.get("publish_port"), metrics.get("has_api_keys"), expose))
     if problems:
@@ -277,9 +270,13 @@ def guard(argv, docker_options, env_names=(), publish_host="127.0.0.1", expose=F
     if not supported and seccomp != "docker_default":
         warnings.append("the Docker engine reports no seccomp support (docker info SecurityOptions %s): no seccomp "
                         "option is passed" % (security_options,))
-    options = effective_docker_options(docker_options, seccomp, profile_path, supported)
-    binding = publish_binding(metrics.get("expose"), metrics.get("address"), metrics.get("port"),
-                              metrics.get("container_port") or 8000, publish_host, metrics.get("publish_port") or 8000)
+    options = effective_docker_options(words(docker_options, DOCKER_VAR)[0], seccomp, profile_path, supported)
+    try:
+        binding = publish_binding(metrics.get("expose"), metrics.get("address"), metrics.get("port"),
+                                  metrics.get("container_port") or 8000, publish_host,
+                                  metrics.get("publish_port") or 8000)
+    except ExposeError as e:
+        raise GuardError("refused: %s" % e)
     if binding:
         options = ["--publish", binding] + options
     return {"docker_options": options, "secrets": secrets, "warnings": warnings}

@@ -19,24 +19,26 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
 import re
 
 from ansible.module_utils.six import string_types
 
-from ansible_collections.airgap.vllm.plugins.module_utils._stage_state import DEFAULT_INSTANCE, INSTANCE_RE
-from ansible_collections.airgap.vllm.plugins.module_utils._validate import Problem, check_option, describe_got
+from ansible_collections.airgap.vllm.plugins.module_utils._names import service_name_problem
+from ansible_collections.airgap.vllm.plugins.module_utils._stage_state import DEFAULT_INSTANCE
+from ansible_collections.airgap.vllm.plugins.module_utils._validate import Problem, advisories, describe_got, option_problems
 
 VARIABLE = "airgap_vllm_services"
 # The host's variables a service that does not set them inherits, and the rules below read.
 HOST_VALUES = ("vllm_service_name", "vllm_service_port", "vllm_plan_gpus", "vllm_plan_gpu_memory_utilization",
                "vllm_plan_kv_offloading_gib")
-PER_SERVICE = re.compile(r"^(vllm_plan|vllm_service)_[a-z0-9_]+$")
+PER_SERVICE = re.compile(r"^(vllm_plan|vllm_service|vllm_front)_[a-z0-9_]+$")
 # One per host, or produced by the stages: a service cannot have its own.
 HOST_WIDE = frozenset((
     "vllm_plan_docker_bin", "vllm_service_docker_bin", "vllm_plan_kernel_release", "vllm_plan_docker_version",
     "vllm_plan_gpu_facts", "vllm_plan_record_state", "vllm_service_config_dir", "vllm_service_image",
     "vllm_service_argv", "vllm_service_docker_options", "vllm_service_env", "vllm_service_plan",
-    "vllm_service_model_version", "vllm_plan_service_name",
+    "vllm_service_model_version", "vllm_plan_service_name", "vllm_plan_vllm_version",
 ))
 
 
@@ -56,7 +58,7 @@ def _where(index, key=None):
 def _gpus(value):
     if value in (None, "", []):
         return frozenset()
-    if isinstance(value, (string_types, int)):
+    if not isinstance(value, (list, tuple, set, frozenset)):
         value = [value]
     return frozenset(str(g).strip() for g in value if str(g).strip())
 
@@ -92,14 +94,15 @@ def service_problems(services, host_values, options=None):
                 problems.append(Problem(_where(index, key), _got(key, value, options),
                                         "a variable of the vllm_plan or vllm_service role (no role reads %s)" % key))
             elif options is not None:
-                problem = check_option(_where(index, key), options[key], value)
-                if problem:
-                    problems.append(problem)
+                problems.extend(option_problems(_where(index, key), options[key], value, key=key))
         name = service.get("vllm_service_name")
-        if not isinstance(name, string_types) or not INSTANCE_RE.match(name):
-            problems.append(Problem(_where(index, "vllm_service_name"),
-                                    describe_got(name) if "vllm_service_name" in service else "nothing (not set)",
-                                    "the service's name (its unit and container): letters, digits, '-', '_', '.'"))
+        why = service_name_problem(name)
+        if why is not None:
+            # The type and the rule said once: the options check above names a name that is not a string.
+            if not (options is not None and "vllm_service_name" in service and "vllm_service_name" in options):
+                problems.append(Problem(_where(index, "vllm_service_name"),
+                                        describe_got(name) if "vllm_service_name" in service else "nothing (not set)",
+                                        "the service's name (its unit and container): %s" % why))
         elif name in names:
             problems.append(Problem(_where(index, "vllm_service_name"), describe_got(name),
                                     "a name no other service uses (%s has it)" % _where(names[name])))
@@ -128,6 +131,18 @@ def service_problems(services, host_values, options=None):
     return problems
 
 
+def service_advisories(services):
+    """What the services set that is allowed but unwise (advisories(), named by the service's place)."""
+    out = []
+    if not isinstance(services, list):
+        return out
+    for index, service in enumerate(services):
+        if isinstance(service, dict):
+            keyed = dict((k, v) for k, v in service.items() if isinstance(k, string_types))
+            out.extend(advisories(keyed, where=lambda key, i=index: _where(i, key)))
+    return out
+
+
 def resolve(services, host_values):
     """The services of a host: {'services': [{'name', 'port', 'gpus', 'gpu_memory_utilization', 'settings'}],
     'variables': [variable, ...], 'preflight': [{'name', 'port', 'gpus'}]} (gpus empty: every GPU), and what
@@ -139,6 +154,10 @@ def resolve(services, host_values):
     if problems:
         raise ValueError("; ".join(p.line() for p in problems))
     if not services:
+        name = host_values.get("vllm_service_name")
+        why = None if name in (None, "") else service_name_problem(name)
+        if why is not None:
+            raise ValueError("vllm_service_name: got %s; wants a service name: %s" % (describe_got(name), why))
         return _with_preflight(dict(services=[dict(
             name=host_values.get("vllm_service_name") or DEFAULT_INSTANCE,
             port=host_values.get("vllm_service_port"),
@@ -161,16 +180,28 @@ def resolve(services, host_values):
 def _offload_gib(value):
     try:
         return float(value or 0)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return 0.0
+
+
+def _fraction(value):
+    """A utilisation as a number, None when unset; ValueError naming it when it is not a number."""
+    if value in (None, ""):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError("vllm_plan_gpu_memory_utilization: got %s; wants a number" % describe_got(value))
+    if math.isnan(number) or number in (float("inf"), float("-inf")):
+        raise ValueError("vllm_plan_gpu_memory_utilization: got %s; wants a finite number" % describe_got(value))
+    return number
 
 
 def _with_preflight(resolved, services=(), host_values=None):
     """Add what the preflight role checks for each service (its preflight_services): name, port, GPUs; and the
     host-wide values (highest utilisation, any KV offload)."""
     host_values = host_values or {}
-    utilizations = [float(s["gpu_memory_utilization"]) for s in resolved["services"]
-                    if s["gpu_memory_utilization"] not in (None, "")]
+    utilizations = [u for u in (_fraction(s["gpu_memory_utilization"]) for s in resolved["services"]) if u is not None]
     resolved["gpu_memory_utilization"] = max(utilizations) if utilizations else None
     host_offload = host_values.get("vllm_plan_kv_offloading_gib")
     resolved["kv_offloading"] = any(

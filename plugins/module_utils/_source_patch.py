@@ -44,10 +44,9 @@ import ast
 import hashlib
 import io
 import os
-import re
 import tokenize
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _files
+from ansible_collections.airgap.vllm.plugins.module_utils import _files, _version
 
 STATE_PATCHED = "patched"
 STATE_ALREADY_PATCHED = "already_patched"
@@ -163,8 +162,8 @@ MADVISE_POPULATE_WRITE_SINCE = (5, 14)
 
 def kernel_version(release):
     """(major, minor) of a kernel release such as ``uname -r`` prints, or None when it has none."""
-    match = re.match(r"\s*(\d+)\.(\d+)", str(release or ""))
-    return (int(match.group(1)), int(match.group(2))) if match else None
+    version = _version.release(release)
+    return version[:2] if version else None
 
 
 def madvise_patch_decision(kv_offloading, kernel_release):
@@ -616,13 +615,17 @@ def validate(old_text, new_text, spec, path, expected_sites):
 
 
 def read_text(path):
-    """A file about to be patched is read exactly: missing or non-UTF-8 raises (module_utils/_files.py)."""
-    return _files.read_text(path, missing_ok=False)
-
-
-def write_atomic(path, text):
-    """Readers see the old or the new file, never half; mode and owner kept (module_utils/_files.py)."""
-    _files.write_atomic(path, text, prefix=".airgap-patch-")
+    """A file about to be patched is read exactly; one that cannot be read or is not UTF-8 raises
+    SourcePatchError naming the file (module_utils/_files.py reads it)."""
+    try:
+        return _files.read_text(path, missing_ok=False)
+    except UnicodeDecodeError as exc:
+        data = bytearray(exc.object)
+        bad = data[exc.start] if 0 <= exc.start < len(data) else 0
+        raise SourcePatchError("%s: not UTF-8 text (byte 0x%02x at offset %d): not a vLLM source file this patch "
+                               "knows; nothing written" % (path, bad, exc.start))
+    except (IOError, OSError) as exc:
+        raise SourcePatchError("%s: cannot be read (%s); nothing written" % (path, getattr(exc, "strerror", None) or exc))
 
 
 def plan_tree(root, patch_names):
@@ -675,7 +678,8 @@ def apply_tree(results):
     for item in results:
         if item["state"] == STATE_PATCHED:
             try:
-                write_atomic(item["path"], item["after"])
+                # Readers see the old or the new file, never half; mode and owner kept.
+                _files.write_atomic(item["path"], item["after"], prefix=".airgap-patch-")
             except (IOError, OSError) as exc:
                 raise PartialWriteError("%s: not written (%s); already patched this run: %s" % (
                     item["path"], exc, ", ".join(written) or "none"), written)

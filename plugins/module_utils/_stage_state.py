@@ -19,14 +19,19 @@ __metaclass__ = type
 import json
 import os
 import re
+import time
 
 from ansible_collections.airgap.vllm.plugins.module_utils._files import write_atomic
+from ansible_collections.airgap.vllm.plugins.module_utils._names import SERVICE_NAME_RE, service_name_problem
 
 DEFAULT_DIR = "/var/lib/airgap-vllm/state"
 STAGE_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-# A service name is a systemd unit and a container name: letters, digits, '-', '_', '.'.
-INSTANCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+# A service name is a systemd unit and a container name: the collection's one rule (_names); INSTANCE_RE is
+# its pattern (kept for the readers that import it), service_name_problem also refuses the host's own units.
+INSTANCE_RE = SERVICE_NAME_RE
 DEFAULT_INSTANCE = "vllm"
+# instance="*" with state=absent: every service's record of a stage (uninstall needs no service name).
+EVERY_INSTANCE = "*"
 # Written for root, read by root: the plan holds no secret, but nothing here is for other users.
 FILE_MODE = 0o640
 DIR_MODE = 0o750
@@ -43,9 +48,9 @@ def check_stage(stage):
 
 
 def check_instance(instance):
-    if not isinstance(instance, str) or not INSTANCE_RE.match(instance):
-        raise StageStateError("service name %r: use letters, digits, '-', '_' and '.', starting with a letter or "
-                              "digit (at most 63 characters)" % (instance,))
+    problem = service_name_problem(instance)
+    if problem:
+        raise StageStateError("service name: %s" % problem)
     return instance
 
 
@@ -67,6 +72,10 @@ def split_key(key):
     if not INSTANCE_RE.match(instance) or instance == DEFAULT_INSTANCE:
         return None
     return stage, instance
+
+
+# A damaged record set aside by remove_stage: <stage>[@<service>].json.damaged-<UTC time>.
+SET_ASIDE_RE = re.compile(r"^(.+)\.json\.damaged-[0-9TZ]+$")
 
 
 def render(data):
@@ -97,22 +106,64 @@ def read_stage(directory, stage, instance=None):
     return data
 
 
-def read_all(directory):
-    """{key: data} for every state file in directory ({} when the directory does not exist); the key is the
-    stage, or <stage>@<service> for a service other than the default one."""
+def _list(directory):
+    """Sorted names in directory, [] when it does not exist."""
     try:
-        names = sorted(os.listdir(directory))
+        return sorted(os.listdir(directory))
     except (IOError, OSError) as exc:
         if getattr(exc, "errno", None) == 2:
-            return {}
+            return []
         raise StageStateError("cannot list %s: %s" % (directory, exc))
-    out = {}
-    for name in names:
-        key, ext = os.path.splitext(name)
-        parsed = split_key(key) if ext == ".json" else None
-        if parsed:
-            out[key] = read_stage(directory, *parsed)
-    return out
+
+
+def read_each(directory):
+    """(stages, damaged): every record read on its own, so one damaged file hides nothing else.
+
+    stages: {key: data} of the records that read well (the key is the stage, or <stage>@<service> for a
+    service other than the default one). damaged: [{'path', 'stage', 'instance', 'reason'}] of each record
+    that cannot be used - unreadable, not JSON, not a mapping, or named for a service name the collection
+    refuses (e.g. a host unit such as docker) - and of each one set aside earlier (remove_stage), its
+    'set_aside' true. stage and instance come from the file name: a damaged service record still says which
+    service it was for. Nothing is changed here.
+    """
+    stages, damaged = {}, []
+    for name in _list(directory):
+        path = os.path.join(directory, name)
+        aside = SET_ASIDE_RE.match(name)
+        key, ext = (aside.group(1), ".json") if aside else os.path.splitext(name)
+        if ext != ".json":
+            continue
+        parsed = split_key(key)
+        if parsed is None:
+            stage, sep, instance = key.partition("@")
+            if sep and STAGE_RE.match(stage) and SERVICE_NAME_RE.match(instance) and instance != DEFAULT_INSTANCE:
+                damaged.append(dict(path=path, stage=stage, instance=None, set_aside=bool(aside),
+                                    reason="%s: recorded for %s" % (path, service_name_problem(instance))))
+            continue
+        if aside:
+            damaged.append(dict(path=path, stage=parsed[0], instance=parsed[1], set_aside=True,
+                                reason="%s was set aside as damaged by an earlier run" % path))
+            continue
+        problem = service_name_problem(parsed[1])
+        if problem:
+            damaged.append(dict(path=path, stage=parsed[0], instance=None, set_aside=False,
+                                reason="%s: recorded for %s" % (path, problem)))
+            continue
+        try:
+            stages[key] = read_stage(directory, *parsed)
+        except StageStateError as exc:
+            damaged.append(dict(path=path, stage=parsed[0], instance=parsed[1], set_aside=False, reason=str(exc)))
+    return stages, damaged
+
+
+def read_all(directory):
+    """{key: data} for every state file in directory ({} when the directory does not exist); the key is the
+    stage, or <stage>@<service> for a service other than the default one. A damaged record is an error
+    naming every damaged one (read_each reads the others anyway)."""
+    stages, damaged = read_each(directory)
+    if damaged:
+        raise StageStateError("; ".join(d["reason"] for d in damaged))
+    return stages
 
 
 def by_instance(stages):
@@ -157,13 +208,51 @@ def write_stage(directory, stage, data, check_mode=False, instance=None):
     return True, before, after
 
 
+def set_aside_name(path, now=None):
+    """Where remove_stage moves a damaged record: <file>.damaged-<UTC time>."""
+    return "%s.damaged-%s" % (path, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now)))
+
+
 def remove_stage(directory, stage, check_mode=False, instance=None):
-    """Forget the stage's state (uninstall). Returns (changed, before_text)."""
+    """Forget the stage's state (uninstall). Returns (changed, before_text, set_aside).
+
+    A damaged record is not deleted: it is renamed to <file>.damaged-<UTC time> (set_aside: that path; in
+    check mode the path it would get), so what it may still say is kept for the operator and read_each names
+    it on every later read until the operator removes it.
+    """
     path = os.path.join(directory, stage_key(stage, instance) + ".json")
-    if not os.path.exists(path):
-        return False, ""
+    if not os.path.lexists(path):
+        return False, "", None
     with open(path, "rb") as f:
-        before = f.read().decode("utf-8", "replace")
+        raw = f.read()
+    before = raw.decode("utf-8", "replace")
+    try:
+        intact = isinstance(json.loads(raw.decode("utf-8")), dict)
+    except (ValueError, UnicodeDecodeError):
+        intact = False
+    aside = None if intact else set_aside_name(path)
     if not check_mode:
-        os.unlink(path)
-    return True, before
+        if aside:
+            os.rename(path, aside)
+        else:
+            os.unlink(path)
+    return True, before, aside
+
+
+def remove_every_instance(directory, stage, check_mode=False):
+    """Forget every service's record of the stage: <stage>.json and each <stage>@<service>.json (uninstall).
+    Returns (changed, {path: before_text}, {path: set_aside path}) of the files removed (or that would be, in
+    check mode); a damaged record is set aside, not deleted (remove_stage). Records named for a service name
+    the collection refuses are left alone (read_each names them)."""
+    check_stage(stage)
+    removed, aside = {}, {}
+    for name in _list(directory):
+        key, ext = os.path.splitext(name)
+        parsed = split_key(key) if ext == ".json" else None
+        if parsed and parsed[0] == stage and service_name_problem(parsed[1]) is None:
+            changed, before, moved = remove_stage(directory, stage, check_mode, instance=parsed[1])
+            if changed:
+                removed[os.path.join(directory, name)] = before
+                if moved:
+                    aside[os.path.join(directory, name)] = moved
+    return bool(removed), removed, aside

@@ -16,6 +16,11 @@ specs, the variables and the bundle's manifest and passes them in):
 - shared_machine_problems(): inventory entries that land on one machine must not share a port, a
   container name or a GPU.
 - misspelled(): a role-prefixed variable no role knows, with the option it probably meant.
+- removed_problems(): a variable of a feature that was removed (REMOVED), named with what replaced it: a failure,
+  not a warning, since the host would otherwise silently lose what the operator asked for.
+- RANGES / RULES: what argument_specs cannot say (it has no minimum or maximum): the range of every operator
+  number and the rule of every name or address that reaches a unit, a container or a firewall, by variable
+  (check_option applies them once the type holds; advisories() says what is allowed but unwise).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -23,10 +28,16 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import difflib
+import math
 import re
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.six import string_types
+
+from ansible_collections.airgap.vllm.plugins.module_utils._front import front_problems, front_warnings
+from ansible_collections.airgap.vllm.plugins.module_utils._names import service_name_problem
+from ansible_collections.airgap.vllm.plugins.module_utils._peer_fetch import peer_bind_problem
+from ansible_collections.airgap.vllm.plugins.module_utils._version import at_least
 
 TYPE_WORDS = {
     "str": "a string",
@@ -53,7 +64,7 @@ MAX_GOT = 80
 
 # The stages of site.yml, in order, and the bundle artifact kind each one takes from the bundle.
 STAGES = ("preflight", "bundle", "nvidia_driver", "nvidia_toolkit", "gpu_free", "vllm_model", "vllm_plan",
-          "vllm_image", "vllm_service")
+          "vllm_image", "vllm_service", "vllm_front")
 STAGE_KINDS = {"nvidia_driver": "driver", "nvidia_toolkit": "toolkit", "vllm_model": "model", "vllm_image": "image"}
 # Facts the roles publish for the stages after them: role-prefixed, but no one's input.
 ROLE_OUTPUTS = ("bundle_staged", "vllm_image_ref", "vllm_image_patched", "vllm_model_dir", "vllm_plan_result")
@@ -89,6 +100,11 @@ class Problem(object):
 
     def __repr__(self):
         return "Problem(%r)" % self.line()
+
+
+def base_variable(name):
+    """'preflight_services[0].port' -> 'preflight_services' (the variable a Problem is about)."""
+    return re.split(r"[\[.]", "%s" % (name,), maxsplit=1)[0]
 
 
 def describe_got(value, secret=False):
@@ -155,28 +171,235 @@ def _validator_spec(spec):
     return keep
 
 
-def check_option(name, spec, value):
-    """Check one variable's value against its spec entry; return a Problem or None.
+# ------------------------------------------------------------------ ranges and rules
 
-    ansible's ArgumentSpecValidator decides (so '8' is an integer here exactly when the role's own
+class Range(object):
+    """The numbers an option accepts: `kind` 'int' or 'float'; low/high inclusive (None: unbounded); low_open:
+    the low end itself is refused (a fraction above 0); also: values besides the range that mean something
+    (0 = off); warn_above: allowed, but advised against (advisories())."""
+
+    def __init__(self, kind, low=None, high=None, low_open=False, also=(), warn_above=None, why=""):
+        self.kind = kind
+        self.low = low
+        self.high = high
+        self.low_open = low_open
+        self.also = tuple(also)
+        self.warn_above = warn_above
+        self.why = why
+
+    def wants(self):
+        unit = "a whole number" if self.kind == "int" else "a finite number"
+        if self.low is not None and self.high is not None:
+            text = "%s %s %s and at most %s" % (unit, "above" if self.low_open else "from", self.low, self.high)
+        elif self.low is not None:
+            text = "%s %s %s" % (unit, "above" if self.low_open else "of at least", self.low)
+        elif self.high is not None:
+            text = "%s of at most %s" % (unit, self.high)
+        else:
+            text = unit
+        if self.also:
+            text += " (or %s)" % " or ".join(str(a) for a in self.also)
+        return text + (" - " + self.why if self.why else "")
+
+    def problem(self, value):
+        """None when `value` (already through ansible's type conversion) is in range, else what it wants."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return self.wants()
+        if isinstance(value, float) and not math.isfinite(value):
+            return self.wants()
+        if self.kind == "int" and isinstance(value, float) and value != int(value):
+            return self.wants()
+        if value in self.also:
+            return None
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            return self.wants()
+        if self.high is not None and value > self.high:
+            return self.wants()
+        return None
+
+
+PORT = Range("int", 1, 65535, why="a TCP port")
+FRACTION = Range("float", 0, 1, low_open=True, warn_above=0.95,
+                 why="a fraction of GPU memory (0.9 = 90%; above 0.95 leaves too little for the CUDA context)")
+SECONDS = Range("int", 1, 7 * 86400, why="seconds")
+LATENCY_MS = Range("float", 0, 3600 * 1000, why="milliseconds; 0 = no threshold")
+GIB = 1024 ** 3
+
+# Every int or float option of every role's meta/argument_specs.yml, by variable (a sub-option of a list of
+# mappings as 'variable.key'); tests/unit/plugins/module_utils/test__validate.py fails on one missing here.
+RANGES = {
+    "bundle_verify_workers": Range("int", 1, 256, why="files hashed at once"),
+    "bundle_chunk_size": Range("int", 65536, 64 * GIB, why="bytes per transfer"),
+    "bundle_min_free_bytes": Range("int", 0, 2 ** 50, why="bytes"),
+    "bundle_peer_port": PORT,
+    "bundle_peer_concurrency": Range("int", 1, 1024, why="peers fetching at once"),
+    "bundle_peer_timeout": SECONDS,
+    "bundle_peer_server_max_seconds": SECONDS,
+    "bundle_build_split_size": Range("int", 1024 ** 2, 2 ** 50, also=(0,), why="bytes per part; 0 = files whole"),
+    "nvidia_driver_reboot_timeout": SECONDS,
+    "preflight_gpu_memory_utilization": FRACTION,
+    "preflight_disk_requirements.min_free_gb": Range("float", 0, 1024 ** 3, why="GiB"),
+    "preflight_port": PORT,
+    "preflight_services.port": PORT,
+    "preflight_services.gpu_memory_utilization": FRACTION,
+    "vllm_image_keep": Range("int", 0, 1000, why="earlier images kept"),
+    "vllm_model_keep": Range("int", 0, 1000, why="earlier model versions kept"),
+    "vllm_plan_gpu_count": Range("int", 1, 256, why="GPUs"),
+    "vllm_plan_tensor_parallel_size": Range("int", 0, 256, why="GPUs; 0 = from the GPUs selected"),
+    "vllm_plan_concurrency": Range("int", 1, 65536, why="concurrent requests (--max-num-seqs)"),
+    "vllm_plan_gpu_memory_utilization": FRACTION,
+    "vllm_plan_num_speculative_tokens": Range("int", 0, 64, why="tokens; 0 = off"),
+    "vllm_plan_kv_offloading_gib": Range("float", 0, 1024 ** 2, why="GiB of host memory; 0 = off"),
+    "vllm_plan_port": PORT,
+    "vllm_plan_log_max_file": Range("int", 1, 1000, why="log files kept"),
+    "vllm_service_port": PORT,
+    "vllm_service_health_timeout": SECONDS,
+    "vllm_service_smoke_max_tokens": Range("int", 1, 10 ** 7, why="tokens"),
+    "vllm_service_loadcheck_prompts": Range("int", 1, 10 ** 6, why="requests"),
+    "vllm_service_loadcheck_input_len": Range("int", 1, 10 ** 7, why="tokens"),
+    "vllm_service_loadcheck_output_len": Range("int", 1, 10 ** 7, why="tokens"),
+    "vllm_service_loadcheck_ttft_p95_max_ms": LATENCY_MS,
+    "vllm_service_loadcheck_tpot_p95_max_ms": LATENCY_MS,
+    # The promises table's thresholds (docs/load-check.md): shares 0..1, a mean accepted length 1..17 (1 + up to
+    # 16 speculative tokens), tokens per second.
+    "vllm_service_promise_prefix_cache_hit_rate": Range("float", 0, 1, why="a share of prompt tokens"),
+    "vllm_service_promise_mtp_accepted_length": Range("float", 1, 17, why="mean accepted tokens per draft"),
+    "vllm_service_promise_tool_call_parse_rate": Range("float", 0, 1, why="a share of tool requests"),
+    "vllm_service_promise_single_stream_decode_tok_s": Range("float", 0, 10 ** 6, why="tokens per second"),
+    "vllm_service_promise_per_stream_decode_tok_s": Range("float", 0, 10 ** 6, why="tokens per second"),
+    "vllm_service_promise_prefill_tok_s": Range("float", 0, 10 ** 8, why="tokens per second"),
+    "vllm_service_promise_context_fill": Range("float", 0, 1, low_open=True, why="a share of --max-model-len"),
+    # The front door (roles/vllm_front).
+    "vllm_front_port": PORT,
+    "vllm_front_metrics_port": Range("int", 1, 65535, also=(0,), why="a TCP port; 0 = no metrics listener"),
+    "vllm_front_tls_renew_days": Range("int", 1, 3650, why="days before expiry"),
+    "vllm_front_max_concurrent": Range("int", 0, 65536, why="requests at the engine; 0 = the plan's --max-num-seqs"),
+    "vllm_front_client_max_concurrent": Range("int", 0, 65536, why="a client's requests in flight; 0 = the total cap"),
+    "vllm_front_client_rate_per_minute": Range("int", 0, 10 ** 7, why="requests per minute; 0 = no limit"),
+    "vllm_front_clients.max_concurrent": Range("int", 0, 65536, why="a client's requests in flight"),
+    "vllm_front_clients.rate_per_minute": Range("int", 0, 10 ** 7, why="requests per minute"),
+    "vllm_front_max_body_bytes": Range("int", 1024, 2 ** 40, why="bytes of a request body"),
+    "vllm_front_queue_timeout": Range("int", 0, 86400, why="seconds"),
+    "vllm_front_request_timeout": Range("int", 1, 86400, why="seconds"),
+    "vllm_front_stream_timeout": SECONDS,
+    "vllm_front_fleet_check_interval": Range("int", 1, 3600, why="seconds between health checks"),
+    "vllm_front_drain_timeout": Range("int", 0, 86400, why="seconds"),
+    # Day-2 observability (roles/vllm_observe).
+    "vllm_observe_dcgm_exporter_port": PORT,
+    "vllm_observe_interval": Range("int", 5, 3600, why="seconds between two runs of the GPU exporter"),
+    "vllm_observe_node_exporter_port": Range("int", 1, 65535, also=(0,), why="a TCP port; 0 = no node target"),
+    "vllm_observe_services.max_num_seqs": Range("int", 1, 65536, why="requests the engine runs at once"),
+    "vllm_observe_services.ttft_p95_ms": Range("float", 0, 3600 * 1000, low_open=True, why="milliseconds"),
+    "vllm_observe_services.gpu_memory_utilization": FRACTION,
+    "vllm_observe_services.metrics_port": Range("int", 1, 65535, also=(0,), why="a TCP port; 0 = none"),
+}
+
+
+def _name_rule(value):
+    problem = service_name_problem(value)
+    return None if problem is None else "a service name: " + problem
+
+
+# Rules of strings that name a unit, a container or an address, by variable (as RANGES).
+RULES = {
+    "vllm_service_name": _name_rule,
+    "vllm_plan_service_name": _name_rule,
+    "preflight_services.name": _name_rule,
+    "bundle_peer_address": peer_bind_problem,
+}
+
+
+def _rule_problems(key, value):
+    """[(suffix, wants)] for `value` of option `key` under RANGES and RULES; sub-options of a list of
+    mappings (or a mapping) as '[i].sub'."""
+    out = []
+    rng = RANGES.get(key)
+    if rng is not None:
+        wants = rng.problem(value)
+        if wants:
+            out.append(("", wants, value))
+    rule = RULES.get(key)
+    if rule is not None and value is not None:
+        wants = rule(value)
+        if wants:
+            out.append(("", wants, value))
+    prefix = key + "."
+    subs = sorted(set(k[len(prefix):] for k in list(RANGES) + list(RULES) if k.startswith(prefix)))
+    if subs:
+        items = list(enumerate(value)) if isinstance(value, list) else [(None, value)]
+        for index, item in items:
+            if not isinstance(item, dict):
+                continue
+            for sub in subs:
+                if sub in item and item[sub] is not None:
+                    for suffix, wants, got in _rule_problems(prefix + sub, item[sub]):
+                        where = ("" if index is None else "[%s]" % index) + "." + sub + suffix
+                        out.append((where, wants, got))
+    return out
+
+
+def advisories(values, where=None):
+    """What is allowed but unwise (one line each): a GPU memory fraction above 0.95, ... `where(name)`
+    says how a variable is named in the line (airgap_vllm_services[1].x); default the name itself."""
+    out = []
+    for name in sorted(values, key=str):
+        rng = RANGES.get(name)
+        value = values[name]
+        if rng is None or rng.warn_above is None or rng.problem(_number(value)) is not None:
+            continue
+        if _number(value) > rng.warn_above:
+            out.append("%s is %s: above %s vLLM and the CUDA context of each GPU often run out of memory at "
+                       "start-up; 0.9-0.93 is the usual choice" % (where(name) if where else name, value, rng.warn_above))
+    if where is None:
+        out.extend(front_warnings(values.get))
+    return out
+
+
+def _number(value):
+    """A number from what an inventory gives ('0.9' too), else the value itself (Range.problem refuses it)."""
+    if isinstance(value, string_types):
+        try:
+            return float(value.strip())
+        except (ValueError, OverflowError):
+            return value
+    return value
+
+
+def check_option(name, spec, value, key=None):
+    """The first of option_problems(), or None."""
+    problems = option_problems(name, spec, value, key)
+    return problems[0] if problems else None
+
+
+def option_problems(name, spec, value, key=None):
+    """Check one variable's value against its spec entry, then its range or rule (RANGES, RULES under `key`,
+    default `name`); return [Problem] (one per entry of a list that is out of range).
+
+    ansible's ArgumentSpecValidator decides the type (so '8' is an integer here exactly when the role's own
     validation says so); the message is ours.
     """
     spec = spec or {}
     secret = bool(spec.get("no_log"))
     if value is None and spec.get("required"):
-        return Problem(name, "nothing (null)", describe_wanted(spec))
+        return [Problem(name, "nothing (null)", describe_wanted(spec))]
     vspec = _validator_spec(spec)
     vspec.pop("required", None)
-    result = ArgumentSpecValidator({name: vspec}).validate({name: value})
-    if not result.error_messages:
-        return None
+    try:
+        result = ArgumentSpecValidator({name: vspec}).validate({name: value})
+        errors = result.error_messages
+    except Exception:  # pylint: disable=broad-except  # a value ansible's own conversion chokes on is wrong too
+        result, errors = None, ["unconvertible"]
+    if not errors:
+        converted = result.validated_parameters.get(name, value)
+        found = _rule_problems(key or name, converted) if converted is not None else []
+        return [Problem(name + suffix, describe_got(got, secret), wants) for suffix, wants, got in found]
     wants = describe_wanted(spec)
     choices = spec.get("choices")
     if choices and spec.get("type") == "list" and isinstance(value, list):
         bad = [v for v in value if v not in choices]
         if bad:
             wants += " (%s %s not)" % (", ".join(repr(b) for b in bad), "is" if len(bad) == 1 else "are")
-    return Problem(name, describe_got(value, secret), wants)
+    return [Problem(name, describe_got(value, secret), wants)]
 
 
 def check_variables(options, values, skip=()):
@@ -192,19 +415,36 @@ def check_variables(options, values, skip=()):
             continue
         spec = options[name] or {}
         if name in values:
-            problem = check_option(name, spec, values[name])
-            if problem:
-                problems.append(problem)
+            problems.extend(option_problems(name, spec, values[name]))
         elif spec.get("required") and "default" not in spec:
             problems.append(Problem(name, "nothing (not set)", describe_wanted(spec)))
     return problems
 
 
+# Variables of removed features: {name: what replaces it}. The whole-port metrics exposure (issue 14) gave way to
+# the front door's metrics listener (issue 25); a host that had it loses it on its next run (vllm_service's
+# tasks/expose_removal.yml), so setting one of these is refused before anything changes.
+_METRICS_NOW = ("removed: Prometheus scrapes /metrics through the front door's metrics listener - set "
+                "vllm_front_metrics_port, vllm_front_metrics_sources and vllm_front_metrics_tokens instead "
+                "(docs/monitoring.md, \"Migrating from vllm_service_metrics_expose\")")
+REMOVED = dict((name, _METRICS_NOW) for name in (
+    "vllm_service_metrics_expose", "vllm_service_metrics_address", "vllm_service_metrics_port",
+    "vllm_service_metrics_sources", "vllm_service_metrics_firewalld", "vllm_service_metrics_firewalld_zone",
+    "vllm_service_metrics_scrape_dir"))
+
+
+def removed_problems(names, where=""):
+    """[Problem] for every variable of `names` that belongs to a removed feature (REMOVED), one line each."""
+    return [Problem(name, "", "", text="%s%s is %s" % (where, name, REMOVED[name]))
+            for name in sorted(set(n for n in names if n in REMOVED))]
+
+
 def misspelled(options, names, prefixes, known=ROLE_OUTPUTS):
-    """Role-prefixed variables no role knows: [(name, closest option or None)], sorted."""
+    """Role-prefixed variables no role knows: [(name, closest option or None)], sorted (REMOVED ones are
+    removed_problems()'s)."""
     out = []
     for name in sorted(names):
-        if name in options or name in known or name.startswith("__"):
+        if name in options or name in known or name in REMOVED or name.startswith("__"):
             continue
         if not any(name.startswith(p + "_") for p in prefixes):
             continue
@@ -214,14 +454,6 @@ def misspelled(options, names, prefixes, known=ROLE_OUTPUTS):
 
 
 # ------------------------------------------------------------------ cross-role rules
-
-def version_key(version):
-    """'580.65.06' -> (580, 65, 6); non-numeric parts compare as 0 (driver versions are numeric)."""
-    out = []
-    for part in re.split(r"[.\-]", str(version)):
-        out.append(int(part) if part.isdigit() else 0)
-    return tuple(out)
-
 
 def _is_template(value):
     return isinstance(value, string_types) and ("{{" in value or "{%" in value)
@@ -318,7 +550,8 @@ def cross_role_problems(stages, values, options, manage_driver=True, services=No
     if "nvidia_driver" in enabled and manage_driver and "preflight" in enabled:
         installed = effective("nvidia_driver_version", values, options)
         minimum = effective("preflight_min_driver_version", values, options)
-        if installed and minimum and version_key(installed) < version_key(minimum):
+        # preflight's own comparison (_version.at_least): validate names exactly what preflight would refuse.
+        if installed and minimum and not at_least(installed, minimum):
             problems.append(Problem(
                 "nvidia_driver_version", describe_got(installed),
                 "at least preflight_min_driver_version (%s): preflight refuses an older driver after the install"
@@ -358,13 +591,17 @@ def cross_role_problems(stages, values, options, manage_driver=True, services=No
         count = effective("vllm_plan_gpu_count", values, options)
         try:
             count = int(count)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             count = None
         if gpus is not None and count is not None and len(gpus) < count:
             problems.append(Problem(
                 "vllm_plan_gpu_count", describe_got(count),
                 "at most the %d GPU(s) vllm_service_extra_env.CUDA_VISIBLE_DEVICES leaves visible (%s)"
                 % (len(gpus), ",".join(sorted(gpus)))))
+    if "vllm_front" in enabled:
+        # The front door's rules live in module_utils/_front.py.
+        problems.extend(Problem(variable, "", "", text=text) for variable, text
+                        in front_problems(lambda name: effective(name, values, options), services))
     return problems
 
 

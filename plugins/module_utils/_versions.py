@@ -12,6 +12,16 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
+# What image retention may hand to `docker image rm --force`: a full image ID, never a name or a tag (a record
+# carrying "ubuntu:22.04" must not remove that image), nor a short prefix that could match someone else's.
+IMAGE_ID_RE = re.compile(r"\A(sha256:)?[0-9a-f]{64}\Z")
+
+
+def is_image_id(value):
+    return isinstance(value, str) and bool(IMAGE_ID_RE.match(value))
+
 
 def record_activation(history, version, limit=50):
     """History (oldest first) with version as the newest; each version appears once."""
@@ -50,11 +60,29 @@ def image_retention(previous, active, active_base, keep, protect=()):
     "facts": {"vllm_image_ref": id}}), or None; active: the image ID the unit runs now (derived or
     imported); active_base: the imported image it was derived from ("" when not derived); keep: previous
     images kept; protect: IDs that stay (the service's last good image).
-    Returns {"history", "bases", "remove"}; remove lists derived images before the bases they came from.
+    Returns {"history", "bases", "remove", "held"}; remove lists derived images before the bases they came
+    from. Only what our record names as a full image ID may go: a record that is not the shape we write
+    removes nothing, and an entry that is not an image ID is dropped from the record, never removed; "held"
+    says why (fails safe: keep, don't delete).
     """
+    held = []
+    if previous is not None and not isinstance(previous, dict):
+        previous, held = None, ["the image record is not a mapping: nothing removed"]
     previous = previous or {}
-    history = [h for h in previous.get("history") or [] if isinstance(h, str)]
-    bases = dict(previous.get("bases") or {})
+    raw_history = previous.get("history") or []
+    raw_bases = previous.get("bases") or {}
+    if not isinstance(raw_history, list) or not isinstance(raw_bases, dict):
+        held.append("the image record's history/bases are not the shape we write: nothing removed")
+        return {"history": [active], "bases": {active: active_base} if active_base and active_base != active else {},
+                "remove": [], "held": held}
+    history = [h for h in raw_history if is_image_id(h)]
+    bases = dict((k, v) for k, v in raw_bases.items() if is_image_id(k) and is_image_id(v))
+    for h in raw_history:
+        if not is_image_id(h):
+            held.append("%r in the image record is not an image ID: dropped from the record, not removed" % (h,))
+    for k, v in raw_bases.items():
+        if not (is_image_id(k) and is_image_id(v)):
+            held.append("%r -> %r in the image record's bases is not a pair of image IDs: dropped, not removed" % (k, v))
     replaced = (previous.get("facts") or {}).get("vllm_image_ref") or None
     if active_base and active_base != active:
         bases[active] = active_base
@@ -67,7 +95,7 @@ def image_retention(previous, active, active_base, keep, protect=()):
         base = bases.get(ref)
         if base and base not in in_use and base not in remove:
             remove.append(base)
-    remove = [r for r in remove if r not in in_use and r not in protect]
+    remove = [r for r in remove if r not in in_use and r not in protect and is_image_id(r)]
     derived_first = [r for r in remove if r in bases] + [r for r in remove if r not in bases]
     return {"history": kept, "bases": {k: v for k, v in bases.items() if k in kept},
-            "remove": derived_first}
+            "remove": derived_first, "held": held}

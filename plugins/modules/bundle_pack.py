@@ -101,8 +101,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle import BundleError
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_pack import FAT32_SPLIT, Stamps, pack
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle import BundleError, StampCache
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_pack import FAT32_SPLIT, pack
 
 
 def main():
@@ -120,10 +120,11 @@ def main():
     try:
         if not module.check_mode and not os.path.isdir(p["dest"]):
             os.makedirs(p["dest"], 0o755)
-        stamps = Stamps(p["stamp_file"], write=not module.check_mode)
+        stamps = StampCache(p["stamp_file"] or None)
         out = pack(p["dest"], p["artifacts"], split_size=p["split_size"], stamps=stamps,
                    check_mode=module.check_mode, collection_version=p["collection_version"])
-        stamps.save()
+        if not module.check_mode:
+            stamps.save()
     except BundleError as e:
         module.fail_json(msg=str(e))
     except (IOError, OSError) as e:

@@ -24,6 +24,9 @@ description:
   - O(state=active) points the name at the version and removes versions beyond O(keep). The version it
     replaces always stays (it serves until the new one is healthy, and a rollback returns to it), and so
     does every version in O(protect).
+  - Retention acts only on what is ours - a version directory that airgap.vllm.model_import stamped, lying
+    below O(models_dir) - and fails safe - with a damaged activation history nothing is removed (which
+    versions were active before is unknown) and the history is left as it is. RV(held) and a warning say why.
 author:
   - airgap.vllm maintainers (@airgap-vllm)
 options:
@@ -126,6 +129,12 @@ removed:
   returned: state=active
   type: list
   elements: str
+held:
+  description: Why versions the retention would have removed were kept (damaged history, not ours).
+  returned: state=active
+  type: list
+  elements: str
+  sample: ["nothing removed: /opt/airgap-vllm/models/.qwen.history.json is damaged (...); every version is kept"]
 versions:
   description: Version suffixes present afterwards.
   returned: state=active
@@ -192,6 +201,8 @@ def main():
     except (IOError, OSError) as exc:
         module.fail_json(msg="cannot manage the versions of %s in %s: %s" % (p["name"], p["models_dir"], exc))
     result.update(common)
+    for line in result["held"]:
+        module.warn(line)
     after_versions = "\n".join(result["versions"]) + "\n"
     module.exit_json(diff=dict(before="link -> %s\n" % (before or "(none)"),
                                after="link -> %s\nversions:\n%s" % (vid, after_versions)), **result)

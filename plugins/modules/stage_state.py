@@ -20,7 +20,12 @@ description:
   - With O(state=read) (the default) returns every stage's data and the facts they publish (each
     stage's C(facts) mapping); nothing is written.
   - With O(state=present) writes O(data) for O(stage) atomically (fsync, rename), only when it differs.
-  - With O(state=absent) removes the stage's file (uninstall).
+  - With O(state=absent) removes the stage's file (uninstall). A damaged file is not deleted but set aside
+    as C(<file>.damaged-<UTC time>) (RV(set_aside)), so what it may still say stays for the operator.
+  - Each file is read on its own. A damaged one (unreadable, not JSON, not a mapping, named for a service name
+    the collection refuses, or set aside earlier) fails the read by default, naming every damaged file (a
+    decision that needed it must not be taken on the rest). With O(on_damaged=report) the read succeeds with
+    the records that are intact and names the others in RV(damaged) (uninstall, which must find every service).
   - Stages that exist once per vLLM service of a host (plan, service) name the service in O(instance). Its
     file is O(dir)/<stage>@<instance>.json, and the default service C(vllm) keeps O(dir)/<stage>.json.
 author:
@@ -37,10 +42,18 @@ options:
     description:
       - The vLLM service (its C(vllm_service_name)) a per-service stage belongs to; omitted or C(vllm) = the
         default service.
+      - C(*) with O(state=absent) - every service's record of the stage (RV(paths) lists the files).
     type: str
   data:
     description: What the stage records (JSON-serialisable mapping); required with O(state=present).
     type: dict
+  on_damaged:
+    description:
+      - With O(state=read), what a damaged file does - V(fail) the read (naming every damaged file), or
+        V(report) it in RV(damaged) and return the intact ones.
+    type: str
+    choices: [fail, report]
+    default: fail
   state:
     description: Read all stages, write one, or remove one.
     type: str
@@ -75,6 +88,17 @@ EXAMPLES = r"""
 - name: Use the model directory of the last model stage
   ansible.builtin.debug:
     msg: "{{ airgap_state.facts.vllm_model_dir }}"
+
+- name: Read what is intact, name what is damaged (uninstall)
+  airgap.vllm.stage_state:
+    on_damaged: report
+  register: airgap_state_all
+
+- name: Forget every service's plan (uninstall)
+  airgap.vllm.stage_state:
+    stage: plan
+    instance: "*"
+    state: absent
 """
 
 RETURN = r"""
@@ -97,21 +121,43 @@ facts:
   returned: state=read
   type: dict
   sample: {vllm_model_dir: /opt/airgap-vllm/models/qwen3-tiny}
+damaged:
+  description:
+    - Each damaged file - C(path), C(stage) and C(instance) (from its name; C(instance) null when the name is
+      not a service name the collection accepts), C(reason), C(set_aside) (a file set aside by an earlier removal).
+  returned: state=read
+  type: list
+  elements: dict
+  sample: [{path: /var/lib/airgap-vllm/state/service@vllm-b.json, stage: service, instance: vllm-b, set_aside: false,
+            reason: "/var/lib/airgap-vllm/state/service@vllm-b.json is damaged (Expecting value ...)"}]
+set_aside:
+  description: Damaged files removed by renaming them aside - {file, where it went} (or would go, in check mode).
+  returned: state=absent
+  type: dict
+  sample: {/var/lib/airgap-vllm/state/service@vllm-b.json: /var/lib/airgap-vllm/state/service@vllm-b.json.damaged-20261201T153000Z}
 path:
-  description: The stage's state file.
+  description: The stage's state file (the default service's with O(instance=*)).
   returned: state=present or state=absent
   type: str
   sample: /var/lib/airgap-vllm/state/model.json
+paths:
+  description: The files removed, or that would be in check mode.
+  returned: state=absent
+  type: list
+  elements: str
+  sample: [/var/lib/airgap-vllm/state/plan.json, /var/lib/airgap-vllm/state/plan@vllm-b.json]
 """
 
 import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airgap.vllm.plugins.module_utils._stage_state import (
+    EVERY_INSTANCE,
     StageStateError,
     by_instance,
     published_facts,
-    read_all,
+    read_each,
+    remove_every_instance,
     remove_stage,
     stage_key,
     write_stage,
@@ -126,6 +172,7 @@ def main():
             instance=dict(type="str"),
             data=dict(type="dict"),
             state=dict(type="str", choices=["read", "present", "absent"], default="read"),
+            on_damaged=dict(type="str", choices=["fail", "report"], default="fail"),
         ),
         required_if=[("state", "present", ("stage", "data")), ("state", "absent", ("stage",))],
         supports_check_mode=True,
@@ -133,20 +180,38 @@ def main():
     p = module.params
     try:
         if p["state"] == "read":
-            stages = read_all(p["dir"])
+            stages, damaged = read_each(p["dir"])
+            if damaged and p["on_damaged"] == "fail":
+                module.fail_json(msg="damaged state file(s), nothing decided on the rest: %s"
+                                 % "; ".join(d["reason"] for d in damaged), damaged=damaged)
             module.exit_json(changed=False, stages=stages, instances=by_instance(stages),
-                             facts=published_facts(stages))
-        path = os.path.join(p["dir"], stage_key(p["stage"], p["instance"]) + ".json")
-        if p["state"] == "present":
+                             facts=published_facts(stages), damaged=damaged)
+        every = p["instance"] == EVERY_INSTANCE
+        if every and p["state"] != "absent":
+            module.fail_json(msg="instance '*' (every service) works with state=absent only")
+        path = os.path.join(p["dir"], stage_key(p["stage"], None if every else p["instance"]) + ".json")
+        paths, aside = [], {}
+        if every:
+            changed, removed, aside = remove_every_instance(p["dir"], p["stage"], module.check_mode)
+            paths = sorted(removed)
+            before = "".join(removed[k] for k in paths)
+            after = ""
+        elif p["state"] == "present":
             changed, before, after = write_stage(p["dir"], p["stage"], p["data"], module.check_mode,
                                                  instance=p["instance"])
         else:
-            changed, before = remove_stage(p["dir"], p["stage"], module.check_mode, instance=p["instance"])
+            changed, before, moved = remove_stage(p["dir"], p["stage"], module.check_mode, instance=p["instance"])
             after = ""
+            paths = [path] if changed else []
+            aside = {path: moved} if moved else {}
     except StageStateError as exc:
         module.fail_json(msg=str(exc))
+    extra = dict(paths=paths, set_aside=aside) if p["state"] == "absent" else {}
+    for src in sorted(extra.get("set_aside", {})):
+        module.warn("%s is damaged: %s it to %s instead of deleting it (inspect it, then remove it)"
+                    % (src, "would move" if module.check_mode else "moved", aside[src]))
     module.exit_json(changed=changed, path=path,
-                     diff=dict(before=before, after=after, before_header=path, after_header=path))
+                     diff=dict(before=before, after=after, before_header=path, after_header=path), **extra)
 
 
 if __name__ == "__main__":

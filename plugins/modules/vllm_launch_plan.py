@@ -28,7 +28,10 @@ options:
     description: Model path as vLLM sees it (inside the container). Defaults to O(model_dir).
     type: str
   served_model_name:
-    description: Name clients use; defaults to the model directory's basename.
+    description:
+      - Name clients use; defaults to the model directory's basename.
+      - It reaches vLLM's argv and the systemd unit, so a control character (a newline, say) or surrounding
+        white space is refused.
     type: str
   gpu_total_bytes:
     description:
@@ -112,6 +115,13 @@ options:
   docker_version:
     description: Docker engine version (decides C(--gpus) versus C(--runtime nvidia) and seccomp).
     type: str
+  vllm_version:
+    description:
+      - The vLLM release the image says it is (what the vllm_image role read, C(vllm_image_vllm_version), e.g.
+        C(0.27.1+cpu)). A release the collection does not know (C(_plan_common.KNOWN_RELEASES)) is planned with the
+        nearest known release's rules and says so first in RV(warnings_list) and RV(plan_warnings); unset, nothing
+        is said about the release. Kept in RV(inputs), so the deployment report names the engine release.
+    type: str
   reasoning_parser:
     description: vLLM reasoning parser name (validated against vLLM 0.27.1's registry).
     type: str
@@ -126,7 +136,9 @@ options:
     type: bool
     default: false
   max_num_batched_tokens:
-    description: Prefill chunk size; defaults to vLLM's card-dependent default.
+    description:
+      - Prefill chunk size; defaults to vLLM's card-dependent default (leave it unset for that).
+      - 0 or less is refused.
     type: int
   enforce_eager:
     description: Plan without CUDA graphs (emits C(--enforce-eager)).
@@ -317,6 +329,14 @@ warnings_list:
   returned: success
   type: list
   elements: str
+plan_warnings:
+  description:
+    - The planner's warnings with their reason and source (plugins/module_utils/_plan_warnings.py), each also in
+      RV(warnings_list) - a plan within a few KV blocks of its edge (C(plan_at_edge)), gpu_memory_utilization above
+      0.95 (C(utilization_high)), SM 8.9 + FP8 checkpoint + fp8 KV cache + MTP (C(vllm_issue_44879)).
+  returned: success
+  type: list
+  elements: dict
 api_key_config:
   description: Path, mode and a Jinja template for the C(--config) YAML holding the keys (fill it with no_log).
   returned: when api_keys_config_path is set
@@ -375,6 +395,7 @@ def argument_spec():
         host_ram_bytes=dict(type="int"),
         kernel=dict(type="str"),
         docker_version=dict(type="str"),
+        vllm_version=dict(type="str"),
         reasoning_parser=dict(type="str"),
         tool_call_parser=dict(type="str"),
         chat_template_kwargs=dict(type="dict"),

@@ -10,13 +10,20 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 ---
 module: vllm_load_check
-short_description: Prove a serving vLLM holds its planned concurrency with vLLM's own benchmark
+short_description: Prove a serving vLLM keeps its plan's promises with vLLM's own benchmark and counters
 version_added: 0.2.0
 description:
   - Runs C(vllm bench serve) inside the running service container (the very image that serves), offline with
     random prompts, the model directory as tokenizer, C(--max-concurrency) = the planned concurrency
     (the container's C(--max-num-seqs) unless O(concurrency) is given).
-  - While it runs, samples the server's C(/metrics) for the peak of C(vllm:num_requests_running).
+  - Runs the load-check O(profiles) in turn (C(random), C(long-context), C(shared-prefix), C(tools),
+    C(single-stream); docs/load-check.md), each bounded by O(timeout). C(tools) sends chat requests with a tool
+    through the OpenAI API from inside the container, the others are C(vllm bench serve) runs.
+  - Reads vLLM's own counters from C(/metrics) before and after each profile (prefix cache hits and queries,
+    speculative drafts and accepted tokens, preemptions) and samples C(vllm:num_requests_running) and
+    C(vllm:kv_cache_usage_perc) for their peaks while it runs.
+  - Compares what it measured with the deployment report's plan (O(report_dir)/report.json) in the promises
+    table (MET, MISSED, not measured, with advice), written back into report.json and report.md there.
   - Fails when any request failed; warns when the TTFT or TPOT 95th percentile is over a threshold the
     operator set (or fails, with O(fail_on_threshold)). With no thresholds it only reports.
   - The API key is read from O(keys_file) on the host and handed to the bench through the environment of
@@ -40,7 +47,7 @@ options:
     description: C(--max-concurrency); default the container's C(--max-num-seqs).
     type: int
   num_prompts:
-    description: Requests in all.
+    description: Requests in all (at least 1).
     type: int
     default: 32
   input_len:
@@ -52,22 +59,47 @@ options:
     type: int
     default: 64
   ttft_p95_max_ms:
-    description: Warn when the 95th percentile time to first token is over this.
+    description: Warn when the 95th percentile time to first token is over this (a finite number above 0; NaN is refused).
     type: float
   tpot_p95_max_ms:
-    description: Warn when the 95th percentile time per output token is over this.
+    description: Warn when the 95th percentile time per output token is over this (a finite number above 0; NaN is refused).
     type: float
   fail_on_threshold:
     description: Fail instead of warning when a threshold is exceeded.
     type: bool
     default: false
   timeout:
-    description: Seconds the bench may take.
+    description:
+      - Seconds the bench may take (at least 1). It runs under C(timeout) inside the container, so it is stopped
+        there when the time is up, and the check fails saying so.
     type: int
     default: 900
   result_path:
     description: Where to save the result (JSON, figures without per-request lists) on the host.
     type: path
+  profiles:
+    description: Load-check profiles to run, in this order.
+    type: list
+    elements: str
+    default: [random]
+    choices: [random, long-context, shared-prefix, tools, single-stream]
+  profile_settings:
+    description:
+      - Per profile, settings over its defaults (num_prompts, input_len, output_len, concurrency, prefix_len,
+        suffix_len, as the profile takes them). O(num_prompts), O(input_len) and O(output_len) set C(random)'s.
+    type: dict
+    default: {}
+  promise_thresholds:
+    description: Thresholds of the promises over the field-note defaults (docs/load-check.md).
+    type: dict
+    default: {}
+  report_dir:
+    description: The deployment report's directory on the host; its report.json gives the plan and gains the promises.
+    type: path
+  fail_on_missed_promise:
+    description: Fail when a promise is MISSED (default only reports it).
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
@@ -107,8 +139,17 @@ summary:
   description: Three lines for people.
   returned: success
   type: str
+profiles:
+  description: Per profile its settings, figures, counter deltas, peaks and seconds taken.
+  returned: success
+  type: dict
+promises:
+  description: The promises table (key, promise, expected, measured, status, advice, source).
+  returned: success
+  type: list
+  elements: dict
 argv:
-  description: The C(vllm bench serve) command run in the container.
+  description: The C(vllm bench serve) command of the first bench profile run in the container.
   returned: success
   type: list
   elements: str
@@ -123,10 +164,67 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 from ansible_collections.airgap.vllm.plugins.module_utils._files import write_atomic
 from ansible_collections.airgap.vllm.plugins.module_utils._loadcheck import (
-    LoadCheckError, bench_argv, compact, peak_running, render, serving_facts, summarize)
+    API_PROFILES, KILL_AFTER, PROFILES, TIMED_OUT, LoadCheckError, api_requests, api_result, bench_figures, compact,
+    counter_delta, engine_settings, parse_counters, planned_from_report, profile_argv, profile_line, profile_settings,
+    promise_counts, promises, render, render_promises, serving_facts, settings_problems, summarize,
+    threshold_problems, timed, tool_outcome, vocab_size_of)
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm import render_markdown
 
 RESULT_DIR = "/tmp"
 RESULT_FILE = "airgap-vllm-loadcheck.json"
+# The API profiles' client, run by the image's own Python inside the container: {"path", "bodies", "concurrency",
+# "port"} on stdin, `concurrency` requests at a time; a streamed request is timed (first token, end, usage), any
+# other answered as JSON. Prints {"records": [...], "duration": s, "peak": requests in flight at once}.
+CLIENT = r"""
+import json, os, sys, threading, time, urllib.request
+job = json.load(sys.stdin)
+bodies, out, lock = job["bodies"], [None] * len(job["bodies"]), threading.Lock()
+state = {"next": 0, "in_flight": 0, "peak": 0}
+url = "http://127.0.0.1:%d%s" % (job["port"], job["path"])
+OPENER = urllib.request.build_opener()
+def one(body):
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    if os.environ.get("OPENAI_API_KEY"):
+        req.add_header("Authorization", "Bearer " + os.environ["OPENAI_API_KEY"])
+    start = time.time()
+    resp = OPENER.open(req, timeout=3600)
+    if not body.get("stream"):
+        return json.loads(resp.read().decode())
+    rec = {"ttft": None, "prompt_tokens": 0, "completion_tokens": 0}
+    for raw in resp:
+        line = raw.decode("utf-8", "replace").strip()
+        if not line.startswith("data:") or line == "data: [DONE]":
+            continue
+        chunk = json.loads(line[5:])
+        if rec["ttft"] is None and any(c.get("text") for c in chunk.get("choices") or []):
+            rec["ttft"] = time.time() - start
+        if chunk.get("usage"):
+            rec["prompt_tokens"] = chunk["usage"].get("prompt_tokens") or 0
+            rec["completion_tokens"] = chunk["usage"].get("completion_tokens") or 0
+    rec["e2e"] = time.time() - start
+    return rec
+def work():
+    while True:
+        with lock:
+            i = state["next"]
+            state["next"] += 1
+            if i >= len(bodies):
+                return
+            state["in_flight"] += 1
+            state["peak"] = max(state["peak"], state["in_flight"])
+        try:
+            ans = one(bodies[i])
+        except Exception as e:
+            ans = {"error": ("%s: %s" % (type(e).__name__, e))[:300]}
+        with lock:
+            out[i] = ans
+            state["in_flight"] -= 1
+began = time.time()
+ts = [threading.Thread(target=work) for _ in range(max(1, int(job["concurrency"])))]
+[t.start() for t in ts]
+[t.join() for t in ts]
+print(json.dumps({"records": out, "duration": time.time() - began, "peak": state["peak"]}))
+"""
 
 
 def read_key(path):
@@ -140,22 +238,105 @@ def read_key(path):
     return None
 
 
+def scrape(url):
+    """vLLM's counters now (parse_counters), or None when /metrics does not answer."""
+    if not url:
+        return None
+    try:
+        return parse_counters(open_url(url, timeout=5, use_proxy=False).read().decode("utf-8", "replace"))
+    except Exception:  # a missed scrape leaves the figure "not measured"
+        return None
+
+
 class MetricsSampler(threading.Thread):
+    """Peaks of vllm:num_requests_running and vllm:kv_cache_usage_perc, twice a second."""
+
     def __init__(self, url):
         threading.Thread.__init__(self)
         self.daemon = True
-        self.url, self.peak, self.stop = url, None, threading.Event()
+        self.url, self.peak, self.peak_kv, self.stop = url, None, None, threading.Event()
 
     def run(self):
         while not self.stop.is_set():
-            try:
-                text = open_url(self.url, timeout=5, use_proxy=False).read().decode("utf-8", "replace")
-                seen = peak_running(text)
-                if seen is not None:
-                    self.peak = seen if self.peak is None else max(self.peak, seen)
-            except Exception:  # the bench decides; a missed sample only lowers the peak seen
-                pass
+            seen = scrape(self.url) or {}
+            if seen.get("num_requests_running") is not None:
+                self.peak = max(self.peak or 0.0, seen["num_requests_running"])
+            if seen.get("kv_cache_usage_perc") is not None:
+                self.peak_kv = max(self.peak_kv or 0.0, seen["kv_cache_usage_perc"])
             self.stop.wait(0.5)
+
+
+def load_report(report_dir):
+    if not report_dir:
+        return None
+    try:
+        with open(os.path.join(report_dir, "report.json")) as fh:
+            return json.load(fh)
+    except (IOError, OSError, ValueError):
+        return None
+
+
+class Check(object):
+    def __init__(self, module, facts):
+        self.module, self.p, self.facts = module, module.params, facts
+        self.env, self.exec_argv = {}, [self.p["docker_bin"], "exec"]
+        p = self.p
+        if p["keys_file"] and os.path.exists(p["keys_file"]):
+            key = read_key(p["keys_file"])
+            if key:
+                self.env["OPENAI_API_KEY"] = key
+                module.no_log_values.add(key)
+                self.exec_argv += ["-e", "OPENAI_API_KEY"]  # value from this process's environment, not argv
+        self.exec_argv += ["-e", "HF_HUB_OFFLINE=1", "-e", "TRANSFORMERS_OFFLINE=1"]
+
+    def fail(self, msg, **kw):
+        self.module.fail_json(msg=msg, **kw)
+
+    def run(self, argv, stdin_text=None):
+        p = self.p
+        full = self.exec_argv + (["-i"] if stdin_text is not None else []) + [p["container"]] + timed(argv, p["timeout"])
+        try:
+            # The container's `timeout` stops the run; this bound (a little later, the host's own coreutils timeout)
+            # only covers a docker CLI that hangs: its rc is then one of TIMED_OUT.
+            return self.module.run_command(timed(full, p["timeout"] + KILL_AFTER + 30), data=stdin_text,
+                                           environ_update=self.env)
+        except OSError as e:
+            self.fail("cannot run %s: %s" % (p["docker_bin"], e), argv=argv)
+
+    def bench(self, name, argv):
+        rc, out, err = self.run(argv)
+        if rc is None or rc in TIMED_OUT:
+            self.fail("vllm bench serve did not finish within timeout (%ds): it was stopped; raise timeout or "
+                      "lower num_prompts (profile %s)" % (self.p["timeout"], name), stdout=out[-4000:], stderr=err[-4000:],
+                      argv=argv)
+        if rc != 0:
+            self.fail("vllm bench serve failed (rc %d) in profile %s" % (rc, name), stdout=out[-4000:], stderr=err[-4000:],
+                      argv=argv)
+        rc, raw, err = self.module.run_command([self.p["docker_bin"], "exec", self.p["container"], "cat",
+                                                "%s/%s" % (RESULT_DIR, RESULT_FILE)])
+        try:
+            return json.loads(raw)
+        except ValueError as e:
+            self.fail("the bench result is unreadable: %s (profile %s)" % (e, name), stdout=out[-4000:])
+
+    def api(self, name, settings, vocab_size):
+        """(records, duration, peak in flight) of an API profile, sent by CLIENT inside the container."""
+        path, bodies = api_requests(name, self.facts["served_model_name"], settings, vocab_size)
+        job = {"path": path, "bodies": bodies, "concurrency": settings["concurrency"], "port": self.facts["port"]}
+        rc, out, err = self.run(["python3", "-c", CLIENT], json.dumps(job))
+        if rc is None or rc in TIMED_OUT:
+            self.fail("%s: the requests did not finish within timeout (%ds): they were stopped" % (name, self.p["timeout"]))
+        try:
+            done = json.loads(out.strip().splitlines()[-1])
+            return done["records"], done["duration"], done.get("peak")
+        except (ValueError, IndexError, KeyError, TypeError):
+            self.fail("%s: the client in the container answered nothing readable (rc %s)" % (name, rc),
+                      stdout=out[-2000:], stderr=err[-2000:])
+
+    def vocab_size(self):
+        rc, out, _err = self.module.run_command([self.p["docker_bin"], "exec", self.p["container"], "cat",
+                                                 self.facts["model_dir"].rstrip("/") + "/config.json"])
+        return vocab_size_of(out) if rc == 0 else None
 
 
 def main():
@@ -174,63 +355,133 @@ def main():
             fail_on_threshold=dict(type="bool", default=False),
             timeout=dict(type="int", default=900),
             result_path=dict(type="path"),
+            profiles=dict(type="list", elements="str", default=["random"], choices=list(PROFILES)),
+            profile_settings=dict(type="dict", default={}),
+            promise_thresholds=dict(type="dict", default={}),
+            report_dir=dict(type="path"),
+            fail_on_missed_promise=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
     p = module.params
+    wrong = settings_problems(p["num_prompts"], p["input_len"], p["output_len"], p["concurrency"], p["timeout"],
+                              p["ttft_p95_max_ms"], p["tpot_p95_max_ms"]) + threshold_problems(p["promise_thresholds"])
+    if not p["profiles"]:
+        wrong.append("profiles must name at least one profile")
+    if wrong:
+        module.fail_json(msg="load check settings refused: " + "; ".join(wrong))
     if module.check_mode:
         module.exit_json(changed=False, skipped=True, msg="check mode: no requests sent")
     rc, out, err = module.run_command([p["docker_bin"], "inspect", "--format", "{{json .Args}}", p["container"]])
     if rc != 0:
         module.fail_json(msg="container %s is not there to load-check: %s" % (p["container"], (err or out).strip()))
     try:
-        facts = serving_facts(json.loads(out))
+        args = json.loads(out)
+        facts, engine = serving_facts(args), engine_settings(args)
     except (ValueError, LoadCheckError) as e:
         module.fail_json(msg="cannot read how %s serves: %s" % (p["container"], e))
+    report = load_report(p["report_dir"])
+    plan = planned_from_report(report)
     concurrency = p["concurrency"] or facts["max_num_seqs"] or 1
-    argv = bench_argv(facts, concurrency, p["num_prompts"], p["input_len"], p["output_len"],
-                      RESULT_DIR, RESULT_FILE)
-    env = {}
-    exec_argv = [p["docker_bin"], "exec"]
-    if p["keys_file"] and os.path.exists(p["keys_file"]):
-        key = read_key(p["keys_file"])
-        if key:
-            env["OPENAI_API_KEY"] = key
-            module.no_log_values.add(key)
-            exec_argv += ["-e", "OPENAI_API_KEY"]  # value from this process's environment, not argv
-    exec_argv += ["-e", "HF_HUB_OFFLINE=1", "-e", "TRANSFORMERS_OFFLINE=1", p["container"]] + argv
-    sampler = MetricsSampler(p["metrics_url"]) if p["metrics_url"] else None
-    if sampler:
-        sampler.start()
-    start = time.time()
+    overrides = dict(p["profile_settings"] or {})
+    overrides["random"] = dict(dict(num_prompts=p["num_prompts"], input_len=p["input_len"],
+                                    output_len=p["output_len"]), **(overrides.get("random") or {}))
+    settings = {}
     try:
-        rc, out, err = module.run_command(exec_argv, environ_update=env)
-    finally:
+        for name in p["profiles"]:
+            settings[name] = profile_settings(name, overrides.get(name), concurrency,
+                                              engine["max_model_len"] or plan.get("max_model_len"),
+                                              plan.get("block_size") or engine["block_size"])
+    except LoadCheckError as e:
+        module.fail_json(msg="load check settings refused: %s" % e)
+    check = Check(module, facts)
+    records, problems, warnings, first_argv, random_summary, vocab = {}, [], [], None, None, None
+    start_counters = scrape(p["metrics_url"])
+    for name in p["profiles"]:
+        s = settings[name]
+        if name == "tools" and not engine["tools"]:
+            continue  # the server parses no tool calls (no --enable-auto-tool-choice): the promise says so
+        before = scrape(p["metrics_url"])
+        sampler = MetricsSampler(p["metrics_url"]) if p["metrics_url"] else None
         if sampler:
-            sampler.stop.set()
-            sampler.join(2)
-    if rc != 0:
-        module.fail_json(msg="vllm bench serve failed (rc %d) after %ds" % (rc, time.time() - start),
-                         stdout=out[-4000:], stderr=err[-4000:], argv=argv)
-    rc, raw, err = module.run_command([p["docker_bin"], "exec", p["container"], "cat",
-                                       "%s/%s" % (RESULT_DIR, RESULT_FILE)])
-    try:
-        result = json.loads(raw)
-        summary = summarize(result, concurrency, p["num_prompts"], p["ttft_p95_max_ms"],
-                            p["tpot_p95_max_ms"], sampler.peak if sampler else None)
-    except (ValueError, LoadCheckError) as e:
-        module.fail_json(msg="the bench result is unreadable: %s" % e, stdout=out[-4000:])
+            sampler.start()
+        started = time.time()
+        try:
+            if name == "tools":
+                records_, duration, _peak = check.api(name, s, None)
+                answers = [a for a in records_ if isinstance(a, dict) and "error" not in a]
+                errors = [a["error"] for a in records_ if isinstance(a, dict) and "error" in a]
+                figures, raw = tool_outcome(answers, len(errors), duration), None
+                if errors:
+                    problems.append("tools: %d of %d requests failed: %s" % (len(errors), s["num_prompts"], errors[0]))
+            elif name in API_PROFILES:
+                if vocab is None:
+                    vocab = check.vocab_size() or 1024
+                records_, duration, peak = check.api(name, s, vocab)
+                raw = api_result(records_, duration, peak)
+                figures = bench_figures(raw)
+            else:
+                argv = profile_argv(name, facts, s, RESULT_DIR, RESULT_FILE)
+                first_argv = first_argv or argv
+                raw = check.bench(name, argv)
+                figures = bench_figures(raw)
+        finally:
+            if sampler:
+                sampler.stop.set()
+                sampler.join(2)
+        record = {"settings": s, "figures": figures, "wall_s": round(time.time() - started, 1),
+                  "delta": counter_delta(before, scrape(p["metrics_url"])) if before else {},
+                  "peak_running": sampler.peak if sampler else None,
+                  "peak_kv_usage": sampler.peak_kv if sampler else None}
+        if raw is not None:
+            try:
+                summary = summarize(raw, s["concurrency"], s["num_prompts"],
+                                    p["ttft_p95_max_ms"] if name == "random" else None,
+                                    p["tpot_p95_max_ms"] if name == "random" else None, record["peak_running"])
+            except LoadCheckError as e:
+                module.fail_json(msg="the bench result is unreadable: %s (profile %s)" % (e, name))
+            problems += ["%s: %s" % (name, x) for x in summary["problems"]]
+            warnings += summary["warnings"]
+            record["bench"] = compact(raw)
+            if name == "random":
+                random_summary = summary
+        records[name] = record
+        if problems or (p["fail_on_threshold"] and warnings):
+            break  # the check fails: the remaining profiles would only delay saying so
+    end_counters = scrape(p["metrics_url"])
+    records["_all"] = {"delta": counter_delta(start_counters, end_counters) if start_counters else {}}
+    rows = promises(plan, engine, records, p["promise_thresholds"], (report or {}).get("tradeoff"))
+    missed = [r for r in rows if r["status"] == "MISSED"]
+    lines = [render(random_summary)] if random_summary else []
+    lines += ["load check profiles (seconds each):"] + [profile_line(n, records[n]) for n in p["profiles"]
+                                                        if n in records]
+    lines.append(render_promises(rows))
+    text = "\n".join(lines)
+    saved = {"profiles": dict((n, dict((k, v) for k, v in r.items())) for n, r in records.items()),
+             "promises": rows, "airgap_vllm": random_summary}
     if p["result_path"]:
-        saved = dict(compact(result), airgap_vllm=summary)
-        write_atomic(p["result_path"], json.dumps(saved, indent=2, sort_keys=True), mode=0o600)
-    text = render(summary)
-    for w in summary["warnings"]:
+        write_atomic(p["result_path"], json.dumps(saved, indent=2, sort_keys=True, default=str), mode=0o600)
+    if report is not None:
+        report["promises"] = rows
+        report["loadcheck"] = dict((n, {"settings": r["settings"], "wall_s": r["wall_s"],
+                                        "peak_kv_usage": r["peak_kv_usage"], "peak_running": r["peak_running"]})
+                                   for n, r in records.items() if n != "_all")
+        try:
+            write_atomic(os.path.join(p["report_dir"], "report.json"),
+                         json.dumps(report, indent=2, sort_keys=True) + "\n", mode=0o644)
+            write_atomic(os.path.join(p["report_dir"], "report.md"), render_markdown(report), mode=0o644)
+        except (IOError, OSError, KeyError) as e:
+            module.warn("the promises could not be written into the deployment report: %s" % e)
+    for w in warnings + ["promise MISSED: %s: %s" % (r["key"], r["advice"]) for r in missed]:
         module.warn(w)
-    if summary["problems"] or (p["fail_on_threshold"] and summary["warnings"]):
-        module.fail_json(msg="load check failed: " + "; ".join(summary["problems"] + summary["warnings"]),
-                         figures=summary["figures"], summary=text, argv=argv)
-    module.exit_json(changed=False, figures=summary["figures"], warnings_list=summary["warnings"],
-                     summary=text, argv=argv)
+    figures = (random_summary or {}).get("figures") or (records[p["profiles"][0]]["figures"])
+    if problems or (p["fail_on_threshold"] and warnings) or (p["fail_on_missed_promise"] and missed):
+        module.fail_json(msg="load check failed: " + "; ".join(
+            problems + (warnings if p["fail_on_threshold"] else [])
+            + (["promise MISSED: " + r["key"] for r in missed] if p["fail_on_missed_promise"] else [])),
+            figures=figures, summary=text, argv=first_argv, promises=rows)
+    module.exit_json(changed=False, figures=figures, warnings_list=warnings, summary=text, argv=first_argv,
+                     profiles=records, promises=rows, promise_counts=promise_counts(rows))
 
 
 if __name__ == "__main__":

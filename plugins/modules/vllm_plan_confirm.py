@@ -55,6 +55,12 @@ options:
       - A trade-off table to put into the report. By default the table is recomputed at the measured budget from the
         plan's C(inputs) and its model directory, or the plan's own C(tradeoff) when that is not possible.
     type: dict
+  engine_env:
+    description:
+      - >-
+        The container environment the service adds (vllm_service_extra_env). Only C(VLLM_CPU_KVCACHE_SPACE) is read:
+        a CPU engine's pool fixed by it is named in the report as the reason it differs from the plan.
+    type: dict
 attributes:
   check_mode:
     support: full
@@ -250,7 +256,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.airgap.vllm.plugins.module_utils._files import write_atomic
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import PlanError
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm import confirm
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm import carry_promises, confirm, render_markdown
 
 
 def argument_spec():
@@ -262,6 +268,7 @@ def argument_spec():
         replanned=dict(type="dict"),
         report_dir=dict(type="path"),
         tradeoff=dict(type="dict"),
+        engine_env=dict(type="dict"),
     )
 
 
@@ -284,11 +291,20 @@ def main():
     p = module.params
     try:
         result = confirm(p["plan"], p["metrics_text"], p["journal_text"], p["is_replan"],
-                         p["tradeoff"], p["replanned"])
+                         p["tradeoff"], p["replanned"], p["engine_env"])
     except PlanError as exc:
         module.fail_json(msg=str(exc))
     changed = False
     if p["report_dir"]:
+        try:
+            with open(os.path.join(p["report_dir"], "report.json")) as fh:
+                old = json.load(fh)
+        except (IOError, OSError, ValueError):
+            old = None
+        # The load check's promises of this same deployment stay in the report (vllm_load_check writes them).
+        result["report"], carried = carry_promises(old, result["report"])
+        if carried:
+            result["report_markdown"] = render_markdown(result["report"])
         files = [os.path.join(p["report_dir"], n) for n in ("report.json", "report.md", "memory.svg")]
         contents = [json.dumps(result["report"], indent=2, sort_keys=True) + "\n",
                     result["report_markdown"], result["report_svg"] + "\n"]

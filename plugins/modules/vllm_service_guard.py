@@ -19,8 +19,18 @@ description:
     accepts (C(--api-key), C(--api_key), C(--api-key=K), C(--api_key=K) and the unambiguous prefixes C(--api-k),
     C(--api-ke)); O(env_names) may not hold C(VLLM_API_KEY); O(docker_options) may not carry C(--env NAME=value).
     Found key values are masked in this task's output.
+  - The container gets no more than the plan gives it - every option in O(docker_options) must be allowed by the
+    collection's table of Docker 20.10's C(docker run) options (module_utils/_container_allowlist.py, a reason each,
+    see docs/architecture.md); capabilities, host mounts, host namespaces, devices other than NVIDIA's,
+    C(--env-file), C(--privileged), loosening C(--security-opt) values and options Docker 20.10 does not know are
+    refused, naming the option and O(allow_docker_options), the way to allow it if it is really wanted.
+  - Environment names (O(env), O(extra_env), O(env_names)) must be plain (C([A-Z_][A-Z0-9_]*), no padding), allowed
+    (the plan's own, or a prefix the image's software reads, such as C(VLLM_), C(HF_), C(NCCL_); others with
+    O(allow_env_names)), and never carry an API key in any spelling.
+  - Control characters are refused in every argv item, docker option, environment value and API key; a mapping
+    or list where a string belongs is refused, never written as its text. Values are never repeated.
   - The loopback promise - unless O(expose_to_network), refuses C(--network host), any C(--publish)/C(-p)/C(-P)
-    in O(docker_options) (the role publishes its own port), C(--privileged), C(--host 0.0.0.0) or C(::) (and
+    in O(docker_options) (the role publishes its own port), C(--host 0.0.0.0) or C(::) (and
     its prefixes) in O(argv), and a non-loopback O(publish_host).
   - Prometheus access - with O(metrics_expose), one more publish of the container port on O(metrics_address), an IP
     address of the host (see O(metrics_expose)).
@@ -31,19 +41,49 @@ author:
   - airgap.vllm maintainers (@airgap-vllm)
 options:
   argv:
-    description: Everything after C(vllm serve) (the planner's argv).
-    type: list
-    elements: str
+    description: Everything after C(vllm serve) (the planner's argv), a list of strings (numbers are taken as text).
+    type: raw
     required: true
   docker_options:
-    description: Extra C(docker run) options (the planner's docker_options).
+    description: Extra C(docker run) options (the planner's docker_options), a list of strings.
+    type: raw
+    default: []
+  env_names:
+    description: Names of the container environment variables, when O(env) and O(extra_env) are not given.
+    type: raw
+    default: []
+  env:
+    description:
+      - The container environment of the plan (the role's C(vllm_service_env)), a mapping of name to string.
+        Names and values are checked; values are never repeated.
+    type: raw
+  extra_env:
+    description: The operator's extra environment (the role's C(vllm_service_extra_env)), checked as O(env).
+    type: raw
+  api_keys:
+    description:
+      - The API keys (the role's C(vllm_service_api_keys)), a list of one-line strings. A mapping, a string, a number
+        or an empty key is refused; keys are never repeated.
+    type: raw
+  allow_docker_options:
+    description: Options (long names, such as C(--cap-add)) the operator allows beyond the table, with any value.
     type: list
     elements: str
     default: []
-  env_names:
-    description: Names of the container environment variables (values are not needed and not passed).
+  allow_env_names:
+    description: Environment variable names the operator allows beyond the plan's own and the allowed prefixes.
     type: list
     elements: str
+    default: []
+  unit_values:
+    description:
+      - The role's own words of the unit (C(vllm_service_image), C(vllm_service_model_dir), ...) as a mapping of
+        variable name to value; each must be a one-line string (a control character would split the unit file).
+    type: dict
+  mount_roots:
+    description: Host directories a C(--volume)/C(--mount) may bind, read-only (the model and the service's config directory).
+    type: list
+    elements: path
     default: []
   publish_host:
     description: Host address the role publishes the container port on.
@@ -100,16 +140,8 @@ options:
     description: Whether the service has API keys (C(vllm_service_api_keys) is not empty).
     type: bool
     default: false
-attributes:
-  check_mode:
-    support: full
-    description: Only computes; the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing to show as a diff.
-  idempotent:
-    support: full
-    description: Never changes anything.
+extends_documentation_fragment:
+  - airgap.vllm.attributes.read_only
 seealso:
   - module: airgap.vllm.vllm_launch_plan
 """
@@ -119,7 +151,11 @@ EXAMPLES = r"""
   airgap.vllm.vllm_service_guard:
     argv: "{{ vllm_service_argv }}"
     docker_options: "{{ vllm_service_docker_options }}"
-    env_names: "{{ (vllm_service_env | combine(vllm_service_extra_env)).keys() | list }}"
+    env: "{{ vllm_service_env }}"
+    extra_env: "{{ vllm_service_extra_env }}"
+    api_keys: "{{ vllm_service_api_keys }}"
+    allow_docker_options: [--cap-add]
+    mount_roots: ["{{ vllm_service_model_dir }}", /etc/airgap-vllm/vllm]
     publish_host: "{{ vllm_service_host }}"
     seccomp_profile: /etc/airgap-vllm/vllm/seccomp.json
   register: __vllm_service_guard
@@ -148,6 +184,7 @@ docker_options:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.airgap.vllm.plugins.module_utils._container_allowlist import words
 from ansible_collections.airgap.vllm.plugins.module_utils._service_guard import (
     SECCOMP_MODES,
     GuardError,
@@ -156,12 +193,22 @@ from ansible_collections.airgap.vllm.plugins.module_utils._service_guard import 
 )
 
 
+NO_LOG = ("env", "extra_env", "api_keys")
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            argv=dict(type="list", elements="str", required=True),
-            docker_options=dict(type="list", elements="str", default=[]),
-            env_names=dict(type="list", elements="str", default=[]),
+            argv=dict(type="raw", required=True),
+            docker_options=dict(type="raw", default=[]),
+            env_names=dict(type="raw", default=[]),
+            env=dict(type="raw", no_log=True),
+            extra_env=dict(type="raw", no_log=True),
+            api_keys=dict(type="raw", no_log=True),
+            allow_docker_options=dict(type="list", elements="str", default=[]),
+            allow_env_names=dict(type="list", elements="str", default=[]),
+            mount_roots=dict(type="list", elements="path", default=[]),
+            unit_values=dict(type="dict"),
             publish_host=dict(type="str", default="127.0.0.1"),
             expose_to_network=dict(type="bool", default=False),
             seccomp=dict(type="str", choices=list(SECCOMP_MODES), default="profile"),
@@ -177,20 +224,29 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    # Keys found on the command line are masked wherever this task's output repeats them.
-    module.no_log_values.update(v for _i, _n, values in api_key_args(p["argv"]) for v in values if v)
+    # Environment values are never repeated by the guard; masking them would also mask every "1" of the output.
+    module.no_log_values.clear()
+    # Keys found on the command line or in api_keys are masked wherever this task's output repeats them.
+    module.no_log_values.update(v for _i, _n, values in api_key_args(words(p["argv"], "argv")[0]) for v in values if v)
+    module.no_log_values.update(words(p["api_keys"], "api_keys")[0])
+    module.no_log_values.discard("")
+    invocation = {"module_args": dict((k, "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER" if k in NO_LOG and v is not None else v)
+                                      for k, v in p.items())}
+    env_names = p["env_names"] if p["env"] is None and p["extra_env"] is None else None
     try:
         metrics = {"expose": p["metrics_expose"], "address": p["metrics_address"], "port": p["metrics_port"],
                    "publish_port": p["publish_port"], "container_port": p["container_port"],
                    "has_api_keys": p["has_api_keys"]}
-        result = guard(p["argv"], p["docker_options"], p["env_names"], p["publish_host"],
+        result = guard(p["argv"], p["docker_options"], env_names, p["publish_host"],
                        p["expose_to_network"], p["seccomp"], p["seccomp_profile"], p["docker_security_options"],
-                       metrics)
+                       metrics, allow_options=p["allow_docker_options"], allow_env=p["allow_env_names"],
+                       env=p["env"], extra_env=p["extra_env"], api_keys=p["api_keys"], mount_roots=p["mount_roots"],
+                       unit_values=p["unit_values"])
     except GuardError as e:
-        module.fail_json(msg=str(e))
+        module.fail_json(msg=str(e), invocation=invocation)
     for w in result["warnings"]:
         module.warn(w)
-    module.exit_json(changed=False, docker_options=result["docker_options"])
+    module.exit_json(changed=False, docker_options=result["docker_options"], invocation=invocation)
 
 
 if __name__ == "__main__":

@@ -79,7 +79,9 @@ def env():
     """A new user's environment: nothing of ours exported; the host container named for this test."""
     e = dict((k, v) for k, v in os.environ.items()
              if not k.startswith("ANSIBLE_") and k not in ("AIRGAP_TEST_BUNDLE", "PYTHONPATH"))
-    e.update(AIRGAP_SIM_NAME=NAME, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", PY_COLORS="0")
+    # Its own address on the site LAN too: a developer's airgap-kylin-sim may hold the default one (10.231.8.10).
+    e.update(AIRGAP_SIM_NAME=NAME, AIRGAP_SIM_ADDRESS="10.231.8.21", ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+             PY_COLORS="0")
     return e
 
 

@@ -1,10 +1,14 @@
-"""tasks/expose.yml run by ansible-playbook against a throwaway Kylin test-world container (issue 14 item 6).
+"""tasks/expose_removal.yml run by ansible-playbook against a throwaway Kylin test-world container (issue 25 item 6).
 
-The image has no firewalld: a stand-in firewall-cmd (expose_firewalld/fake_firewall_cmd.py, test only) logs every call
-and keeps runtime and permanent rules apart. Asserted: off calls nothing; --check asks only read-only questions; a
-real run adds the rule (runtime + permanent) in the zone of the address, records it, writes the scrape target; a
-second run changes nothing; turning it off removes exactly the recorded rules and the target; firewalld stopped;
-the include uninstall.yml makes. Needs docker and the test world's airgap-test/kylin:v10sp3 image."""
+The whole-port metrics exposure of earlier releases is removed; a host that had it keeps its firewalld rules on
+record (metrics-firewalld.json) and a file_sd target on the controller until the service stage (or the uninstall)
+removes them. The image has no firewalld: a stand-in firewall-cmd / firewall-offline-cmd
+(expose_firewalld/fake_firewall_cmd.py, test only) logs every call and keeps runtime and permanent rules apart.
+Asserted: nothing recorded calls nothing; --check asks only read-only questions; a real run removes exactly the
+recorded rules (runtime + permanent; an operator's own rule stays), the record and the target, and says so pointing
+to docs/monitoring.md; a second run calls nothing; firewalld stopped: firewall-offline-cmd removes them from the
+permanent configuration; the include uninstall.yml makes. Needs docker and the test world's airgap-test/kylin:v10sp3
+image."""
 import json
 import os
 import re
@@ -13,7 +17,6 @@ import subprocess
 import uuid
 
 import pytest
-import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -47,6 +50,10 @@ def host():
         assert r.returncode == 0, r.stderr
         r = docker("exec", "-i", name, "sh", "-c", "cat > /usr/local/sbin/firewall-cmd && chmod 755 /usr/local/sbin/firewall-cmd",
                    input='#!/bin/sh\nexec python3 /usr/local/sbin/fake_firewall_cmd.py "$@"\n')
+        assert r.returncode == 0, r.stderr
+        r = docker("exec", "-i", name, "sh", "-c",
+                   "cat > /usr/local/sbin/firewall-offline-cmd && chmod 755 /usr/local/sbin/firewall-offline-cmd",
+                   input='#!/bin/sh\nexec python3 /usr/local/sbin/fake_firewall_cmd.py --offline "$@"\n')
         assert r.returncode == 0, r.stderr
         address = docker("inspect", "-f", "{{.NetworkSettings.IPAddress}}", name).stdout.strip()
         assert address, "the container has no address on the default bridge"
@@ -89,7 +96,7 @@ def play(host, tmp_path, playbook="converge.yml", check=False, **extra):
     inventory = tmp_path / "inventory.ini"
     inventory.write_text("%s ansible_connection=community.docker.docker ansible_python_interpreter=/usr/bin/python3\n"
                          % host["name"])
-    variables = {"vllm_service_metrics_scrape_dir": str(tmp_path / "reports")}
+    variables = {"vllm_service_report_fetch_dir": str(tmp_path / "reports")}
     variables.update(extra)
     varfile = tmp_path / "vars.json"
     varfile.write_text(json.dumps(variables))
@@ -107,11 +114,6 @@ def said(text, result):
     return json.dumps(text)[1:-1] in result["out"]
 
 
-def on(host):
-    return dict(vllm_service_metrics_expose=True, vllm_service_metrics_address=host["address"],
-                vllm_service_metrics_sources=[PROM])
-
-
 def rule(port=8000):
     return 'rule family="ipv4" source address="%s" port port="%d" protocol="tcp" accept' % (PROM, port)
 
@@ -124,117 +126,71 @@ def has_record(host):
     return docker("exec", host["name"], "test", "-f", RECORD).returncode == 0
 
 
-def test_off_calls_nothing_and_changes_nothing(host, tmp_path):
+def earlier_release(host, tmp_path, running=True, operator_rules=()):
+    """What an earlier release's vllm_service_metrics_expose left: the rule (runtime + permanent) on record, the target."""
+    rules = [rule()] + list(operator_rules)
+    set_firewalld(host, running=running, rules={"runtime": {"public": rules}, "permanent": {"public": rules}})
+    record = json.dumps({"version": 1, "zone": "public", "rules": [rule()]})
+    assert docker("exec", "-i", host["name"], "sh", "-c", "cat > " + RECORD, input=record).returncode == 0
+    target = target_file(tmp_path, host)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text('[{"targets": ["%s:8000"]}]\n' % host["address"])
+
+
+def test_nothing_recorded_calls_nothing_and_changes_nothing(host, tmp_path):
     set_firewalld(host)
     r = play(host, tmp_path)
     assert r["rc"] == 0 and r["changed"] == 0, r["out"][-3000:]
     state, calls = firewalld(host)
     assert calls == [] and state["rules"] == {"runtime": {}, "permanent": {}}
-    assert not target_file(tmp_path, host).exists()
 
 
-def test_on_check_run_real_run_and_second_run(host, tmp_path):
-    set_firewalld(host)
-    # --check: only read-only questions, nothing added, nothing recorded, the changes reported.
-    r = play(host, tmp_path, check=True, **on(host))
+def test_check_run_real_run_and_second_run(host, tmp_path):
+    mine = 'rule family="ipv4" source address="10.20.0.9" port port="22" protocol="tcp" accept'
+    earlier_release(host, tmp_path, operator_rules=[mine])
+    # --check: only read-only questions, nothing removed, the changes reported.
+    r = play(host, tmp_path, check=True)
     assert r["rc"] == 0 and r["changed"] > 0, r["out"][-3000:]
-    assert said("Would change (check mode):", r) and said("add (runtime) in zone public: " + rule(), r)
-    assert said("add (permanent) in zone public: " + rule(), r)
+    assert said("Would remove (check mode):", r) and said("remove (permanent) from zone public: " + rule(), r)
     state, calls = firewalld(host)
     assert changing(calls) == [] and calls, calls
-    assert state["rules"] == {"runtime": {}, "permanent": {}}
-    assert not has_record(host) and not target_file(tmp_path, host).exists()
+    assert has_record(host) and target_file(tmp_path, host).exists()
 
-    # Real run: the exact changes, runtime and permanent, in the zone of the address's interface (eth0: public).
-    r = play(host, tmp_path, **on(host))
+    # Real run: exactly the recorded rule, runtime and permanent; the record and the target go; the run says so.
+    r = play(host, tmp_path)
     assert r["rc"] == 0 and r["changed"] > 0, r["out"][-3000:]
     state, calls = firewalld(host)
     assert calls == [
         ["--state"],
-        ["--get-active-zones"], ["--get-default-zone"],
         ["--zone=public", "--query-rich-rule=" + rule()],
         ["--permanent", "--zone=public", "--query-rich-rule=" + rule()],
-        ["--zone=public", "--add-rich-rule=" + rule()],
-        ["--permanent", "--zone=public", "--add-rich-rule=" + rule()],
-    ], calls
-    assert state["rules"] == {"runtime": {"public": [rule()]}, "permanent": {"public": [rule()]}}
-    record = json.loads(docker("exec", host["name"], "cat", RECORD).stdout)
-    assert record == {"version": 1, "zone": "public", "rules": [rule()]}
-    text = target_file(tmp_path, host).read_text()
-    assert text.startswith("#"), "ansible_managed header"
-    assert yaml.safe_load(text) == [{"targets": ["%s:8000" % host["address"]],
-                                     "labels": {"service": "vllm", "host": host["name"], "port": "8000"}}]
-    # Docker's DNAT is said plainly (the container has no daemon.json: Docker's default, iptables on).
-    assert "DOCKER-USER" in r["out"]
-
-    # Second run: nothing changes, only questions.
-    r = play(host, tmp_path, **on(host))
-    assert r["rc"] == 0 and r["changed"] == 0, r["out"][-3000:]
-    state, calls = firewalld(host)
-    assert changing(calls) == [] and state["rules"]["permanent"] == {"public": [rule()]}
-
-    # Day 2: a new port moves the rule (old one removed, new one added), then off removes it and the target.
-    r = play(host, tmp_path, vllm_service_metrics_port=9100, **on(host))
-    assert r["rc"] == 0, r["out"][-3000:]
-    state, calls = firewalld(host)
-    assert changing(calls) == [
         ["--zone=public", "--remove-rich-rule=" + rule()],
         ["--permanent", "--zone=public", "--remove-rich-rule=" + rule()],
-        ["--zone=public", "--add-rich-rule=" + rule(9100)],
-        ["--permanent", "--zone=public", "--add-rich-rule=" + rule(9100)]], calls
-    r = play(host, tmp_path, check=True)
-    assert r["rc"] == 0 and r["changed"] > 0 and said("Would change (check mode):", r)
-    assert said("remove (permanent) from zone public: " + rule(9100), r)
-    assert changing(firewalld(host)[1]) == []
+    ], calls
+    assert state["rules"] == {"runtime": {"public": [mine]}, "permanent": {"public": [mine]}}, "the operator's stays"
+    assert not has_record(host) and not target_file(tmp_path, host).exists()
+    for text in ("Removed:", "vllm_service_metrics_expose", "vllm_front_metrics_port", "vllm_front_metrics_sources",
+                 "vllm_front_metrics_tokens", "docs/monitoring.md", str(target_file(tmp_path, host))):
+        assert said(text, r), text
+
+    # Second run: nothing recorded, nothing asked.
+    r = play(host, tmp_path)
+    assert r["rc"] == 0 and r["changed"] == 0 and firewalld(host)[1] == [], r["out"][-3000:]
+
+
+def test_firewalld_stopped_the_rule_goes_by_firewall_offline_cmd(host, tmp_path):
+    earlier_release(host, tmp_path, running=False)
     r = play(host, tmp_path)
     assert r["rc"] == 0 and r["changed"] > 0, r["out"][-3000:]
     state, calls = firewalld(host)
-    assert changing(calls) == [["--zone=public", "--remove-rich-rule=" + rule(9100)],
-                               ["--permanent", "--zone=public", "--remove-rich-rule=" + rule(9100)]]
-    assert state["rules"] == {"runtime": {"public": []}, "permanent": {"public": []}}
-    assert not has_record(host) and not target_file(tmp_path, host).exists()
-    r = play(host, tmp_path)
-    assert r["rc"] == 0 and r["changed"] == 0 and firewalld(host)[1] == []
-
-
-def test_an_operators_rule_is_left_alone(host, tmp_path):
-    set_firewalld(host, rules={"runtime": {"public": [rule()]}, "permanent": {"public": [rule()]}})
-    r = play(host, tmp_path, **on(host))
-    assert r["rc"] == 0 and not has_record(host), r["out"][-3000:]
-    assert changing(firewalld(host)[1]) == []
-    r = play(host, tmp_path)
-    state, calls = firewalld(host)
-    assert calls == [] and state["rules"]["permanent"] == {"public": [rule()]}
-
-
-def test_firewalld_stopped(host, tmp_path):
-    set_firewalld(host, running=False)
-    r = play(host, tmp_path, **on(host))
-    assert r["rc"] == 0, r["out"][-3000:]
-    assert firewalld(host)[1] == [["--state"]]
-    assert target_file(tmp_path, host).exists(), "the scrape target does not depend on firewalld"
-    r = play(host, tmp_path, vllm_service_metrics_firewalld="always", **on(host))
-    assert r["rc"] != 0 and "firewalld is not running" in r["out"]
-    set_firewalld(host)
-    r = play(host, tmp_path, vllm_service_metrics_firewalld="never", **on(host))
-    assert r["rc"] == 0 and firewalld(host)[1] == []
-    play(host, tmp_path)  # off again: the target goes
-
-
-def test_refusals_name_the_setting(host, tmp_path):
-    set_firewalld(host)
-    r = play(host, tmp_path, **{**on(host), "vllm_service_metrics_sources": []})
-    assert r["rc"] != 0 and "vllm_service_metrics_sources is empty" in r["out"]
-    r = play(host, tmp_path, **{**on(host), "vllm_service_metrics_address": "10.99.99.99"})
-    assert r["rc"] != 0 and "not an address of this host" in r["out"]
-    assert changing(firewalld(host)[1]) == []
+    assert calls == [["--state"], ["--offline", "--zone=public", "--query-rich-rule=" + rule()],
+                     ["--offline", "--zone=public", "--remove-rich-rule=" + rule()]], calls
+    assert state["rules"]["permanent"] == {"public": []} and not has_record(host)
+    assert said("remove (permanent, firewalld stopped) from zone public: " + rule(), r)
 
 
 def test_uninstall_include_removes_the_recorded_rules(host, tmp_path):
-    set_firewalld(host)
-    r = play(host, tmp_path, **on(host))
-    assert r["rc"] == 0 and has_record(host), r["out"][-3000:]
-    firewalld(host)
+    earlier_release(host, tmp_path)
     r = play(host, tmp_path, playbook="uninstall.yml", rm_name="vllm", rm_dir="/etc/airgap-vllm/vllm",
              vllm_service_config_dir="/nonexistent")
     assert r["rc"] == 0, r["out"][-3000:]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Control-node images for the offline-control test: a bare Debian with python3 and its venv module, one
+# Control-node images for the offline-control tests: a bare Debian with python3, its venv module and ssh, one
 # per Python version (bookworm: 3.11, trixie: 3.13), debootstrapped from the Debian archive the way
 # tests/world/build.sh builds airgap-test/base:bookworm. Keyed by a hash of the inputs (suite, packages,
 # mirror, this function's text): an unchanged image is not built again (< 1 s). No Docker Hub needed.
@@ -9,7 +9,8 @@ set -euo pipefail
 
 CACHE=${AIRGAP_TEST_CACHE:-/var/cache/airgap-test}
 LABEL=org.airgap-test.inputs-hash
-PACKAGES=python3,python3-venv,ca-certificates
+# openssh-client: the control node reaches the servers over SSH (a Kylin control node has openssh-clients).
+PACKAGES=python3,python3-venv,ca-certificates,openssh-client
 
 log() { printf '[offline-control %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 

@@ -72,15 +72,19 @@ def test_clients_doc_quotes_the_setups_limits():
 
 def test_nothing_a_run_generates_lands_in_an_inventory_directory(tmp_path):
     """A generated key or a fetched report inside an inventory directory becomes inventory (a key turned into
-    a host name): both go beside the playbook."""
+    a host name) and one on the bundle medium leaves the site with the USB disk: both go to the control node's
+    state directory (airgap_vllm_controller_dir, default ~/.airgap-vllm)."""
     import shutil
     import subprocess
     for inventory in ("kylin-prod", "rtx-pro-6000"):
         text = open(os.path.join(ROOT, "inventories", inventory, "group_vars", "vllm_servers.yml")).read()
         assert "inventory_dir ~ '/credentials" not in text
-        assert "(inventory_dir | dirname) ~ '/credentials/'" in text
+        assert "(inventory_dir | dirname) ~ '/credentials/'" not in text
+        assert "(airgap_vllm_controller_dir | default(lookup('ansible.builtin.env', 'HOME') ~ '/.airgap-vllm'))" in text
+        assert "~ '/credentials/' ~ (inventory_dir | basename) ~ '/vllm-api-key'" in text
     defaults = open(os.path.join(ROOT, "roles", "vllm_service", "defaults", "main.yml")).read()
-    assert 'vllm_service_report_fetch_dir: "{{ inventory_dir | default(playbook_dir, true) | dirname }}/reports"' in defaults
+    assert ('vllm_service_report_fetch_dir: "{{ airgap_vllm_controller_dir | default('
+            "lookup('ansible.builtin.env', 'HOME') ~ '/.airgap-vllm') }}/reports\"") in defaults
     # What happens when a key does sit in one: Ansible reads it as a host.
     inv = tmp_path / "inv"
     shutil.copytree(os.path.join(ROOT, "inventories", "kylin-prod"), str(inv))

@@ -7,8 +7,9 @@ inventory (inventories/* but simulated) is in the bundle root byte for byte, the
 - `ansible-playbook site.yml -i <it> --check` from the bundle root against one simulated Kylin V10 SP3 host
   (a systemd container of the test world, no network), its fake GPU set to the card the setup is for.
 
-What is added on the command line is only the host: the connection (`-e ansible_connection/ansible_host`)
-and the simulated host's own facts, taken from inventories/simulated (the Kylin kernel release a container
+What is added on the command line is only the host: the connection (`-e ansible_connection/ansible_host`),
+the control node's state directory (`-e airgap_vllm_controller_dir`, a temporary one instead of the build
+machine's ~/.airgap-vllm) and the simulated host's own facts, taken from inventories/simulated (the Kylin kernel release a container
 cannot run, the stand-in driver's version file, the fake reboot, the test world's unsigned RPMs). None of
 them is a setting of a shipped setup (asserted). The --check runs the whole pipeline and passes fully:
 validation (every variable, the bundle found at inventory_dir/.., the connection), preflight (OS, GPU,
@@ -168,15 +169,16 @@ def test_inventory_lists_from_the_bundle_root(bundle, env, inventory):
 
 
 @pytest.mark.parametrize("inventory", SHIPPED)
-def test_site_check_from_the_bundle_root(bundle, env, host, host_facts, inventory):
+def test_site_check_from_the_bundle_root(bundle, env, host, host_facts, inventory, tmp_path):
     state = json.loads(docker("exec", host, "cat", "/etc/fake-nvidia/state.json").stdout)
     state["gpus"][0].update(CARDS[inventory])
     r = docker("exec", "-i", host, "sh", "-c", "cat > /etc/fake-nvidia/state.json", input=json.dumps(state))
     assert r.returncode == 0, r.stderr
     settings = group_vars(inventory)
     name = hosts_of(inventory)[0]
-    # Beside the inventory directory (the bundle root), never in it (Ansible would read the key as a host name).
-    key_file = os.path.join(bundle, "credentials", inventory, "vllm-api-key")
+    # In the control node's state directory (airgap_vllm_controller_dir), never on the bundle medium.
+    state_dir = str(tmp_path / "controller")
+    key_file = os.path.join(state_dir, "credentials", inventory, "vllm-api-key")
 
     # The simulated host's disk is the build machine's, shared with everything else on it: a setup's real
     # disk needs (preflight_disk_requirements, 40 GB for the model) fit there only while it has room, and
@@ -185,7 +187,7 @@ def test_site_check_from_the_bundle_root(bundle, env, host, host_facts, inventor
     before = free_gib(host)
     rc, out = sh(["ansible-playbook", "site.yml", "-i", inventory, "--check",
                   "-e", "ansible_connection=community.docker.docker", "-e", "ansible_host=" + host,
-                  "-e", "@" + host_facts], bundle, env, timeout=900)
+                  "-e", "airgap_vllm_controller_dir=" + state_dir, "-e", "@" + host_facts], bundle, env, timeout=900)
     after = free_gib(host)
     result = recap(out, name)
     assert result["unreachable"] == 0, result
@@ -220,9 +222,11 @@ def test_site_check_from_the_bundle_root(bundle, env, host, host_facts, inventor
     # The documented stop of --check on a host without the model: no plan, so no service stage.
     assert re.search(r"TASK \[airgap.vllm.vllm_plan : Plan the flags and the memory ledger\] \*+\nskipping",
                      out), out[-6000:]
-    # The API key was generated next to the inventory, private.
+    # The API key was generated in the control node's state directory, private.
     mode = stat.S_IMODE(os.stat(key_file).st_mode)
     assert mode == 0o600, oct(mode)
+    mode = stat.S_IMODE(os.stat(os.path.dirname(key_file)).st_mode)
+    assert mode == 0o700, oct(mode)
     with open(key_file) as f:
         assert re.match(r"^[A-Za-z0-9]{48}$", f.read().strip())
     assert_host_unchanged(host)

@@ -36,8 +36,10 @@ def tiny_model_dir(tmp_path_factory):
 
 @pytest.fixture
 def run_module(monkeypatch, capsys):
-    """Run a module's main() as Ansible would, in this process: run_module(M, check_mode=False, **args) -> result.
+    """Run a module's main() as Ansible would, in this process: run_module(M, check_mode=False, diff=False,
+    **args) -> the result exit_json or fail_json printed (a failure is a result with `failed`, not an exception).
 
+    The one module-test harness of tests/unit: every test of a module's main() runs it through this fixture.
     The arguments go through AnsibleModule's own parsing (types, choices, required), so a bad argument
     gives the same fail_json the user sees."""
     import json

@@ -28,6 +28,7 @@ if [ -x "$VENV/bin/python" ] && probe >/dev/null; then
   exit 0
 fi
 
+echo "setup-venv: creating $VENV (cold: not cached yet)"
 mkdir -p "$WHEELS"
 "$PY" -m venv "$VENV"
 pip_() { "$VENV/bin/python" -m pip --disable-pip-version-check -q "$@"; }

@@ -11,13 +11,15 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P  # noqa: E402
 
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")
+# The script the vllm_service role runs in the new image before a restart (issue 30), run here in the venv.
+PARSE_ARGV = os.path.join(ROOT, "roles", "vllm_service", "files", "parse_argv.py")
 ADA_48 = 49140 * P.MIB
 PRO_96 = 97887 * P.MIB
 
 
 def parse(venv_python, tmp_path, cases):
     out = tmp_path / "parsed.json"
-    subprocess.run([venv_python, os.path.join(HERE, "parse_argv.py"), str(out)],
+    subprocess.run([venv_python, PARSE_ARGV, str(out)],
                    input=json.dumps(cases), universal_newlines=True, check=True,
                    stdout=subprocess.DEVNULL, timeout=600)
     return {r["id"]: r for r in json.loads(out.read_text())}

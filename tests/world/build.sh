@@ -3,7 +3,7 @@
 # Every stage is keyed by a hash of its inputs (its own function text, package lists, fake sources), so a
 # second run with unchanged inputs only computes hashes. Nothing here is used by the roles themselves.
 #
-# Usage: bash tests/world/build.sh [all|artifacts|base|packages|kylin]   (default: all = everything, including
+# Usage: bash tests/world/build.sh [all|artifacts|base|packages|kylin|engine|front]   (default: all = everything, including
 #        the stand-in vLLM image and the tiny model via their own scripts)
 # Env:   AIRGAP_TEST_CACHE (default /var/cache/airgap-test), AIRGAP_TEST_MIRROR (default: from apt sources)
 set -euo pipefail
@@ -22,8 +22,10 @@ BASE_IMAGE=airgap-test/base:bookworm
 KYLIN_IMAGE=airgap-test/kylin:v10sp3
 LABEL=org.airgap-test.inputs-hash
 BASE_PACKAGES=python3,systemd,systemd-sysv,dbus,ca-certificates
+# openssh-server and sudo: a site logs in over SSH as an ordinary user and takes root with sudo (docs/operations.md,
+# "Logging in"); tests/simulate creates that user, its key and its sudoers line, as a site's admin would.
 KYLIN_PACKAGES="rpm dnf python3-dnf createrepo-c dkms docker.io gcc make libc6-dev iproute2 procps kmod \
- ca-certificates less"
+ ca-certificates less openssh-server sudo"
 
 log() { printf '[build.sh %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
@@ -159,6 +161,14 @@ finish_kylin() { # ROOTFS
     # The host as the field finds it: booted with the planted 560 module loaded.
     chroot "$r" /usr/libexec/airgap-test/fake-reboot >&2
     chroot "$r" systemctl enable docker.service containerd.service >/dev/null 2>&1
+    # sshd as Kylin runs it (sshd.service, enabled), with host keys made on the host's first boot (Kylin's
+    # sshd-keygen does the same): none baked into the image, so every host has its own. No user and no
+    # authorized key either: a site's host does not come with the control node's key.
+    rm -f "$r"/etc/ssh/ssh_host_*
+    mkdir -p "$r/etc/systemd/system/ssh.service.d"
+    printf '[Service]\nExecStartPre=\nExecStartPre=/usr/bin/ssh-keygen -A\nExecStartPre=/usr/sbin/sshd -t\n' \
+        >"$r/etc/systemd/system/ssh.service.d/host-keys.conf"
+    chroot "$r" systemctl enable ssh.service >/dev/null 2>&1
     umount_all
 }
 
@@ -330,7 +340,138 @@ import_engine() { # ROOTFS HASH
         --change 'ENTRYPOINT ["vllm", "serve"]' --change 'CMD []' - "$ENGINE_IMAGE" >/dev/null
 }
 
+# -------------------------------------------------------------------------------------- front door
+# The front door's proxy as a site saves it from the official image (docker save haproxy:2.6): here built from
+# Debian's haproxy 2.6 package on the base rootfs, laid out like the official image (haproxy on PATH, config
+# directory /usr/local/etc/haproxy, user haproxy uid/gid 99, WORKDIR /var/lib/haproxy, STOPSIGNAL SIGUSR1,
+# docker-entrypoint.sh adding -W -db to `haproxy ...`, CMD haproxy -f /usr/local/etc/haproxy/haproxy.cfg).
+HAPROXY_IMAGE=haproxy:2.6
+HAPROXY_TAR=haproxy-2.6.tar
+HAPROXY_MINOR=2.6
+
+build_haproxy_rootfs() { # BASE_ROOTFS ROOTFS
+    local b=$1 r=$2
+    rm -rf "$r" && cp -a "$b" "$r"
+    cp /etc/resolv.conf "$r/etc/resolv.conf"
+    printf '#!/bin/sh\nexit 101\n' >"$r/usr/sbin/policy-rc.d" && chmod +x "$r/usr/sbin/policy-rc.d"
+    mount_chroot "$r"
+    mount --bind "$CACHE/debs" "$r/var/cache/apt/archives"; MOUNTED+=("$r/var/cache/apt/archives")
+    chroot "$r" apt-get update -q >&2
+    DEBIAN_FRONTEND=noninteractive chroot "$r" apt-get install -y -q --no-install-recommends haproxy >&2
+    chroot "$r" apt-get clean
+    umount_all
+    rm -rf "$r/var/lib/apt/lists/"* "$r/usr/sbin/policy-rc.d"
+    : >"$r/etc/resolv.conf"
+    chroot "$r" haproxy -v | grep -q "version $HAPROXY_MINOR\." \
+        || { echo "Debian's haproxy is not $HAPROXY_MINOR: $(chroot "$r" haproxy -v | head -n1)" >&2; return 1; }
+    # The official image's user: haproxy, uid and gid 99 (the package made a system user of its own numbers).
+    chroot "$r" groupmod --gid 99 haproxy
+    chroot "$r" usermod --uid 99 --gid 99 --home /var/lib/haproxy haproxy
+    mkdir -p "$r/usr/local/etc/haproxy" "$r/var/lib/haproxy"
+    chroot "$r" chown -R haproxy:haproxy /var/lib/haproxy
+    ln -sfn /usr/sbin/haproxy "$r/usr/local/sbin/haproxy"
+    # The official image's entry point, same behaviour: "haproxy ARGS" and "-ARGS" become "haproxy -W -db ARGS".
+    cat >"$r/usr/local/bin/docker-entrypoint.sh" <<'SH'
+#!/bin/sh
+set -e
+if [ "${1#-}" != "$1" ]; then
+	set -- haproxy "$@"
+fi
+if [ "$1" = 'haproxy' ]; then
+	shift
+	set -- haproxy -W -db "$@"
+fi
+exec "$@"
+SH
+    chmod 0755 "$r/usr/local/bin/docker-entrypoint.sh"
+}
+
+import_haproxy() { # ROOTFS HASH
+    tar --numeric-owner -C "$1" -c . | docker import \
+        --change "LABEL $LABEL=$2" \
+        --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+        --change 'USER haproxy' \
+        --change 'WORKDIR /var/lib/haproxy' \
+        --change 'ENTRYPOINT ["docker-entrypoint.sh"]' \
+        --change 'CMD ["haproxy", "-f", "/usr/local/etc/haproxy/haproxy.cfg"]' - "$HAPROXY_IMAGE" >/dev/null
+    # docker import cannot set STOPSIGNAL: a metadata-only build on top (no layer, no context).
+    printf 'FROM %s\nSTOPSIGNAL SIGUSR1\n' "$HAPROXY_IMAGE" | docker build -q -t "$HAPROXY_IMAGE" - >/dev/null
+}
+
+stage_haproxy() {
+    local r=$CACHE/rootfs/haproxy tar=$ARTIFACTS/$HAPROXY_TAR h
+    h=$(hash_of "$BASE_HASH" "$HAPROXY_IMAGE" "$HAPROXY_MINOR" \
+        "$(declare -f build_haproxy_rootfs import_haproxy mount_chroot umount_all)")
+    if [[ $(image_hash "$HAPROXY_IMAGE") != "$h" ]]; then
+        log "building $HAPROXY_IMAGE from Debian's haproxy package"
+        build_haproxy_rootfs "$CACHE/rootfs/base" "$r"
+        import_haproxy "$r" "$h"
+        rm -rf "$r"
+    fi
+    if [[ $(cat "$tar.stamp" 2>/dev/null) != "$h" || ! -f $tar ]]; then
+        mkdir -p "$ARTIFACTS"
+        docker save "$HAPROXY_IMAGE" -o "$tar.tmp"
+        chmod 0644 "$tar.tmp" && mv "$tar.tmp" "$tar"
+        echo "$h" >"$tar.stamp"
+    fi
+    log "$HAPROXY_IMAGE up to date ($h), saved as $tar"
+}
+
+# A client workstation of the site: Debian + the real openai Python client (in /opt/venv, installed from PyPI
+# at world-build time; offline at run time) + front-client/check_front.py, the front door's client-side checks.
+CLIENT_IMAGE=airgap-test/front-client:bookworm
+OPENAI_VERSION=3.57.0
+
+build_client_venv() { # VENV
+    local v=$1 py
+    py=$(command -v python3.11 || command -v python3)
+    "$py" -c 'import sys; assert sys.version_info[:2] == (3, 11), sys.version' \
+        || { echo "the client venv needs Python 3.11 (the base image's)" >&2; return 1; }
+    rm -rf "$v" && "$py" -m venv "$v"
+    "$v/bin/pip" install -q --disable-pip-version-check "openai==$OPENAI_VERSION" >&2
+    "$v/bin/python" -c "import openai; assert openai.__version__ == '$OPENAI_VERSION', openai.__version__"
+    find "$v" -name __pycache__ -prune -exec rm -rf {} +
+}
+
+build_client_rootfs() { # BASE_ROOTFS VENV ROOTFS
+    local b=$1 v=$2 r=$3 f
+    rm -rf "$r" && cp -a "$b" "$r"
+    mkdir -p "$r/opt"
+    cp -a "$v" "$r/opt/venv"
+    printf 'home = /usr/bin\ninclude-system-site-packages = false\nversion = 3.11\n' >"$r/opt/venv/pyvenv.cfg"
+    for f in python python3 python3.11; do ln -sfn /usr/bin/python3.11 "$r/opt/venv/bin/$f"; done
+    for f in "$r"/opt/venv/bin/*; do
+        [[ -f $f && ! -L $f ]] && sed -i '1s|^#!.*python.*$|#!/opt/venv/bin/python3|' "$f"
+    done
+    install -D -m 0755 "$HERE/front-client/check_front.py" "$r/opt/front-client/check_front.py"
+}
+
+stage_client() {
+    local v=$CACHE/client/venv r=$CACHE/rootfs/front-client venv_hash h
+    venv_hash=$(hash_of "$OPENAI_VERSION" "$(declare -f build_client_venv)")
+    if [[ $(cat "$v.stamp" 2>/dev/null) != "$venv_hash" ]]; then
+        log "installing openai==$OPENAI_VERSION into $v"
+        rm -f "$v.stamp" && mkdir -p "$CACHE/client"
+        build_client_venv "$v"
+        echo "$venv_hash" >"$v.stamp"
+    fi
+    h=$(hash_of "$BASE_HASH" "$venv_hash" "$CLIENT_IMAGE" "$(declare -f build_client_rootfs)" -- front-client)
+    if [[ $(image_hash "$CLIENT_IMAGE") != "$h" ]]; then
+        log "building $CLIENT_IMAGE"
+        build_client_rootfs "$CACHE/rootfs/base" "$v" "$r"
+        tar --numeric-owner -C "$r" -c . | docker import --change "LABEL $LABEL=$h" \
+            --change 'ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+            --change 'ENV PYTHONUNBUFFERED=1' --change 'WORKDIR /root' \
+            --change 'ENTRYPOINT ["/opt/venv/bin/python3", "/opt/front-client/check_front.py"]' \
+            --change 'CMD ["--help"]' - "$CLIENT_IMAGE" >/dev/null
+        rm -rf "$r"
+    fi
+    log "$CLIENT_IMAGE up to date ($h), openai $OPENAI_VERSION"
+}
+
 # The stand-in vLLM image (built FROM our base image) and the tiny model, owned by their own scripts.
+stage_front() { stage_haproxy; stage_client; }
+
 stage_others() {
     if [[ -f $HERE/vllm-standin/build.sh ]]; then
         bash "$HERE/vllm-standin/build.sh" "$ARTIFACTS" >&2
@@ -351,14 +492,17 @@ main() {
         base) stage_base ;;
         packages) stage_base; stage_kylin_packages ;;
         kylin) stage_artifacts; stage_base; stage_kylin_packages; stage_kylin ;;
-        all) stage_artifacts; stage_base; stage_kylin_packages; stage_kylin; stage_others; stage_engine ;;
+        all) stage_artifacts; stage_base; stage_kylin_packages; stage_kylin; stage_others; stage_engine; stage_front ;;
         engine) stage_artifacts; stage_base; stage_engine ;;
-        *) echo "usage: $0 [all|artifacts|base|packages|kylin|engine]" >&2; exit 2 ;;
+        front) stage_base; stage_front ;;
+        *) echo "usage: $0 [all|artifacts|base|packages|kylin|engine|front]" >&2; exit 2 ;;
     esac
     echo "kernel_release=$KYLIN_KERNEL"
     echo "base_image=$BASE_IMAGE"
     [[ $what == base || $what == packages ]] || echo "artifacts=$ARTIFACTS"
     [[ $what != all && $what != kylin ]] || echo "kylin_image=$KYLIN_IMAGE"
+    [[ $what != all && $what != front ]] || printf 'haproxy_image=%s\nhaproxy_tar=%s\nclient_image=%s\n' \
+        "$HAPROXY_IMAGE" "$ARTIFACTS/$HAPROXY_TAR" "$CLIENT_IMAGE"
 }
 
 main "$@"

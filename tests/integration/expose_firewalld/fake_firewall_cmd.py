@@ -1,4 +1,4 @@
-"""A stand-in for firewall-cmd (test only, never shipped in a role): what tasks/expose.yml calls, answered the way
+"""A stand-in for firewall-cmd and firewall-offline-cmd (test only, never shipped in a role): what tasks/expose_removal.yml calls, answered the way
 firewalld 0.8/0.9 answers it (exit codes: 0 yes / 1 no for --query-*, 252 not running, 112 INVALID_ZONE,
 122 INVALID_RULE, 2 for an option it does not know). Every call is logged as one JSON line."""
 import json
@@ -11,8 +11,12 @@ LOG = "/var/log/fake-firewall-cmd.log"
 RULE = re.compile(r'^rule family="ipv[46]" source address="[0-9a-fA-F.:/]+" port port="\d+" protocol="tcp" accept$')
 
 args = sys.argv[1:]
+# firewall-offline-cmd is this script with --offline first: the permanent configuration, firewalld running or not.
+offline = bool(args) and args[0] == "--offline"
+if offline:
+    args = args[1:]
 with open(LOG, "a") as log:
-    log.write(json.dumps(args) + "\n")
+    log.write(json.dumps(sys.argv[1:]) + "\n")
 with open(STATE) as f:
     state = json.load(f)
 
@@ -27,7 +31,7 @@ def done(rc, out="", err=""):
 
 if args == ["--state"]:
     done(0, "running") if state["running"] else done(252, "not running")
-if not state["running"]:
+if not state["running"] and not offline:
     done(252, err="FirewallD is not running")
 if args == ["--get-default-zone"]:
     done(0, state["default_zone"])
@@ -36,8 +40,8 @@ if args == ["--get-active-zones"]:
     for zone, ifaces in sorted(state["interfaces"].items()):
         lines += [zone, "  interfaces: " + " ".join(ifaces)]
     done(0, "\n".join(lines))
-layer = "runtime"
-if args and args[0] == "--permanent":
+layer = "permanent" if offline else "runtime"
+if args and args[0] == "--permanent" and not offline:
     layer, args = "permanent", args[1:]
 if len(args) != 2 or not args[0].startswith("--zone="):
     done(2, err="usage: unknown or unsupported arguments %r" % (sys.argv[1:],))

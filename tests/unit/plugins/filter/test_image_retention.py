@@ -14,7 +14,7 @@ def recorded(history, ref, bases=None):
 
 def test_a_first_deployment_removes_nothing(render):
     r = render(EXPR, state={}, ref=sha("a"), base="", keep=1, protect=[""])
-    assert r == {"history": [sha("a")], "bases": {}, "remove": []}
+    assert r == {"history": [sha("a")], "bases": {}, "remove": [], "held": []}
 
 
 def test_an_upgrade_keeps_the_replaced_image_and_keep_earlier_ones(render):

@@ -28,3 +28,17 @@ def test_a_list_that_does_not_hold_fails_with_every_problem(render):
     text = str(err.value)
     assert "airgap_vllm_services does not hold" in text
     assert "airgap_vllm_services[1].vllm_service_name" in text and "airgap_vllm_services[0].vllm_plan_gpus" in text
+
+
+@pytest.mark.parametrize("name", ["docker", "sshd", "vllm\n", ".."])
+def test_a_name_that_is_not_a_service_name_fails_the_filter(render, name):
+    with pytest.raises(AnsibleFilterError, match="vllm_service_name"):
+        render(EXPR, services=[{"vllm_service_name": name, "vllm_plan_gpus": ["0"]}], host={})
+    with pytest.raises(AnsibleFilterError, match="vllm_service_name"):
+        render(EXPR, services=[], host={"vllm_service_name": name})
+
+
+def test_an_odd_utilisation_fails_the_filter_not_a_traceback(render):
+    for value in ([1], {"a": 1}, "much"):
+        with pytest.raises(AnsibleFilterError):
+            render(EXPR, services=[{"vllm_service_name": "a", "vllm_plan_gpu_memory_utilization": value}], host={})

@@ -47,3 +47,14 @@ def test_a_log_without_vllms_lines_gives_nothing_not_an_error(render, journal):
     assert facts["refusal"] is None and facts["no_memory"] is False
     assert all(facts[k] is None for k in ("available_kv_gib", "model_loading_gib", "kv_cache_tokens",
                                           "max_concurrency"))
+
+
+def test_only_the_current_start_counts(render):
+    """Issue 24: a refusal of an earlier start (before the unit's last Started line) re-planned an unrelated
+    failure; with TP the budget is the smallest rank's, not the last line's."""
+    started = "Nov 30 11:00:00 gpu1 systemd[1]: Started vllm.service - vLLM OpenAI-compatible server (airgap.vllm).\n"
+    facts = render(EXPR, journal=REFUSAL + started + "Nov 30 11:00:05 gpu1 vllm[901]: broken release\n")
+    assert facts["refusal"] is None
+    tp = ("(Worker_TP0 pid=5) INFO Available KV cache memory: 9.10 GiB\n"
+          "(Worker_TP1 pid=6) INFO Available KV cache memory: 11.40 GiB\n")
+    assert render(EXPR, journal=started + tp)["available_kv_gib"] == 9.10

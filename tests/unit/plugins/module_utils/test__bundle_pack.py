@@ -35,7 +35,7 @@ def test_pack_splits_big_files_and_the_manifest_stages_back(tmp_path, downloads)
     root = tmp_path / "bundle"
     (root / "wheels" / "py3.11").mkdir(parents=True)
     (root / "wheels" / "py3.11" / "ansible_core-2.17.14-py3-none-any.whl").write_bytes(b"whl")
-    out = P.pack(str(root), arts, split_size=1000, stamps=P.Stamps(str(tmp_path / "st.json")))
+    out = P.pack(str(root), arts, split_size=1000, stamps=b.StampCache(str(tmp_path / "st.json")))
     by = dict((e["path"], e) for e in out["entries"])
     img = by["artifacts/image.tar"]
     assert img["size"] == 2500 and img["sha256"] == sha((d / "image.tar").read_bytes())
@@ -61,15 +61,29 @@ def test_an_unchanged_rebuild_copies_and_reads_nothing(tmp_path, downloads, monk
     d, arts = downloads
     root = tmp_path / "bundle"
     stamps = str(tmp_path / "st.json")
-    s = P.Stamps(stamps)
+    s = b.StampCache(stamps)
     first = P.pack(str(root), arts, split_size=1000, stamps=s)
     s.save()
     opened = []
     monkeypatch.setattr(P, "_hash_ranges", lambda *a, **k: opened.append(a))
     monkeypatch.setattr(P, "_hash_medium", lambda *a, **k: opened.append(a))
-    again = P.pack(str(root), arts, split_size=1000, stamps=P.Stamps(stamps))
+    again = P.pack(str(root), arts, split_size=1000, stamps=b.StampCache(stamps))
     assert again["copied"] == [] and again["removed"] == [] and opened == []
     assert again["entries"] == first["entries"]
+
+
+def test_the_build_stamps_live_in_the_one_stamp_cache_keyed_by_split_size(tmp_path, downloads):
+    d, arts = downloads
+    root = tmp_path / "bundle"
+    s = b.StampCache(str(tmp_path / "st.json"))
+    P.pack(str(root), arts, split_size=1000, stamps=s)
+    assert s.save() is True
+    again = b.StampCache(str(tmp_path / "st.json"))
+    image = str(d / "image.tar")
+    rec = again.record(image, split_size=1000)
+    assert rec["sha256"] == sha((d / "image.tar").read_bytes()) and len(rec["parts"]) == 3
+    assert again.record(image, split_size=0) is None  # cut another way: hashed again
+    assert again.get(image) == rec["sha256"]  # the whole file's sha256, as verification keeps it
 
 
 def test_a_changed_split_size_rewrites_and_removes_the_old_files(tmp_path, downloads):

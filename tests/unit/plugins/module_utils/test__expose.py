@@ -18,8 +18,9 @@ ACTIVE = "docker\n  interfaces: docker0\ninternal (default)\n  interfaces: eth1\
 class Firewalld(object):
     """firewall-cmd as far as expose.yml uses it: state, zones, query/add/remove rich rules, runtime + permanent."""
 
-    def __init__(self, running=True, default_zone="internal", active=ACTIVE, ip_addr=IP_ADDR, rules=()):
+    def __init__(self, running=True, default_zone="internal", active=ACTIVE, ip_addr=IP_ADDR, rules=(), offline=True):
         self.running = running
+        self.offline = offline
         self.default_zone = default_zone
         self.active = active
         self.ip_addr = ip_addr
@@ -30,6 +31,15 @@ class Firewalld(object):
         self.calls.append(list(argv))
         if argv[0] == "ip":
             return 0, self.ip_addr if argv[-1] == LAN else "", ""
+        if argv[0] == "firewall-offline-cmd":
+            if self.running or not self.offline:
+                return 127, "", "firewall-offline-cmd: not installed\n"
+            zone, (verb, rule) = argv[1].split("=", 1)[1], argv[2][2:].split("=", 1)
+            if verb == "query-rich-rule":
+                return (0, "yes\n", "") if (zone, rule) in self.rules["permanent"] else (1, "no\n", "")
+            assert verb == "remove-rich-rule", argv
+            self.rules["permanent"].discard((zone, rule))
+            return 0, "success\n", ""
         assert argv[0] == "firewall-cmd"
         if argv[1:] == ["--state"]:
             return (0, "running\n", "") if self.running else (252, "", "not running\n")
@@ -208,9 +218,23 @@ def test_firewalld_not_running_in_auto_changes_nothing_and_says_the_port_is_open
     assert p["scrape"], "the scrape target does not depend on firewalld"
 
 
+def test_firewalld_stopped_the_recorded_rules_go_by_firewall_offline_cmd():
+    record = e.dump_record({"zone": "public", "rules": [RULE, RULE.replace("10.20.0.2", "10.20.0.3")]})
+    fw = Firewalld(running=False, rules=[("public", RULE)])
+    p = converge(fw, settings(expose=False, record=record))
+    assert fw.rules["permanent"] == set() and p["record_text"] == "" and p["warnings"] == []
+    assert [c for c in fw.calls if "--remove-rich-rule=" + RULE in c] == [
+        ["firewall-offline-cmd", "--zone=public", "--remove-rich-rule=" + RULE]], "only the rule that is there"
+    assert p["summary"] == ["remove (permanent, firewalld stopped) from zone public: " + RULE]
+    # Converged: asked, nothing to do.
+    fw.calls = []
+    p = converge(fw, settings(expose=False, record=record))
+    assert p["actions"] == [] and all(c[0] == "firewall-offline-cmd" or c == ["firewall-cmd", "--state"] for c in fw.calls)
+
+
 def test_firewalld_not_running_with_rules_on_record_says_how_to_remove_them():
     record = e.dump_record({"zone": "public", "rules": [RULE]})
-    p = converge(Firewalld(running=False), settings(expose=False, record=record))
+    p = converge(Firewalld(running=False, offline=False), settings(expose=False, record=record))
     assert p["record_text"] == record, "kept, to remove the rules once firewalld runs"
     assert any("firewall-offline-cmd --zone=public --remove-rich-rule='%s'" % RULE in w for w in p["warnings"])
 
@@ -352,3 +376,24 @@ def test_check_metrics_accepts():
 def test_scrape_target_group():
     assert e.scrape_targets(LAN, "8000", "vllm-a", "gpu1") == [
         {"targets": ["10.20.0.15:8000"], "labels": {"service": "vllm-a", "host": "gpu1", "port": "8000"}}]
+
+
+@pytest.mark.parametrize("wide", ["0.0.0.0/0", "::/0", "0.0.0.0/0.0.0.0"])
+def test_a_source_of_every_address_is_refused_unless_expose_to_network(wide):
+    problems = e.sources_problems([PROM, wide])
+    assert len(problems) == 1 and repr(wide) in problems[0] and "vllm_service_expose_to_network" in problems[0]
+    assert e.sources_problems([PROM, wide], expose_to_network=True) == []
+    with pytest.raises(e.ExposeError, match="is every ipv"):
+        e.plan(settings(sources=[wide]))
+    for opted in (True, "True", "true"):
+        assert e.plan(settings(sources=[wide], expose_to_network=opted))["reads"]
+    for opted in (False, "False", ""):
+        with pytest.raises(e.ExposeError):
+            e.plan(settings(sources=[wide], expose_to_network=opted))
+
+
+@pytest.mark.parametrize("bad", [None, 5, ["10.0.0.1", None], ["x"], [{"a": 1}], "10.0.0.1"])
+def test_odd_sources_are_sentences_not_tracebacks(bad):
+    problems = e.sources_problems(bad)
+    assert bad is None or problems, bad
+    assert all(isinstance(p, str) for p in problems)

@@ -126,3 +126,24 @@ def test_free_space_is_that_of_the_nearest_existing_parent(tmp_path):
     assert abs(got["free"] - st.f_bavail * st.f_frsize) < 64 * 1024 * 1024  # the filesystem is shared: close
     assert os.path.ismount(got["mount"]) and str(tmp_path).startswith(got["mount"])
     assert _files.free_space("/")["mount"] == "/"
+
+
+def test_remove_tree_removes_a_tree_a_file_and_a_link_never_what_it_points_at(tmp_path):
+    target = tmp_path / "kept"
+    (target / "sub").mkdir(parents=True)
+    (target / "sub" / "f").write_text("x")
+    tree = tmp_path / "tree"
+    (tree / "a").mkdir(parents=True)
+    (tree / "a" / "f").write_text("x")
+    link = tmp_path / "link"
+    link.symlink_to(target, target_is_directory=True)
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere")
+    plain = tmp_path / "plain"
+    plain.write_text("x")
+    for path in (tree, link, dangling, plain):
+        _files.remove_tree(str(path))
+        assert not os.path.lexists(str(path))
+    assert (target / "sub" / "f").read_text() == "x"
+    with pytest.raises((IOError, OSError)):
+        _files.remove_tree(str(tmp_path / "missing"))

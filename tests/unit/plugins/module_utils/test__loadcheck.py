@@ -63,3 +63,30 @@ def test_peak_running_sums_engines_and_compact_drops_lists():
     text = 'vllm:num_requests_running{engine="0",model_name="m"} 3.0\nvllm:num_requests_running{engine="1"} 1.0\n'
     assert L.peak_running(text) == 4.0 and L.peak_running("other 1") is None
     assert "ttfts" not in L.compact(result()) and L.compact(result())["completed"] == 32
+
+
+@pytest.mark.parametrize("kw", [dict(num_prompts=0), dict(num_prompts=True), dict(timeout=0), dict(timeout=1.5),
+                                dict(concurrency=0), dict(output_len=None), dict(ttft_p95_max_ms=float("nan")),
+                                dict(tpot_p95_max_ms=float("-inf")), dict(ttft_p95_max_ms=0),
+                                dict(ttft_p95_max_ms="fast"), dict(num_prompts="many")])
+def test_settings_problems_refuse_what_would_pass_unchecked(kw):
+    args = dict(num_prompts=32, input_len=256, output_len=64, concurrency=None, timeout=900)
+    args.update(kw)
+    problems = L.settings_problems(**args)
+    assert len(problems) == 1 and list(kw)[0] in problems[0], problems
+
+
+def test_settings_problems_accept_the_defaults():
+    assert L.settings_problems(32, 256, 64) == []
+    assert L.settings_problems(1, 1, 1, concurrency=1, timeout=1, ttft_p95_max_ms=0.5, tpot_p95_max_ms="20") == []
+
+
+def test_a_nan_threshold_or_zero_prompts_never_passes_summarize():
+    with pytest.raises(L.LoadCheckError):
+        L.summarize(result(), 4, 32, ttft_p95_max_ms=float("nan"))
+    with pytest.raises(L.LoadCheckError):
+        L.summarize(result(completed=0, failed=0), 4, 0)
+
+
+def test_timed_wraps_the_bench_in_coreutils_timeout():
+    assert L.timed(["vllm", "bench"], 900) == ["timeout", "--kill-after=30", "900", "vllm", "bench"]

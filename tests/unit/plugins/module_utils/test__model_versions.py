@@ -94,3 +94,64 @@ def test_missing_version_and_hostile_names(tmp_path):
     (tmp_path / "f").write_text("not a dir")
     with pytest.raises(V.ModelVersionError, match="neither"):
         V.prepare(str(tmp_path), "f", "v1", SHA_A)
+
+
+# ------------------------------------------------------------------ issue 24: retention fails safe
+
+
+def _three(tmp_path):
+    m = str(tmp_path)
+    for vid, sha in (("v1", SHA_A), ("v2", SHA_B)):
+        make_version(tmp_path, "q", vid, sha)
+        V.activate(m, "q", vid, keep=2)
+    make_version(tmp_path, "q", "v3", SHA_C)
+    return m
+
+
+def test_intact_history_keeps_the_two_previous_versions(tmp_path):
+    m = _three(tmp_path)
+    r = V.activate(m, "q", "v3", keep=2)
+    assert r["removed"] == [] and r["held"] == [] and r["versions"] == ["v1", "v2", "v3"]
+
+
+@pytest.mark.parametrize("damage", ['["v1", "v2"', "{}", '["v1", 2]', "\xff"])
+def test_a_damaged_history_keeps_every_version(tmp_path, damage):
+    """Failed on 9dce105: the damaged history read as empty, so v1 counted as never activated and was removed."""
+    m = _three(tmp_path)
+    with open(V.history_path(m, "q"), "w", encoding="latin-1") as f:
+        f.write(damage)
+    r = V.activate(m, "q", "v3", keep=2, check_mode=True)
+    assert r["removed"] == [] and "damaged" in r["held"][0]
+    r = V.activate(m, "q", "v3", keep=2)
+    assert r["removed"] == [] and r["switched"] and os.readlink(os.path.join(m, "q")) == "q@v3"
+    assert all(os.path.isdir(os.path.join(m, "q@" + v)) for v in ("v1", "v2", "v3"))
+    with open(V.history_path(m, "q"), encoding="latin-1") as f:
+        assert f.read() == damage  # left for the operator, not overwritten
+    assert V.read_history_report(m, "q")[1]
+
+
+def test_a_damaged_history_is_never_in_place(tmp_path):
+    """Failed before: a converged run found the version in place and skipped the activation, so the damaged
+    history (and that retention keeps every version) was never reported again."""
+    m = _three(tmp_path)
+    V.activate(m, "q", "v3", keep=2)
+    with open(V.history_path(m, "q"), "w") as f:
+        f.write("{not json")
+    assert V.current_version(m, "q") == "v3"
+    assert V.in_place(m, "q", "v3", SHA_C, keep=2) is False
+    r = V.activate(m, "q", "v3", keep=2)
+    assert r["changed"] is False and r["removed"] == [] and "damaged" in r["held"][0]
+
+
+def test_only_versions_model_import_stamped_are_removed(tmp_path):
+    m = str(tmp_path)
+    make_version(tmp_path, "q", "v1", SHA_A)
+    V.activate(m, "q", "v1", keep=0)
+    foreign = tmp_path / "q@someone-elses"
+    foreign.mkdir()
+    (foreign / "weights").write_text("x")
+    make_version(tmp_path, "q", "v2", SHA_B)
+    V.activate(m, "q", "v2", keep=0)
+    r = V.activate(m, "q", "v2", keep=0)
+    assert r["removed"] == ["v1"] and foreign.is_dir()
+    assert any("someone-elses" in h and V.STAMP in h for h in r["held"])

@@ -227,3 +227,26 @@ def test_standin_nvidia_smi_fails_like_the_real_one(build, world):
     out = smi(build, '-L')
     assert out.returncode == 9
     assert out.stdout.startswith("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
+
+
+def test_a_non_utf8_version_file_is_read_not_a_traceback(tmp_path):
+    path = tmp_path / 'version'
+    path.write_bytes(b'NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06  Release Build  '
+                     b'(dvs-builder@U16-I3-B13-4-1)  Mon \xff\xfe Jul 2025\n')
+    assert _nvml.read_kernel_module_version(str(path)) == '580.65.06'
+    path.write_bytes(b'\xff\xfe\x00garbage\x80\n')
+    assert _nvml.read_kernel_module_version(str(path)) in (None, _nvml.read_kernel_module_version('/nonexistent'))
+
+
+def test_a_non_utf8_maps_file_is_read_not_a_traceback(tmp_path):
+    maps = tmp_path / 'maps'
+    maps.write_bytes(b'7f00-7f01 r-xp 00000000 08:01 1 /opt/caf\xe9/lib.so\n'
+                     b'7f02-7f03 r-xp 00000000 08:01 2 /usr/lib64/libnvidia-ml.so.580.65.06\n')
+    assert _nvml.loaded_library_path(maps_path=str(maps)) == os.path.realpath('/usr/lib64/libnvidia-ml.so.580.65.06')
+
+
+def test_collect_with_a_non_utf8_version_file_does_not_raise(tmp_path):
+    path = tmp_path / 'version'
+    path.write_bytes(b'\xff Kernel Module  580.65.06 \xfe\n')
+    result = _nvml.collect(library=str(tmp_path / 'no-such-libnvidia-ml.so.1'), driver_version_file=str(path))
+    assert result['nvml_state'] == 'absent' and result['kernel_module_version'] == '580.65.06'

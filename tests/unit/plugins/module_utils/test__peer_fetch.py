@@ -266,3 +266,15 @@ def test_a_port_in_use_fails_clearly(seed):
     with pytest.raises(PF.BundleError) as err:
         PF.make_server("127.0.0.1", port, TOKEN, str(seed["root"]), seed["entries"])
     assert "bundle_peer_port" in str(err.value)
+
+
+@pytest.mark.parametrize("bind", ["0.0.0.0", "::", "[::]", " 0.0.0.0 ", "0", "seed 1", "10.0.0.1\n"])
+def test_the_seed_never_listens_on_every_interface(tmp_path, bind):
+    assert PF.peer_bind_problem(bind)
+    with pytest.raises(PF.BundleError, match="bundle_peer_address"):
+        PF.make_server(bind, 0, TOKEN, str(tmp_path), [])
+
+
+@pytest.mark.parametrize("bind", ["", None, "10.231.7.11", "fd00::5", "[fd00::5]", "seed-1.site.example", "127.0.0.1"])
+def test_one_address_or_name_is_a_bind_address(bind):
+    assert PF.peer_bind_problem(bind) is None

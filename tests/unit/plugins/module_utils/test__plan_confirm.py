@@ -215,3 +215,143 @@ def test_after_the_one_restart_the_engine_confirms_the_replan_not_the_first_plan
     assert again["report"]["final"]["max_model_len"] == new["max_model_len"]
     # Against the first plan the same numbers fall short: that is what the re-plan fixed.
     assert C.confirm(r, pinned, is_replan=True)["verdict"] == "replan_needed"
+
+
+# --- issue 24: what the journal says is read from the current start only -----------------------
+
+STARTED_LINE = "Started vllm.service - vLLM OpenAI-compatible server qwen (airgap.vllm)."
+BANNER = "(APIServer pid=1) INFO 12-01 10:00:00 [api_utils.py:325] vLLM server version 0.27.1, serving model /m"
+
+
+def test_an_old_refusal_is_not_read_into_a_later_start():
+    """Before #24 the last refusal anywhere in the 400 journal lines counted: an unrelated later
+    failure (a smoke test, a broken image) re-planned from a refusal days old."""
+    old = "Starting vLLM x (airgap.vllm)...\n" + STARTED_LINE + "\n" + REFUSAL + "\n"
+    later = (STARTED_LINE + "\n" + BANNER + "\nAvailable KV cache memory: 11.41 GiB\n"
+             "broken release\n")
+    facts = C.parse_journal(old + later)
+    assert facts["refusal"] is None and facts["available_kv_gib"] == 11.41
+    assert C.parse_journal(old)["refusal"]["estimated_max_model_len"] == 160800
+    # systemd's short output format marks a start the same way; so does vLLM's banner in `docker logs`.
+    short = "Dec 01 10:00:00 gpu1 systemd[1]: Started vllm.service - vLLM (airgap.vllm).\n"
+    assert C.parse_journal(REFUSAL + "\n" + short + "no refusal here\n")["refusal"] is None
+    assert C.parse_journal(REFUSAL + "\n" + BANNER + "\n")["refusal"] is None
+    # vLLM's own "Starting ..." lines (prefixed) are no start of the unit.
+    assert C.parse_journal("(APIServer pid=1) INFO Starting vLLM server...\n" + REFUSAL)["refusal"]
+
+
+def test_tensor_parallel_budget_is_the_smallest_rank():
+    """v1/core/kv_cache_utils.py:2210 get_kv_cache_configs: 'Change the num_blocks of each rank to
+    the smallest among all ranks'; every worker logs its own 'Available KV cache memory'
+    (gpu_worker.py:563, info_once scope local). Before #24 the last rank's line won."""
+    journal = (BANNER + "\n(Worker_TP0 pid=5) INFO Model loading took 14.2 GiB memory and 20 seconds\n"
+               "(Worker_TP1 pid=6) INFO Model loading took 14.4 GiB memory and 20 seconds\n"
+               "(Worker_TP0 pid=5) INFO Available KV cache memory: 9.10 GiB\n"
+               "(Worker_TP1 pid=6) INFO Available KV cache memory: 11.40 GiB\n")
+    facts = C.parse_journal(journal)
+    assert facts["available_kv_gib"] == 9.10 and facts["available_kv_gib_by_rank"] == [9.10, 11.40]
+    assert facts["model_loading_gib"] == 14.4
+    m = C.measured_from(field_plan()["ledger"], None, facts)
+    assert m["budget_bytes"] <= int(9.10 * P.GIB)
+
+
+# --- issue 24: a refused plan is not deployed again from an unchanged inventory -----------------
+
+def _last_good(**kw):
+    rec = {"name": "vllm", "unit": "/etc/systemd/system/vllm.service", "config_fingerprint": "abc"}
+    rec.update(kw)
+    return rec
+
+
+def test_a_refused_plan_is_noted_and_refused_next_time():
+    good, refused = field_plan(context=32768), field_plan(context=65536)
+    assert C.plan_fingerprint(good) != C.plan_fingerprint(refused)
+    assert C.plan_fingerprint(good) == C.plan_fingerprint(json.loads(json.dumps(good)))  # as plan.json holds it
+    last = _last_good(plan_fingerprint=C.plan_fingerprint(good))
+    rec = C.refusal_record(refused, STARTED_LINE + "\n" + REFUSAL, last)
+    assert rec["refused_plan"]["fingerprint"] == C.plan_fingerprint(refused)
+    assert "160800" in rec["refused_plan"]["cause"] and rec["config_fingerprint"] == "abc"
+    assert rec["name"] == "vllm"
+    # The next run from the unchanged inventory: refused before anything is touched, saying what to change.
+    check = C.refused_plan_check(refused, rec, "vllm")
+    assert check["refused"] and "vllm_plan_context" in check["msg"] and "160800" in check["msg"]
+    assert "nothing was changed" in check["msg"]
+    # Another plan (the inventory changed), or retry asked for: it deploys.
+    assert not C.refused_plan_check(good, rec, "vllm")["refused"]
+    assert not C.refused_plan_check(refused, rec, "vllm", retry=True)["refused"]
+    assert not C.refused_plan_check(refused, last, "vllm")["refused"]
+
+
+def test_no_refusal_is_noted_for_a_broken_image_a_busy_card_or_no_last_good():
+    good, changed = field_plan(context=32768), field_plan(context=65536)
+    last = _last_good(plan_fingerprint=C.plan_fingerprint(good))
+    assert C.refusal_record(changed, "broken release\n", last) is None
+    busy = ("Free memory on device cuda:0 (3.2/47.4 GiB) on startup is less than desired GPU memory "
+            "utilization (0.93, 44.1 GiB)")
+    assert C.refusal_record(changed, busy, last) is None
+    assert C.refusal_record(changed, REFUSAL, {}) is None
+    assert C.refusal_record(good, REFUSAL, last) is None  # the last good plan itself: nothing to block
+    assert C.refusal_record(changed, REFUSAL, _last_good())["refused_plan"]  # record from before #24
+    no_mem = "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`"
+    assert "no memory" in C.refusal_record(changed, no_mem, last)["refused_plan"]["cause"]
+
+
+# --- the failed start's cause, in vLLM's own words, decided here (the role only prints it) ----------------
+
+# What vLLM 0.27.1 printed for `vllm serve ... --no-such-flag` in the simulated host's journal (molecule
+# default's refusal case, `journalctl -u vllm -o cat`), after the previous start's shutdown lines.
+ARGV_REFUSAL = (
+    "(APIServer pid=1) INFO 12-01 23:18:13 [launcher.py:161] [shutdown] API server: shutting down FastAPI HTTP server\n"
+    "vllm.service: Deactivated successfully.\n"
+    "Stopped vllm.service - vLLM OpenAI-compatible server qwen3-tiny (airgap.vllm).\n"
+    "Starting vllm.service - vLLM OpenAI-compatible server qwen3-tiny (airgap.vllm)...\n"
+    "Started vllm.service - vLLM OpenAI-compatible server qwen3-tiny (airgap.vllm).\n"
+    "INFO 12-01 23:18:31 [importing.py:88] Triton not installed or not compatible; certain GPU-related functions "
+    "will not be available.\n"
+    "usage: vllm [-h] [-v]\n"
+    "            {chat,complete,serve,launch,bench,collect-env,run-batch} ...\n"
+    "vllm: error: unrecognized arguments: --no-such-flag\n"
+    "vllm.service: Main process exited, code=exited, status=2/INVALIDARGUMENT\n"
+    "vllm.service: Failed with result 'exit-code'.\n")
+
+
+def test_argv_refusal_is_read_and_named_as_the_cause():
+    facts = C.parse_journal(ARGV_REFUSAL)
+    assert facts["argv_refused"] == "unrecognized arguments: --no-such-flag"
+    assert facts["cause"].startswith("vLLM refused its command line: unrecognized arguments: --no-such-flag.")
+    assert "vllm_service_argv_check" in facts["cause"]
+    # A subcommand's parser ("vllm serve: error: ...") and journald's short format read the same.
+    short = "Dec 01 23:18:31 kylin vllm[812]: vllm serve: error: argument --max-model-len: invalid int value: 'x'\n"
+    assert C.parse_journal(short)["argv_refused"] == "argument --max-model-len: invalid int value: 'x'"
+    # An earlier start's parser error says nothing about this one.
+    assert C.parse_journal(ARGV_REFUSAL + STARTED_LINE + "\nINFO ok\n")["argv_refused"] is None
+
+
+def test_failure_cause_sentences_from_vllms_words():
+    refused = C.parse_journal(STARTED_LINE + "\n" + REFUSAL)["cause"]
+    assert refused.startswith("vLLM refused the configuration: --max-model-len 204800 needs 13.9 GiB of KV cache, "
+                              "but only 11.1 GiB is available; vLLM estimates the longest length that fits at "
+                              "160800 tokens. Plan a context of at most that (vllm_plan_context)")
+    assert refused.endswith("or free memory for the KV cache.")
+    no_estimate = {"refusal": {"max_model_len": 4096, "needed_gib": 2.0, "available_gib": 1.0,
+                               "estimated_max_model_len": None}}
+    assert C.failure_cause(no_estimate) == ("vLLM refused the configuration: --max-model-len 4096 needs 2.0 GiB of "
+                                            "KV cache, but only 1.0 GiB is available.")
+    no_mem = "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`"
+    assert C.parse_journal(no_mem)["cause"].startswith("vLLM found no memory for the KV cache")
+    busy = ("Free memory on device cuda:0 (3.2/47.4 GiB) on startup is less than desired GPU memory "
+            "utilization (0.93, 44.1 GiB)")
+    assert C.parse_journal(busy)["cause"] == ("The GPU had only 3.2 GiB free of 47.4 GiB at start, less than the "
+                                              "44.1 GiB asked for: another process holds GPU memory.")
+    assert C.parse_journal("broken release\n")["cause"] == "vLLM printed no refusal of its own: see its log below."
+    assert C.failure_cause(None) == "vLLM printed no refusal of its own: see its log below."
+
+
+def test_an_argv_refusal_is_noted_like_any_refused_plan():
+    good, changed = field_plan(context=32768), field_plan(context=65536)
+    last = _last_good(plan_fingerprint=C.plan_fingerprint(good))
+    rec = C.refusal_record(changed, ARGV_REFUSAL, last)
+    assert "unrecognized arguments: --no-such-flag" in rec["refused_plan"]["cause"]
+    check = C.refused_plan_check(changed, rec, "vllm")
+    assert check["refused"] and "--no-such-flag" in check["msg"] and "vllm_plan_extra_args" in check["msg"]
+    assert "vllm_plan_context" not in check["msg"]

@@ -81,6 +81,9 @@ def test_api_keys_are_pointed_at_the_key_variable(planned, extra):
     (["--seed", "7\n--api-key"], "newline"),
     (["--seed", "7\r"], "carriage return"),
     (["--seed\x00", "7"], "NUL"),
+    (["--seed", "7\x1b[2J"], "U\\+001B"),
+    (["--served-model-name", u"q\u2028x"], "U\\+2028"),
+    (["--seed", "7\x85"], "U\\+0085"),
     ([""], "empty"),
     ("--seed 7", "list of strings"),
     ([{"seed": 7}], "give a string"),
@@ -119,6 +122,7 @@ def test_docker_duplicates_and_overrides(planned):
 @pytest.mark.parametrize("extra,match", [
     (["vllm/vllm-openai:latest"], "not an option"),
     (["--ulimit", "memlock=-1\n"], "newline"),
+    (["--label", "a=\x7f"], "U\\+007F"),
     (["--device", "/dev/x", "--device", "/dev/x"], "give each option once"),
 ])
 def test_bad_docker_options_are_refused(planned, extra, match):
@@ -133,3 +137,11 @@ def test_plan_merges_extras_from_its_params():
     with pytest.raises(P.TargetsError, match="--max-num-seqs"):
         P.plan(dict(model_dir=FIXTURE, gpu_total_bytes=49140 * P.MIB, compute_capability="8.9",
                     extra_args=["--max-num-seqs", "9"]))
+
+
+def test_docker_options_are_read_by_dockers_own_list():
+    """#24: which options take a value is Docker 20.10's own list (_container_allowlist), not a hand-kept subset."""
+    groups = X.docker_groups(["--init", "--sig-proxy", "--no-healthcheck", "-itd", "--shm-size", "1g", "-P"])
+    assert [g[1] for g in groups] == ["--init", "--sig-proxy", "--no-healthcheck", "-itd", "--shm-size", "--publish-all"]
+    assert X.docker_groups(["--net", "bridge"])[0][1] == "--network"
+    assert X.docker_groups(["-e", "HF_HUB_OFFLINE"])[0][0] == "--env HF_HUB_OFFLINE"

@@ -295,3 +295,125 @@ def test_context_zero_refused(config, ctx):
     with pytest.raises(P.TargetsError) as exc:
         plan(config, context=ctx)
     assert "context" in str(exc.value)
+
+
+# --- issue 24: attention sinks, as vLLM 0.27.1's selector sees them --------------------------------
+
+# openai/gpt-oss-20b config.json (the keys the planner reads); not a family the planner knows, so its
+# layers are declared with layer_layout. Its attention carries sinks (gpt_oss.py:168 OAIAttention).
+GPT_OSS = {
+    "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": 2880,
+    "intermediate_size": 2880, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
+    "num_hidden_layers": 24, "sliding_window": 128, "vocab_size": 201088,
+    "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
+    "layer_types": ["sliding_attention", "full_attention"] * 12,
+}
+GPT_OSS_LAYOUT = {"full_attention": 12, "sliding_attention": 12, "sliding_window": 128}
+
+
+@pytest.mark.parametrize("cc,kv,plain,sinks", [
+    ("8.9", "bfloat16", "FLASH_ATTN", "TRITON_ATTN"),    # FA2 on 8.x: no sinks
+    ("8.9", "fp8_e4m3", "FLASHINFER", "TRITON_ATTN"),    # FlashInfer sinks only via TRT-LLM on SM100
+    ("9.0", "bfloat16", "FLASH_ATTN", "FLASH_ATTN"),     # FA3 takes sinks
+    ("9.0", "fp8_e5m2", "FLASHINFER", "TRITON_ATTN"),    # FA never takes e5m2; FlashInfer no sinks
+    ("10.0", "bfloat16", "FLASHINFER", "FLASH_ATTN"),    # FlashInfer first, without TRT-LLM no sinks: FA4
+    ("10.0", "fp8_e4m3", "FLASHINFER", "FLASH_ATTN"),
+    ("12.0", "bfloat16", "FLASH_ATTN", "TRITON_ATTN"),
+    ("12.0", "fp8_e4m3", "FLASHINFER", "TRITON_ATTN"),
+])
+def test_backend_with_attention_sinks(cc, kv, plain, sinks):
+    """backend.py:357 validate_configuration drops a backend whose supports_sink() is false:
+    flash_attn.py:195 -> fa_utils.py:323 flash_attn_supports_sinks (FA 3 or 4 only; fa_utils.py:140
+    get_flash_attn_version: FA3 on 9.x, FA4 on 10.x, FA2 elsewhere); flashinfer.py:473 (only the SM100
+    TRT-LLM path, which needs NVIDIA's artifact server: utils/flashinfer.py:374); triton_attn.py:394
+    always. Before #24 the planner ignored sinks and chose ``plain``."""
+    assert P.attention_backend(cc, kv, 64) == plain
+    assert P.attention_backend(cc, kv, 64, has_sinks=True) == sinks
+
+
+def test_gpt_oss_plan_has_no_flashinfer_workspace():
+    """On 12.0 with fp8 KV the planner used to pick FlashInfer for gpt-oss and count its workspace
+    (394 MiB+) before the KV pool; vLLM runs Triton there and allocates no such workspace."""
+    r = plan(GPT_OSS, context=32768, kv_cache_dtype="fp8_e4m3", layer_layout=GPT_OSS_LAYOUT,
+             weight_bytes=13 * P.GIB)
+    assert r["ledger"]["attention_backend"] == "TRITON_ATTN"
+    assert not any(c["name"] == "attention_workspace" for c in r["ledger"]["components"])
+    assert "--attention-config" not in r["argv"]
+    # SM 10.x: FlashAttention 4; the TRT-LLM probe vLLM would make for FlashInfer's sinks is switched off.
+    r = plan(GPT_OSS, context=32768, layer_layout=GPT_OSS_LAYOUT, weight_bytes=13 * P.GIB,
+             compute_capability="10.0", gpu_total_bytes=H200)
+    assert r["ledger"]["attention_backend"] == "FLASH_ATTN"
+    assert r["argv"][r["argv"].index("--attention-config") + 1] == '{"use_trtllm_attention":false}'
+    assert not any(c["name"] == "attention_workspace" for c in r["ledger"]["components"])
+
+
+def test_which_models_carry_sinks():
+    from ansible_collections.airgap.vllm.plugins.module_utils._plan_model import attention_sinks
+    assert attention_sinks(["GptOssForCausalLM"], {})
+    assert attention_sinks(["MiMoV2FlashForCausalLM"], {"add_swa_attention_sink_bias": True})
+    assert not attention_sinks(["MiMoV2FlashForCausalLM"], {})
+    assert attention_sinks(["LagunaForCausalLM"], {"swa_attention_sink_enabled": True}, 10)
+    assert not attention_sinks(["LagunaForCausalLM"], {"swa_attention_sink_enabled": True}, 0)
+    assert not attention_sinks(["Qwen3ForCausalLM"], {})
+
+
+# --- issue 24: planner inputs that used to be accepted ---------------------------------------------
+
+QWEN3 = dict(QWEN3_SCHEME)
+QWEN3.pop("quantization_config")
+
+
+@pytest.mark.parametrize("weight_bytes", [0, -5])
+def test_zero_or_negative_total_size_is_refused(weight_bytes):
+    with pytest.raises(P.PlanError) as exc:
+        plan(QWEN3, context=8192, weight_bytes=weight_bytes)
+    assert "total_size" in str(exc.value)
+
+
+def test_zero_or_negative_total_size_in_the_index_is_refused(tmp_path):
+    cfg = dict(QWEN3)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    for total in (0, -1):
+        (tmp_path / "model.safetensors.index.json").write_text(json.dumps(
+            {"metadata": {"total_size": total}, "weight_map": {"a": "model-00001.safetensors"}}))
+        with pytest.raises(P.PlanError) as exc:
+            P.plan(dict(model_dir=str(tmp_path), gpu_total_bytes=PRO_96, compute_capability="12.0",
+                        context=8192))
+        assert "total_size" in str(exc.value)
+
+
+@pytest.mark.parametrize("layout", [
+    {"full_attention": 40, "sliding_attention": -4, "sliding_window": 1024},
+    {"full_attention": 36, "num_kv_heads": -8},
+    {"full_attention": 36, "head_dim": -128},
+    {"full_attention": 28, "sliding_attention": 8, "sliding_window": -1},
+    {"full_attention": "many"},
+    {"full_attention": 36, "full_atention": 1},
+])
+def test_bad_layer_layout_is_refused(layout):
+    """Negative counts used to balance the sum (40 + -4 = 36 layers) and plan a model of -4 layers."""
+    with pytest.raises(P.PlanError) as exc:
+        plan(dict(QWEN3, architectures=["FancyNewForCausalLM"]), context=8192, layer_layout=layout)
+    assert "layer_layout" in str(exc.value)
+
+
+@pytest.mark.parametrize("name", ["qwen\n[Service]\nExecStartPre=/bin/sh", "qwen\r", "qwen\x00",
+                                  "qw\x1ben", "   ", " qwen"])
+def test_served_model_name_with_control_characters_is_refused(name):
+    """It reaches the systemd unit and argv: a newline would add a line to the unit."""
+    with pytest.raises(P.PlanError) as exc:
+        plan(QWEN3, context=8192, served_model_name=name)
+    assert "served_model_name" in str(exc.value)
+
+
+def test_served_model_name_plain_is_kept():
+    r = plan(QWEN3, context=8192, served_model_name="qwen3-8b:v2")
+    assert r["argv"][r["argv"].index("--served-model-name") + 1] == "qwen3-8b:v2"
+
+
+@pytest.mark.parametrize("tokens", [0, -1, "x"])
+def test_max_num_batched_tokens_zero_is_refused(tokens):
+    """0 used to mean vLLM's default silently (``0 or default``)."""
+    with pytest.raises(P.PlanError) as exc:
+        plan(QWEN3, context=8192, max_num_batched_tokens=tokens)
+    assert "max_num_batched_tokens" in str(exc.value)

@@ -106,13 +106,20 @@ def test_guard_runs_before_anything_is_written_whatever_the_tags():
 @pytest.mark.parametrize("opts", [
     ["--network", "host"], ["--network=host"], ["--net", "host"], ["--net=host"],
     ["-p", "0.0.0.0:8000:8000"], ["--publish", "8000:8000"], ["--publish=8001:8000"], ["-p8000:8000"],
-    ["-P"], ["--publish-all"], ["-itP"], ["--privileged"], ["--privileged=true"],
-    ["--oom-kill-disable", "--privileged"],
+    ["-P"], ["--publish-all"], ["--init", "-P"], ["-P=true"],
 ])
 def test_docker_options_leaving_loopback_are_refused_without_the_opt_in(opts):
     err = refused(docker_options=["--gpus", "all"] + opts)
     assert "vllm_service_expose_to_network" in str(err)
     assert accepted(docker_options=["--gpus", "all"] + opts, expose=True)
+
+
+@pytest.mark.parametrize("opts", [["--privileged"], ["--privileged=true"], ["--oom-kill-disable", "--privileged"],
+                                  ["-itP"]])
+def test_privileges_are_no_network_matter_the_network_opt_in_does_not_allow_them(opts):
+    """#24: --privileged (and a terminal the unit does not have) were allowed by vllm_service_expose_to_network."""
+    err = str(refused(docker_options=["--gpus", "all"] + opts, expose=True))
+    assert "vllm_service_allow_docker_options" in err
 
 
 @pytest.mark.parametrize("argv", [
@@ -130,7 +137,7 @@ def test_loopback_or_unrelated_argv_is_accepted(argv):
 
 
 @pytest.mark.parametrize("opts", [["--privileged=false"], ["--network", "bridge"], ["--shm-size", "72g"],
-                                  ["--ipc", "host"]])
+                                  ["--ipc", "private"], ["--publish-all=false"]])
 def test_harmless_docker_options_are_accepted(opts):
     assert accepted(docker_options=["--gpus", "all"] + opts)
 
@@ -178,7 +185,7 @@ def test_seccomp_unconfined_stays_a_documented_opt_in():
 def test_no_new_privileges_is_always_set_once():
     for mode in g.SECCOMP_MODES:
         out = accepted(docker_options=["--security-opt=no-new-privileges:true", "--security-opt", "label=disable"],
-                       seccomp=mode)["docker_options"]
+                       seccomp=mode, allow_options=["--security-opt"])["docker_options"]
         assert out.count("no-new-privileges") == 1 and "label=disable" in out
 
 

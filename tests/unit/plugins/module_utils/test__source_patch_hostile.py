@@ -101,17 +101,51 @@ def test_partial_write_reports_what_was_written(tmp_path, monkeypatch):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(OLD)
     planned = sp.plan_tree(str(root), [SPEC.name])
-    real = sp.write_atomic
+    real = sp._files.write_atomic
     calls = []
 
-    def flaky(path, text):
+    def flaky(path, text, **kw):
         calls.append(path)
         if len(calls) == 2:
             raise OSError(28, "No space left on device")
-        return real(path, text)
+        return real(path, text, **kw)
 
-    monkeypatch.setattr(sp, "write_atomic", flaky)
+    monkeypatch.setattr(sp._files, "write_atomic", flaky)
     with pytest.raises(sp.PartialWriteError) as err:
         sp.apply_tree(planned)
     assert err.value.written == [str(root / SPEC.files[0])]
     assert "No space left" in str(err.value)
+
+
+def test_a_non_utf8_file_is_named_in_the_error(tmp_path):
+    root = tmp_path / "vllm"
+    for rel in SPEC.files:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(OLD)
+    bad = root / SPEC.files[-1]
+    bad.write_bytes(OLD.encode("utf-8") + b"\n# caf\xe9\n")
+    with pytest.raises(sp.SourcePatchError) as err:
+        sp.plan_tree(str(root), [SPEC.name])
+    assert str(bad) in str(err.value) and "not UTF-8" in str(err.value)
+    assert "0xe9" in str(err.value)
+
+
+def test_an_unreadable_file_is_named_in_the_error(tmp_path, monkeypatch):
+    path = tmp_path / "x.py"
+    path.write_text(OLD)
+
+    def denied(*args, **kwargs):
+        raise OSError(13, "Permission denied")
+
+    monkeypatch.setattr(sp._files, "read_text", denied)
+    with pytest.raises(sp.SourcePatchError) as err:
+        sp.read_text(str(path))
+    assert str(path) in str(err.value) and "Permission denied" in str(err.value)
+
+
+@pytest.mark.parametrize("text", [OLD.replace("import mmap", "import mmap\x00"), "\x00", "\ufeff" + OLD, "(" * 200])
+def test_odd_text_is_a_source_patch_error_not_a_traceback(text):
+    try:
+        sp.plan_text(text, SPEC, "odd.py")
+    except sp.SourcePatchError:
+        pass

@@ -21,8 +21,8 @@ from ansible_collections.airgap.vllm.plugins.module_utils._validate import (
     misspelled,
     needed_kinds,
     shared_machine_problems,
-    version_key,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._version import at_least
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 
@@ -131,9 +131,9 @@ def test_misspelled_suggests_the_option():
     assert out == [("vllm_plan_concurency", "vllm_plan_concurrency"), ("vllm_service_zzz_qqq", None)]
 
 
-def test_version_key():
-    assert version_key("580.65.06") > version_key("580.9.1")
-    assert version_key("570.172.08") < version_key("580.65.06")
+def test_driver_version_order():
+    assert at_least("580.65.06", "580.9.1") and not at_least("580.9.1", "580.65.06")
+    assert not at_least("570.172.08", "580.65.06")
 
 
 def test_effective_ignores_template_defaults():
@@ -165,6 +165,20 @@ def test_cross_role_old_driver_port_lmo_gpus():
                                               "vllm_model_language_model_only", "vllm_plan_gpu_count"]
     assert "580.65.06" in problems[0].wants
     assert problems[1].got == "8000 (an integer)" and "9000" in problems[1].wants
+
+
+@pytest.mark.parametrize("installed, flagged", [
+    ("580.65", False),        # preflight pads missing parts with 0: 580.65 == 580.65.0 passes there, and here
+    (" 580.65.06", False),    # preflight trims blanks
+    ("580.64.99", True),
+    ("570.172.08", True),
+    ("590.1", False),
+])
+def test_cross_role_driver_rule_is_preflights_own_comparison(installed, flagged):
+    values = {"nvidia_driver_version": installed, "preflight_min_driver_version": "580.65.0"}
+    problems = [p for p in cross_role_problems(ALL, values, OPTIONS) if p.variable == "nvidia_driver_version"]
+    assert bool(problems) == flagged
+    assert bool(problems) == (not at_least(installed, "580.65.0"))
 
 
 def test_cross_role_preflight_services_win_over_preflight_port():

@@ -42,28 +42,49 @@ def test_bad_keep_is_refused(keep):
 
 from ansible_collections.airgap.vllm.plugins.module_utils._versions import image_retention  # noqa: E402
 
+# Full image IDs, as the image stage records them (retention removes nothing else).
+I = dict((k, "sha256:" + ("%02x" % n) * 32) for n, k in enumerate(["d1", "d2", "d3", "b1", "b2", "b3", "i1", "i2", "b"]))
+
 
 def test_first_image_removes_nothing():
-    r = image_retention(None, "sha256:d1", "sha256:b1", keep=1)
-    assert r == {"history": ["sha256:d1"], "bases": {"sha256:d1": "sha256:b1"}, "remove": []}
+    r = image_retention(None, I["d1"], I["b1"], keep=1)
+    assert r == {"history": [I["d1"]], "bases": {I["d1"]: I["b1"]}, "remove": [], "held": []}
 
 
 def test_upgrade_keeps_the_replaced_image_then_prunes_it_with_its_base():
-    prev = {"history": ["d1"], "bases": {"d1": "b1"}, "facts": {"vllm_image_ref": "d1"}}
-    r = image_retention(prev, "d2", "b2", keep=0)
-    assert r["remove"] == [] and r["history"] == ["d1", "d2"]
-    nxt = {"history": r["history"], "bases": r["bases"], "facts": {"vllm_image_ref": "d2"}}
-    r = image_retention(nxt, "d2", "b2", keep=0)
-    assert r["remove"] == ["d1", "b1"] and r["history"] == ["d2"]
+    prev = {"history": [I["d1"]], "bases": {I["d1"]: I["b1"]}, "facts": {"vllm_image_ref": I["d1"]}}
+    r = image_retention(prev, I["d2"], I["b2"], keep=0)
+    assert r["remove"] == [] and r["history"] == [I["d1"], I["d2"]]
+    nxt = {"history": r["history"], "bases": r["bases"], "facts": {"vllm_image_ref": I["d2"]}}
+    r = image_retention(nxt, I["d2"], I["b2"], keep=0)
+    assert r["remove"] == [I["d1"], I["b1"]] and r["history"] == [I["d2"]]
 
 
 def test_a_base_shared_with_a_kept_image_stays_and_protect_holds():
-    prev = {"history": ["d1", "d2", "d3"], "bases": {"d1": "b", "d2": "b", "d3": "b3"},
-            "facts": {"vllm_image_ref": "d3"}}
-    r = image_retention(prev, "d3", "b3", keep=1, protect=["d1"])
+    prev = {"history": [I["d1"], I["d2"], I["d3"]], "bases": {I["d1"]: I["b"], I["d2"]: I["b"], I["d3"]: I["b3"]},
+            "facts": {"vllm_image_ref": I["d3"]}}
+    r = image_retention(prev, I["d3"], I["b3"], keep=1, protect=[I["d1"]])
     assert r["remove"] == []
-    r = image_retention(prev, "d3", "b3", keep=0, protect=[])
-    assert r["remove"] == ["d1", "d2", "b"]
+    r = image_retention(prev, I["d3"], I["b3"], keep=0, protect=[])
+    assert r["remove"] == [I["d1"], I["d2"], I["b"]]
     # An unpatched image is its own base: nothing derived to remove first.
-    prev = {"history": ["i1", "i2"], "bases": {}, "facts": {"vllm_image_ref": "i2"}}
-    assert image_retention(prev, "i2", "", keep=0)["remove"] == ["i1"]
+    prev = {"history": [I["i1"], I["i2"]], "bases": {}, "facts": {"vllm_image_ref": I["i2"]}}
+    assert image_retention(prev, I["i2"], "", keep=0)["remove"] == [I["i1"]]
+
+
+@pytest.mark.parametrize("record", [
+    {"history": ["ubuntu:22.04", I["d1"]], "bases": {}, "facts": {"vllm_image_ref": I["d1"]}},
+    {"history": [I["d1"]], "bases": {I["d1"]: "postgres"}, "facts": {"vllm_image_ref": I["d1"]}},
+    {"history": ["abc123", I["d1"]], "bases": {}, "facts": {"vllm_image_ref": I["d1"]}},
+])
+def test_a_record_naming_something_that_is_not_an_image_id_never_removes_it(record):
+    """Failed on 9dce105: a tag or a short prefix in the record was handed to `docker image rm --force`."""
+    r = image_retention(record, I["d2"], "", keep=0)
+    assert all(x.startswith("sha256:") and len(x) == 71 for x in r["remove"]) and r["held"]
+    assert not any(x in ("ubuntu:22.04", "postgres", "abc123") for x in r["remove"] + r["history"])
+
+
+@pytest.mark.parametrize("record", ["{oops", ["x"], {"history": "sha256:" + "a" * 64}, {"bases": ["x"]}])
+def test_a_damaged_image_record_removes_nothing(record):
+    r = image_retention(record, I["d2"], I["b2"], keep=0)
+    assert r["remove"] == [] and r["held"] and r["history"] == [I["d2"]]

@@ -5,23 +5,12 @@ import os
 import threading
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _peer_fetch as PF
 from ansible_collections.airgap.vllm.plugins.modules import bundle_peer_fetch as M
 from ansible_collections.airgap.vllm.plugins.modules import bundle_peer_serve as S
 
 TOKEN = "Tok3n-0123456789abcdefghij"
-
-
-def run(module, monkeypatch, capsys, **args):
-    args.setdefault("_ansible_check_mode", False)
-    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args})))
-    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
-    with pytest.raises(SystemExit):
-        module.main()
-    return json.loads(capsys.readouterr().out)
 
 
 @pytest.fixture
@@ -41,35 +30,35 @@ def seed(tmp_path):
     server.server_close()
 
 
-def test_check_mode_then_fetch_then_converged(seed, tmp_path, monkeypatch, capsys):
+def test_check_mode_then_fetch_then_converged(run_module, seed, tmp_path):
     args = dict(url=seed["url"], token=TOKEN, dest=str(tmp_path / "peer"), artifacts=seed["entries"],
                 stamp_file=str(tmp_path / "stamps.json"), log_path=str(tmp_path / "fetch.log"))
-    r = run(M, monkeypatch, capsys, _ansible_check_mode=True, **args)
+    r = run_module(M, check_mode=True, **args)
     assert r["changed"] and r["bytes_copied"] == 0 and not (tmp_path / "peer" / "artifacts/img.tar").exists()
     assert seed["server"].airgap_stats.as_dict()["requests"] == 0
-    r = run(M, monkeypatch, capsys, **args)
+    r = run_module(M, **args)
     assert r["changed"] and r["bytes_copied"] == seed["entries"][0]["size"]
     assert TOKEN not in json.dumps(r)
-    r = run(M, monkeypatch, capsys, **args)
+    r = run_module(M, **args)
     assert not r["changed"] and r["bytes_copied"] == 0 and r["files"][0]["state"] == "current"
     assert seed["server"].airgap_stats.as_dict()["requests"] == 1
 
 
-def test_bad_url_and_mode_fail_clearly(seed, tmp_path, monkeypatch, capsys):
+def test_bad_url_and_mode_fail_clearly(run_module, seed, tmp_path):
     args = dict(token=TOKEN, dest=str(tmp_path / "peer"), artifacts=seed["entries"], stamp_file="")
-    r = run(M, monkeypatch, capsys, url="https://10.0.0.1:8477", **args)
+    r = run_module(M, url="https://10.0.0.1:8477", **args)
     assert r["failed"] and "plain http" in r["msg"]
-    r = run(M, monkeypatch, capsys, url=seed["url"], mode="rw", **args)
+    r = run_module(M, url=seed["url"], mode="rw", **args)
     assert r["failed"] and "octal" in r["msg"]
 
 
-def test_serve_module_starts_nothing_in_check_mode(seed, tmp_path, monkeypatch, capsys):
-    r = run(S, monkeypatch, capsys, _ansible_check_mode=True, bind="127.0.0.1", token=TOKEN, root=str(tmp_path),
-            artifacts=seed["entries"], stop_file=str(tmp_path / "stop"), pid_file=str(tmp_path / "pid"))
+def test_serve_module_starts_nothing_in_check_mode(run_module, seed, tmp_path):
+    r = run_module(S, check_mode=True, bind="127.0.0.1", token=TOKEN, root=str(tmp_path),
+                   artifacts=seed["entries"], stop_file=str(tmp_path / "stop"), pid_file=str(tmp_path / "pid"))
     assert not r["changed"] and r["stopped_by"] == "check_mode" and not (tmp_path / "pid").exists()
 
 
-def test_serve_module_serves_until_the_stop_file(seed, tmp_path, monkeypatch, capsys):
+def test_serve_module_serves_until_the_stop_file(run_module, seed, tmp_path):
     stop = tmp_path / "run" / "stop"
 
     def stopper():
@@ -82,8 +71,8 @@ def test_serve_module_serves_until_the_stop_file(seed, tmp_path, monkeypatch, ca
 
     t = threading.Thread(target=stopper)
     t.start()
-    r = run(S, monkeypatch, capsys, bind="127.0.0.1", port=0, token=TOKEN, root=str(tmp_path), artifacts=seed["entries"],
-            stop_file=str(stop), pid_file=str(tmp_path / "run" / "pid"), log_path=str(tmp_path / "serve.log"))
+    r = run_module(S, bind="127.0.0.1", port=0, token=TOKEN, root=str(tmp_path), artifacts=seed["entries"],
+                   stop_file=str(stop), pid_file=str(tmp_path / "run" / "pid"), log_path=str(tmp_path / "serve.log"))
     t.join()
     assert r["stopped_by"] == "stop_file" and r["requests"] == 0
     assert not stop.exists() and not (tmp_path / "run" / "pid").exists()

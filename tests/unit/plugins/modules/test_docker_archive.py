@@ -8,8 +8,6 @@ import sys
 import tarfile
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
 
 from ansible_collections.airgap.vllm.plugins.modules import docker_archive as M
 
@@ -67,55 +65,46 @@ def docker(tmp_path, monkeypatch):
     return binary, state
 
 
-def run(monkeypatch, capsys, **args):
-    args.setdefault("_ansible_check_mode", False)
-    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args})))
-    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
-    with pytest.raises(SystemExit):
-        M.main()
-    return json.loads(capsys.readouterr().out)
-
-
-def test_check_mode_then_load_then_idempotent(monkeypatch, capsys, tmp_path, docker):
+def test_check_mode_then_load_then_idempotent(run_module, tmp_path, docker):
     binary, state = docker
     archive = str(tmp_path / "img.tar")
     write_archive(archive)
-    r = run(monkeypatch, capsys, path=archive, tag="vllm:local", docker_bin=str(binary), _ansible_check_mode=True,
-            _ansible_diff=True)
+    r = run_module(M, path=archive, tag="vllm:local", docker_bin=str(binary), check_mode=True,
+                   diff=True)
     assert r["changed"] and r["loaded"] and r["tagged"] == ["vllm:local"]
     assert r["diff"]["before"]["image_present"] is False and r["diff"]["after"]["image_id"] == IMAGE_ID
     assert [c[0] for c in json.loads(state.read_text())["calls"]] == ["image"] * 3  # inspected only
-    r = run(monkeypatch, capsys, path=archive, tag="vllm:local", docker_bin=str(binary))
+    r = run_module(M, path=archive, tag="vllm:local", docker_bin=str(binary))
     assert r["changed"] and r["image_id"] == IMAGE_ID and r["tagged"] == ["vllm:local"]
     st = json.loads(state.read_text())
     assert ["load", "--input", archive] in st["calls"] and st["tags"]["vllm:local"] == IMAGE_ID
-    r = run(monkeypatch, capsys, path=archive, tag="vllm:local", docker_bin=str(binary))
+    r = run_module(M, path=archive, tag="vllm:local", docker_bin=str(binary))
     assert not r["changed"] and not r["loaded"] and r["tagged"] == []
 
 
-def test_a_daemon_that_does_not_answer_fails_with_the_command(monkeypatch, capsys, tmp_path, docker):
+def test_a_daemon_that_does_not_answer_fails_with_the_command(run_module, tmp_path, docker):
     binary, state = docker
     st = json.loads(state.read_text())
     st["down"] = True
     state.write_text(json.dumps(st))
     archive = str(tmp_path / "img.tar")
     write_archive(archive)
-    r = run(monkeypatch, capsys, path=archive, docker_bin=str(binary))
+    r = run_module(M, path=archive, docker_bin=str(binary))
     assert r["failed"] and "Cannot connect to the Docker daemon" in r["msg"]
     assert r["cmd"][0] == str(binary) and r["rc"] == 1
 
 
-def test_not_an_archive_and_missing_docker(monkeypatch, capsys, tmp_path, docker):
+def test_not_an_archive_and_missing_docker(run_module, tmp_path, docker):
     binary, _state = docker
     bad = tmp_path / "bad.tar"
     bad.write_bytes(b"not a tar")
-    r = run(monkeypatch, capsys, path=str(bad), docker_bin=str(binary))
+    r = run_module(M, path=str(bad), docker_bin=str(binary))
     assert r["failed"] and "not a readable tar archive" in r["msg"]
-    r = run(monkeypatch, capsys, path=str(bad), docker_bin=os.path.join(str(tmp_path), "no-docker"))
+    r = run_module(M, path=str(bad), docker_bin=os.path.join(str(tmp_path), "no-docker"))
     assert r["failed"] and "no-docker" in r["msg"]
 
 
-def test_derived_image_is_current_only_for_this_base_and_these_labels(monkeypatch, capsys, tmp_path, docker):
+def test_derived_image_is_current_only_for_this_base_and_these_labels(run_module, tmp_path, docker):
     binary, state = docker
     archive = str(tmp_path / "img.tar")
     write_archive(archive)
@@ -127,18 +116,18 @@ def test_derived_image_is_current_only_for_this_base_and_these_labels(monkeypatc
             "org.airgap.vllm.patch-fingerprint": "f" * 64}
     st["labels"] = {derived: base}
     state.write_text(json.dumps(st))
-    args = dict(path=archive, tag=TAG, docker_bin=str(binary), _ansible_check_mode=True)
+    args = dict(path=archive, tag=TAG, docker_bin=str(binary), check_mode=True)
     wanted = {"org.airgap.vllm.patches": "madvise_populate_write@1"}
-    r = run(monkeypatch, capsys, derived=derived, derived_labels=wanted, **args)
+    r = run_module(M, derived=derived, derived_labels=wanted, **args)
     assert not r["changed"] and r["derived"] == {"image_id": derived, "labels": base, "current": True}
     # Another patch revision, another base, or no such image: not current (the role derives again).
-    r = run(monkeypatch, capsys, derived=derived, derived_labels={"org.airgap.vllm.patches": "x@2"}, **args)
+    r = run_module(M, derived=derived, derived_labels={"org.airgap.vllm.patches": "x@2"}, **args)
     assert r["derived"]["current"] is False
     st["labels"] = {derived: dict(base, **{"org.airgap.vllm.base-image-id": "sha256:" + "0" * 64})}
     state.write_text(json.dumps(st))
-    r = run(monkeypatch, capsys, derived=derived, derived_labels=wanted, **args)
+    r = run_module(M, derived=derived, derived_labels=wanted, **args)
     assert r["derived"]["current"] is False
-    r = run(monkeypatch, capsys, derived="sha256:" + "e" * 64, derived_labels=wanted, **args)
+    r = run_module(M, derived="sha256:" + "e" * 64, derived_labels=wanted, **args)
     assert r["derived"] is None
-    r = run(monkeypatch, capsys, derived_labels=wanted, **args)
+    r = run_module(M, derived_labels=wanted, **args)
     assert r["derived"] is None

@@ -4,8 +4,6 @@ import stat
 import sys
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
 
 from ansible_collections.airgap.vllm.plugins.modules import gpu_release as M
 
@@ -48,53 +46,44 @@ def docker(tmp_path, monkeypatch):
     return str(binary), state
 
 
-def run(monkeypatch, capsys, **args):
-    args.setdefault("_ansible_check_mode", False)
-    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args})))
-    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
-    with pytest.raises(SystemExit):
-        M.main()
-    return json.loads(capsys.readouterr().out)
-
-
 def mutations(state):
     return [c for c in json.loads(state.read_text())["calls"] if c[0] in ("update", "stop", "start", "service")]
 
 
-def test_release_check_mode_real_and_again_then_restore(monkeypatch, capsys, tmp_path, docker):
+def test_release_check_mode_real_and_again_then_restore(run_module, tmp_path, docker):
     binary, state = docker
     record = tmp_path / "lib" / "gpu-release.json"
     common = dict(containers=["comfyui", "gone"], state_file=str(record), docker_bin=binary)
-    r = run(monkeypatch, capsys, _ansible_check_mode=True, _ansible_diff=True, **common)
+    r = run_module(M, check_mode=True, diff=True, **common)
     assert r["changed"] and r["commands"] == ["docker update --restart=no " + CID, "docker stop " + CID]
     assert CID in r["diff"]["after"] and not record.exists() and mutations(state) == []
-    r = run(monkeypatch, capsys, **common)
+    r = run_module(M, **common)
     assert r["changed"] and r["released_containers"][CID]["restart_policy"] == "always"
     assert mutations(state) == [["update", "--restart=no", CID], ["stop", CID]]
     assert stat.S_IMODE(record.stat().st_mode) == 0o600 and stat.S_IMODE(record.parent.stat().st_mode) == 0o700
-    r = run(monkeypatch, capsys, state="restored", state_file=str(record), docker_bin=binary)
+    r = run_module(M, state="restored", state_file=str(record), docker_bin=binary)
     assert r["changed"] and not record.exists()
     assert mutations(state)[2:] == [["update", "--restart=always", CID], ["start", CID]]
-    r = run(monkeypatch, capsys, state="restored", state_file=str(record), docker_bin=binary)
+    r = run_module(M, state="restored", state_file=str(record), docker_bin=binary)
     assert not r["changed"] and r["commands"] == []
 
 
-def test_docker_down_fails_and_keeps_the_record(monkeypatch, capsys, tmp_path, docker):
+def test_docker_down_fails_and_keeps_the_record(run_module, tmp_path, docker):
     binary, state = docker
     record = tmp_path / "gpu-release.json"
-    run(monkeypatch, capsys, containers=["comfyui"], state_file=str(record), docker_bin=binary)
+    run_module(M, containers=["comfyui"], state_file=str(record), docker_bin=binary)
     st = json.loads(state.read_text())
     st["down"] = True
     state.write_text(json.dumps(st))
-    r = run(monkeypatch, capsys, state="restored", state_file=str(record), docker_bin=binary)
+    r = run_module(M, state="restored", state_file=str(record), docker_bin=binary)
     assert r["failed"] and "Cannot connect to the Docker daemon" in r["msg"] and record.exists()
 
 
-def test_an_unknown_service_and_a_broken_record_fail_clearly(monkeypatch, capsys, tmp_path, docker):
+def test_an_unknown_service_and_a_broken_record_fail_clearly(run_module, tmp_path, docker):
     binary, _state = docker
-    r = run(monkeypatch, capsys, services=["llm_api"], state_file=str(tmp_path / "r.json"), docker_bin=binary)
+    r = run_module(M, services=["llm_api"], state_file=str(tmp_path / "r.json"), docker_bin=binary)
     assert r["failed"] and "swarm service(s) not found: llm_api" in r["msg"]
     broken = tmp_path / "broken.json"
     broken.write_text("{")
-    r = run(monkeypatch, capsys, state="restored", state_file=str(broken), docker_bin=binary)
+    r = run_module(M, state="restored", state_file=str(broken), docker_bin=binary)
     assert r["failed"] and "broken.json" in r["msg"]

@@ -1,11 +1,10 @@
 """host_info as Ansible runs it: os-release and productinfo files, a stand-in docker CLI and lspci on the PATH."""
+import functools
 import json
 import stat
 import sys
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
 
 from ansible_collections.airgap.vllm.plugins.modules import host_info as M
 
@@ -42,18 +41,15 @@ def host(tmp_path, monkeypatch):
                 docker=docker, down=down)
 
 
-def run(monkeypatch, capsys, **args):
-    args.setdefault("_ansible_check_mode", True)
-    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args})))
-    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
-    with pytest.raises(SystemExit):
-        M.main()
-    return json.loads(capsys.readouterr().out)
+@pytest.fixture
+def probe(run_module):
+    """host_info only reads the host: run as in a --check run (tests/unit/conftest.py runs it)."""
+    return functools.partial(run_module, M, check_mode=True)
 
 
-def test_kylin_docker_and_pci(monkeypatch, capsys, host):
-    r = run(monkeypatch, capsys, os_release_path=host["os_release_path"], productinfo_path=host["productinfo_path"],
-            kernel_release="4.19.90-52.22.v2207.ky10.x86_64", docker_bin=host["docker"], pci=True)
+def test_kylin_docker_and_pci(probe, host):
+    r = probe(os_release_path=host["os_release_path"], productinfo_path=host["productinfo_path"],
+              kernel_release="4.19.90-52.22.v2207.ky10.x86_64", docker_bin=host["docker"], pci=True)
     assert not r["changed"] and r["kylin"] and r["kylin_sp"] == "SP3" and r["distribution_release"] == "Lance"
     assert r["kernel_release"] == "4.19.90-52.22.v2207.ky10.x86_64"
     assert r["docker"]["running"] and r["docker"]["runtimes"] == ["nvidia", "runc"]
@@ -61,21 +57,21 @@ def test_kylin_docker_and_pci(monkeypatch, capsys, host):
     assert r["pci"]["summary"] == ["0000:3b:00.0 AD102GL [RTX 6000 Ada Generation] [10de:26b1]"]
 
 
-def test_docker_down_missing_and_not_asked(monkeypatch, capsys, host, tmp_path):
+def test_docker_down_missing_and_not_asked(probe, host, tmp_path):
     base = dict(os_release_path=host["os_release_path"], productinfo_path=host["productinfo_path"])
-    r = run(monkeypatch, capsys, docker_bin=host["down"], **base)
+    r = probe(docker_bin=host["down"], **base)
     assert r["docker"] == {"installed": True, "running": False, "error": "Cannot connect to the Docker daemon"}
     assert "pci" not in r
-    r = run(monkeypatch, capsys, docker_bin=str(tmp_path / "nope"), **base)
+    r = probe(docker_bin=str(tmp_path / "nope"), **base)
     assert r["docker"]["installed"] is False and "not found" in r["docker"]["error"]
-    r = run(monkeypatch, capsys, docker=False, **base)
+    r = probe(docker=False, **base)
     assert r["docker"] == {"installed": None, "running": None}
 
 
-def test_missing_files_and_no_lspci(monkeypatch, capsys, tmp_path):
+def test_missing_files_and_no_lspci(probe, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
-    r = run(monkeypatch, capsys, os_release_path=str(tmp_path / "none"), productinfo_path=str(tmp_path / "none"),
-            docker=False, pci=True)
+    r = probe(os_release_path=str(tmp_path / "none"), productinfo_path=str(tmp_path / "none"),
+              docker=False, pci=True)
     assert r["distribution"] is None and r["kylin"] is False
     if r["pci"]["lspci"] is None:  # an sbin directory of this machine may hold a real lspci
         assert r["pci"]["error"] == "lspci not found (install pciutils)" and r["pci"]["gpus"] == []
@@ -111,44 +107,44 @@ def driver_host(tmp_path, monkeypatch, host):
     return dict(host, tools=tools, spec=spec, tmp=tmp_path)
 
 
-def driver_run(monkeypatch, capsys, h, **spec):
-    return run(monkeypatch, capsys, os_release_path=h["os_release_path"], productinfo_path=h["productinfo_path"],
-               docker=False, nvidia_driver=dict(h["spec"], **spec))["nvidia_driver"]
+def driver_run(probe, h, **spec):
+    return probe(os_release_path=h["os_release_path"], productinfo_path=h["productinfo_path"],
+                 docker=False, nvidia_driver=dict(h["spec"], **spec))["nvidia_driver"]
 
 
-def test_driver_converged_in_one_pass(monkeypatch, capsys, driver_host):
-    d = driver_run(monkeypatch, capsys, driver_host)
+def test_driver_converged_in_one_pass(probe, driver_host):
+    d = driver_run(probe, driver_host)
     assert d["pending"] == [] and d["converged"] is True
     assert d["rpms"] == [] and d["installed_version"] == "580.65.06" and d["dkms_versions"] == ["580.65.06"]
     assert d["smi_rc"] == 0 and d["dnf_module_reset"] is True and d["nvml"]["nvml_state"] == "ok"
 
 
-def test_driver_each_leftover_is_pending(monkeypatch, capsys, driver_host):
+def test_driver_each_leftover_is_pending(probe, driver_host):
     h = driver_host
     h["tools"](rpm_qa=RPM_QA + "nvidia-driver-cuda\t3:560.35.03-1.el8.x86_64\n",
                dkms="nvidia, 560.35.03, 4.19.90, x86_64: installed\nnvidia/580.65.06: added\n", smi_rc=9)
     (h["tmp"] / "blacklist.conf").write_text("blacklist nouveau\n")
     module_text = "[nvidia-driver]\nname=nvidia-driver\nstream=latest-dkms\nprofiles=\nstate=enabled\n"
     (h["tmp"] / "nvidia-driver.module").write_text(module_text)
-    d = driver_run(monkeypatch, capsys, h)
+    d = driver_run(probe, h)
     assert d["converged"] is False and d["rpms"] == ["nvidia-driver-cuda"]
     assert d["dkms_versions"] == ["560.35.03", "580.65.06"] and d["dnf_module_reset"] is False
     joined = " | ".join(d["pending"])
     for words in ("nvidia-driver-cuda", "dkms: 560.35.03", "blacklist", "module stream", "nvidia-smi"):
         assert words in joined, joined
     # The blacklist is the operator's when the role does not manage it.
-    d = driver_run(monkeypatch, capsys, h, blacklist_file="")
+    d = driver_run(probe, h, blacklist_file="")
     assert "blacklist" not in " | ".join(d["pending"]) and d["blacklist_text"] is None
 
 
-def test_driver_not_installed_and_rpms_asked(monkeypatch, capsys, driver_host):
+def test_driver_not_installed_and_rpms_asked(probe, monkeypatch, driver_host):
     h = driver_host
     h["tools"](installer=False)
     monkeypatch.setattr(M, "collect", lambda driver_version_file: {"nvml_state": "absent", "driver_version": None,
                                                                    "library_version": None})
-    r = run(monkeypatch, capsys, os_release_path=h["os_release_path"], productinfo_path=h["productinfo_path"],
-            docker=False, nvidia_driver=h["spec"], rpms=["nvidia-container-toolkit", "libnvidia-container-tools"],
-            files=[str(h["tmp"] / "blacklist.conf"), str(h["tmp"] / "absent.json")])
+    r = probe(os_release_path=h["os_release_path"], productinfo_path=h["productinfo_path"],
+              docker=False, nvidia_driver=h["spec"], rpms=["nvidia-container-toolkit", "libnvidia-container-tools"],
+              files=[str(h["tmp"] / "blacklist.conf"), str(h["tmp"] / "absent.json")])
     assert r["nvidia_driver"]["installed_version"] == "" and not r["nvidia_driver"]["converged"]
     assert any(p.startswith(".run driver installed: none") for p in r["nvidia_driver"]["pending"])
     assert any(p.startswith("NVML absent") for p in r["nvidia_driver"]["pending"])
@@ -156,7 +152,7 @@ def test_driver_not_installed_and_rpms_asked(monkeypatch, capsys, driver_host):
     assert r["files"] == {str(h["tmp"] / "blacklist.conf"): BLACKLIST, str(h["tmp"] / "absent.json"): None}
 
 
-def test_paths_say_which_files_a_write_would_change_without_their_content(monkeypatch, capsys, host, tmp_path):
+def test_paths_say_which_files_a_write_would_change_without_their_content(probe, host, tmp_path):
     import hashlib
     import os
     conf = tmp_path / "conf"
@@ -169,18 +165,18 @@ def test_paths_say_which_files_a_write_would_change_without_their_content(monkey
     wanted = [dict(me, path=str(conf), type="directory", mode="0700"),
               dict(me, path=str(keys), mode="0600", sha1=hashlib.sha1(b"api_keys: [s3cr3t]\n").hexdigest()),
               dict(me, path=str(conf / "vllm.service"), mode="0644", sha1="0" * 40)]
-    r = run(monkeypatch, capsys, os_release_path=host["os_release_path"], productinfo_path=host["productinfo_path"],
-            docker=False, paths=wanted)
+    r = probe(os_release_path=host["os_release_path"], productinfo_path=host["productinfo_path"],
+              docker=False, paths=wanted)
     assert r["paths_differing"] == [str(conf / "vllm.service")]
     assert r["paths"][str(conf / "vllm.service")] is None and r["paths"][str(conf)]["type"] == "directory"
     assert "s3cr3t" not in json.dumps(r)
     keys.chmod(0o644)
-    r = run(monkeypatch, capsys, os_release_path=host["os_release_path"], productinfo_path=host["productinfo_path"],
-            docker=False, paths=wanted[:2])
+    r = probe(os_release_path=host["os_release_path"], productinfo_path=host["productinfo_path"],
+              docker=False, paths=wanted[:2])
     assert r["paths_differing"] == [str(keys)]
 
 
-def test_images_security_options_and_logging_driver(monkeypatch, capsys, host, tmp_path):
+def test_images_security_options_and_logging_driver(probe, host, tmp_path):
     info = dict(INFO, LoggingDriver="journald", SecurityOptions=["name=seccomp,profile=default"])
     docker = script(tmp_path / "docker-images",
                     "args = sys.argv[1:]\n"
@@ -188,18 +184,18 @@ def test_images_security_options_and_logging_driver(monkeypatch, capsys, host, t
                     + "elif args[:2] == ['image', 'inspect'] and args[-1] == 'vllm/vllm-openai:v0.27.1':\n"
                       "    print('sha256:' + 'f' * 64)\n"
                       "else:\n    sys.stderr.write('Error: No such image: %s\\n' % args[-1])\n    sys.exit(1)\n")
-    r = run(monkeypatch, capsys, os_release_path=host["os_release_path"], productinfo_path=host["productinfo_path"],
-            docker_bin=docker, images=["vllm/vllm-openai:v0.27.1", "absent:1"])
+    r = probe(os_release_path=host["os_release_path"], productinfo_path=host["productinfo_path"],
+              docker_bin=docker, images=["vllm/vllm-openai:v0.27.1", "absent:1"])
     assert r["docker"]["logging_driver"] == "journald"
     assert r["docker"]["security_options"] == ["name=seccomp,profile=default"]
     assert r["images"] == {"vllm/vllm-openai:v0.27.1": "sha256:" + "f" * 64, "absent:1": None}
     assert r["images_error"] is None
-    down = run(monkeypatch, capsys, os_release_path=host["os_release_path"], productinfo_path=host["productinfo_path"],
-               docker_bin=host["down"], images=["absent:1"])
+    down = probe(os_release_path=host["os_release_path"], productinfo_path=host["productinfo_path"],
+                 docker_bin=host["down"], images=["absent:1"])
     assert down["images"] == {} and "Docker is not running: Cannot connect" in down["images_error"]
 
 
-def test_units_say_whether_systemd_has_anything_to_do(monkeypatch, capsys, host, tmp_path):
+def test_units_say_whether_systemd_has_anything_to_do(probe, host, tmp_path):
     bin_dir = tmp_path / "bin"
     script(bin_dir / "systemctl",
            "assert sys.argv[1] == 'show' and sys.argv[4::2] == ['LoadState', 'ActiveState', 'SubState', "
@@ -207,18 +203,18 @@ def test_units_say_whether_systemd_has_anything_to_do(monkeypatch, capsys, host,
            "up = sys.argv[2] == 'vllm'\n"
            "print('LoadState=loaded\\nActiveState=%s\\nSubState=%s\\nUnitFileState=enabled\\nOther=x' % "
            "(('active', 'running') if up else ('inactive', 'dead')))\n")
-    r = run(monkeypatch, capsys, os_release_path=host["os_release_path"], productinfo_path=host["productinfo_path"],
-            docker=False, units=["vllm", "vllm-b"])
+    r = probe(os_release_path=host["os_release_path"], productinfo_path=host["productinfo_path"],
+              docker=False, units=["vllm", "vllm-b"])
     assert r["units"]["vllm"] == {"LoadState": "loaded", "ActiveState": "active", "SubState": "running",
                                   "UnitFileState": "enabled", "started_enabled": True}
     assert r["units"]["vllm-b"]["started_enabled"] is False
 
 
-def test_disk_listening_ports_and_exists(monkeypatch, capsys, host, tmp_path):
+def test_disk_listening_ports_and_exists(probe, host, tmp_path):
     import os
-    r = run(monkeypatch, capsys, os_release_path=host["os_release_path"], productinfo_path=host["productinfo_path"],
-            docker=False, disk=[str(tmp_path / "models")], listening=True,
-            exists=[host["os_release_path"], str(tmp_path / "absent")])
+    r = probe(os_release_path=host["os_release_path"], productinfo_path=host["productinfo_path"],
+              docker=False, disk=[str(tmp_path / "models")], listening=True,
+              exists=[host["os_release_path"], str(tmp_path / "absent")])
     assert r["disk"][str(tmp_path / "models")]["free"] > 0
     assert os.path.ismount(r["disk"][str(tmp_path / "models")]["mount"])
     assert isinstance(r["listening_ports"], list) and all(isinstance(p, int) for p in r["listening_ports"])

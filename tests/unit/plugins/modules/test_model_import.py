@@ -5,8 +5,6 @@ import subprocess
 import sys
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
 
 from ansible_collections.airgap.vllm.plugins.modules import model_import as M
 
@@ -15,39 +13,30 @@ MAKE_MODEL = os.path.join(ROOT, "tests", "world", "fake-model", "make_model.py")
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8", "config.json")
 
 
-def run(monkeypatch, capsys, **args):
-    args.setdefault("_ansible_check_mode", False)
-    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args})))
-    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
-    with pytest.raises(SystemExit):
-        M.main()
-    return json.loads(capsys.readouterr().out)
-
-
 @pytest.fixture
 def models(tmp_path):
     subprocess.run([sys.executable, MAKE_MODEL, str(tmp_path / "m"), FIXTURE], check=True)
     return str(tmp_path)
 
 
-def test_validate_only_reads_and_changes_nothing(monkeypatch, capsys, models):
-    r = run(monkeypatch, capsys, models_dir=models, name="m", validate_only=True)
+def test_validate_only_reads_and_changes_nothing(run_module, models):
+    r = run_module(M, models_dir=models, name="m", validate_only=True)
     assert not r.get("failed") and not r["changed"] and not r["imported"] and r["shards"] >= 1
     assert r["architectures"]
 
 
-def test_an_architectures_only_config_is_valid_and_an_empty_one_is_not(monkeypatch, capsys, models):
+def test_an_architectures_only_config_is_valid_and_an_empty_one_is_not(run_module, models):
     path = os.path.join(models, "m", "config.json")
     cfg = json.load(open(path))
     cfg.pop("model_type", None)
     json.dump(cfg, open(path, "w"))
-    r = run(monkeypatch, capsys, models_dir=models, name="m", validate_only=True)
+    r = run_module(M, models_dir=models, name="m", validate_only=True)
     assert not r.get("failed") and r["model_type"] is None
     json.dump({"hidden_size": 8}, open(path, "w"))
-    r = run(monkeypatch, capsys, models_dir=models, name="m", validate_only=True)
+    r = run_module(M, models_dir=models, name="m", validate_only=True)
     assert r["failed"] and "neither model_type nor architectures" in r["msg"]
 
 
-def test_an_import_still_needs_src_and_sha256(monkeypatch, capsys, models):
-    r = run(monkeypatch, capsys, models_dir=models, name="m")
+def test_an_import_still_needs_src_and_sha256(run_module, models):
+    r = run_module(M, models_dir=models, name="m")
     assert r["failed"] and "src" in r["msg"] and "sha256" in r["msg"]

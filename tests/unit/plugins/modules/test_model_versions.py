@@ -162,3 +162,20 @@ def test_prepared_says_in_place_only_when_nothing_is_left_to_do(run_module, mode
         raise M.ModelError("no weights")
     monkeypatch.setattr(M, "validate_model_dir", refuse)
     assert run_module(M, version="2", sha256=SHA2, keep=1, **prepared)["in_place"] is False
+
+
+def test_a_damaged_history_prunes_nothing_and_says_so(run_module, tmp_path):
+    """Failed on 9dce105: a damaged history made model_versions delete a version it should keep."""
+    models = tmp_path / "models"
+    models.mkdir()
+    for version, sha in (("1", SHA1), ("2", SHA2)):
+        version_dir(models, version, sha)
+        assert not run_module(M, models_dir=str(models), name=NAME, version=version, sha256=sha, keep=2,
+                              state="active").get("failed")
+    version_dir(models, "3", SHA3)
+    (models / (".%s.history.json" % NAME)).write_text('["1-3f2a9c01", ')
+    r = run_module(M, models_dir=str(models), name=NAME, version="3", sha256=SHA3, keep=2, state="active")
+    assert r["changed"] and r["removed"] == [] and "damaged" in r["held"][0]
+    assert any("damaged" in w for w in r["warnings"])
+    assert sorted(os.listdir(str(models))) == sorted([".%s.history.json" % NAME, NAME, NAME + "@1-3f2a9c01",
+                                                      NAME + "@2-77b1e0d2", NAME + "@3-0c0ffee0"])

@@ -4,8 +4,6 @@ import stat
 import sys
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
 
 from ansible_collections.airgap.vllm.plugins.modules import nvidia_driver_rpms as M
 
@@ -54,51 +52,42 @@ def host(tmp_path, monkeypatch):
     return db
 
 
-def run(monkeypatch, capsys, **args):
-    args.setdefault("_ansible_check_mode", False)
-    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args})))
-    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
-    with pytest.raises(SystemExit):
-        M.main()
-    return json.loads(capsys.readouterr().out)
-
-
 DRIVER = ["kmod-nvidia-latest-dkms", "nvidia-driver", "nvidia-driver-libs", "nvidia-persistenced"]
 
 
-def test_check_mode_lists_with_diff_then_removes_then_nothing_left(monkeypatch, capsys, host):
-    r = run(monkeypatch, capsys, _ansible_check_mode=True, _ansible_diff=True)
+def test_check_mode_lists_with_diff_then_removes_then_nothing_left(run_module, host):
+    r = run_module(M, check_mode=True, diff=True)
     assert r["changed"] and r["packages"] == DRIVER
     assert r["kept"] == ["libnvidia-container1", "nvidia-container-toolkit"]
     assert "nvidia-driver 3:560.35.03-1.el8.x86_64\n" in r["diff"]["before"] and r["diff"]["after"] == ""
     assert json.loads(host.read_text()) == INSTALLED  # nothing removed
-    r = run(monkeypatch, capsys)
+    r = run_module(M)
     assert r["changed"] and r["packages"] == DRIVER
     assert r["cmd"][1:5] == ["-y", "--disablerepo=*", "--setopt=clean_requirements_on_remove=False", "remove"]
     assert sorted(json.loads(host.read_text())) == ["kernel", "libnvidia-container1", "nvidia-container-toolkit"]
-    r = run(monkeypatch, capsys)
+    r = run_module(M)
     assert not r["changed"] and r["packages"] == [] and "cmd" not in r
 
 
-def test_keep_and_extra(monkeypatch, capsys, host):
-    r = run(monkeypatch, capsys, keep=["nvidia-persist*"], extra=["kernel"], _ansible_check_mode=True)
+def test_keep_and_extra(run_module, host):
+    r = run_module(M, keep=["nvidia-persist*"], extra=["kernel"], check_mode=True)
     assert r["packages"] == ["kernel", "kmod-nvidia-latest-dkms", "nvidia-driver", "nvidia-driver-libs"]
     assert "nvidia-persistenced" in r["kept"]
 
 
-def test_a_failed_removal_fails_and_says_what_is_left(monkeypatch, capsys, host):
+def test_a_failed_removal_fails_and_says_what_is_left(run_module, monkeypatch, host):
     monkeypatch.setenv("FAKE_DNF_FAIL", "1")
-    r = run(monkeypatch, capsys)
+    r = run_module(M)
     assert r["failed"] and "Transaction test error" in r["msg"]
     assert "still installed: kmod-nvidia-latest-dkms, nvidia-driver" in r["msg"]
 
 
-def test_dependents_are_listed_and_a_kept_dependent_refuses_the_removal(monkeypatch, capsys, host):
+def test_dependents_are_listed_and_a_kept_dependent_refuses_the_removal(run_module, monkeypatch, host):
     monkeypatch.setenv("FAKE_RPM_NEEDS", json.dumps({"python3-pynvml-11.5.0-1.el8.noarch": "nvidia-driver-libs"}))
-    r = run(monkeypatch, capsys, _ansible_check_mode=True)
+    r = run_module(M, check_mode=True)
     assert r["changed"] and r["also_removed"] == ["python3-pynvml"]
     monkeypatch.setenv("FAKE_RPM_NEEDS", json.dumps({"nvidia-container-toolkit-1.17.8-1.x86_64": "nvidia-driver"}))
-    r = run(monkeypatch, capsys)
+    r = run_module(M)
     assert r["failed"] and "would also remove kept package(s) nvidia-container-toolkit" in r["msg"]
     assert "nvidia-container-toolkit needs nvidia-driver" in r["msg"]
     assert json.loads(host.read_text()) == INSTALLED

@@ -1,12 +1,11 @@
 """nvml_info as Ansible runs it, on the stand-in libnvidia-ml (compiled from tests/world/fakes/nvml)."""
+import functools
 import json
 import os
 import shutil
 import subprocess
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
 
 from ansible_collections.airgap.vllm.plugins.modules import nvml_info as M
 
@@ -25,13 +24,10 @@ def library(tmp_path_factory):
     return str(out / "libnvidia-ml.so.1")
 
 
-def run(monkeypatch, capsys, **args):
-    args.setdefault("_ansible_check_mode", True)
-    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args})))
-    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
-    with pytest.raises(SystemExit):
-        M.main()
-    return json.loads(capsys.readouterr().out)
+@pytest.fixture
+def probe(run_module):
+    """nvml_info only reads the host: run as in a --check run (tests/unit/conftest.py runs it)."""
+    return functools.partial(run_module, M, check_mode=True)
 
 
 def write_state(tmp_path, monkeypatch, module_version):
@@ -48,17 +44,17 @@ def write_state(tmp_path, monkeypatch, module_version):
     return str(version)
 
 
-def test_healthy_host(monkeypatch, capsys, tmp_path, library):
+def test_healthy_host(probe, monkeypatch, tmp_path, library):
     version = write_state(tmp_path, monkeypatch, VERSION)
-    r = run(monkeypatch, capsys, library=library, driver_version_file=version)
+    r = probe(library=library, driver_version_file=version)
     assert not r["changed"] and r["nvml_state"] == "ok" and r["driver_version"] == VERSION
     assert r["gpu_count"] == 1 and r["gpus"][0]["uuid"].startswith("GPU-3f1c") and r["cuda_version"] == "13.0"
 
 
-def test_mismatch_and_absent_library_are_states_not_failures(monkeypatch, capsys, tmp_path, library):
+def test_mismatch_and_absent_library_are_states_not_failures(probe, monkeypatch, tmp_path, library):
     version = write_state(tmp_path, monkeypatch, "560.35.03")
-    r = run(monkeypatch, capsys, library=library, driver_version_file=version)
+    r = probe(library=library, driver_version_file=version)
     assert "failed" not in r and r["nvml_state"] == "version_mismatch" and r["kernel_module_version"] == "560.35.03"
     assert r["hint"]
-    r = run(monkeypatch, capsys, library=str(tmp_path / "nope.so"), driver_version_file=version)
+    r = probe(library=str(tmp_path / "nope.so"), driver_version_file=version)
     assert "failed" not in r and r["nvml_state"] == "absent" and r["gpus"] == []

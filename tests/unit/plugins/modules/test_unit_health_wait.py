@@ -1,13 +1,10 @@
 """unit_health_wait as Ansible runs it: a stand-in systemctl on the PATH and a local HTTP endpoint."""
-import json
 import stat
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
 
 from ansible_collections.airgap.vllm.plugins.modules import unit_health_wait as M
 
@@ -56,49 +53,40 @@ def props(active="active", sub="running", restarts=0):
             % (active, sub, restarts))
 
 
-def run(monkeypatch, capsys, **args):
-    args.setdefault("_ansible_check_mode", False)
-    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args})))
-    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
-    with pytest.raises(SystemExit):
-        M.main()
-    return json.loads(capsys.readouterr().out)
-
-
-def test_healthy_unit_answers_200(monkeypatch, capsys, world):
+def test_healthy_unit_answers_200(run_module, world):
     unit, server = world
     unit.write_text(props())
-    r = run(monkeypatch, capsys, unit="vllm.service", url="http://127.0.0.1:%d/health" % server.server_port)
+    r = run_module(M, unit="vllm.service", url="http://127.0.0.1:%d/health" % server.server_port)
     assert not r["changed"] and "failed" not in r and r["status"] == 200 and r["polls"] == 1
     assert r["unit_state"]["ActiveState"] == "active"
 
 
-def test_a_failed_unit_stops_the_wait_at_once(monkeypatch, capsys, world):
+def test_a_failed_unit_stops_the_wait_at_once(run_module, world):
     unit, server = world
     unit.write_text(props(active="failed", sub="failed"))
-    r = run(monkeypatch, capsys, unit="vllm.service", url="http://127.0.0.1:%d/health" % server.server_port,
-            timeout=60)
+    r = run_module(M, unit="vllm.service", url="http://127.0.0.1:%d/health" % server.server_port,
+                   timeout=60)
     assert r["failed"] and "will not answer" in r["msg"] and "the unit is failed/failed" in r["msg"]
     assert r["elapsed"] < 30
 
 
-def test_no_200_within_the_timeout_fails_with_the_last_status(monkeypatch, capsys, world):
+def test_no_200_within_the_timeout_fails_with_the_last_status(run_module, world):
     unit, server = world
     unit.write_text(props())
     server.status = 503
-    r = run(monkeypatch, capsys, unit="vllm.service", url="http://127.0.0.1:%d/health" % server.server_port,
-            timeout=1, interval=1)
+    r = run_module(M, unit="vllm.service", url="http://127.0.0.1:%d/health" % server.server_port,
+                   timeout=1, interval=1)
     assert r["failed"] and "did not answer HTTP 200 within 1s (last status: 503)" in r["msg"]
     assert r["polls"] >= 1
 
 
-def test_once_healthy_the_same_task_reads_metrics(monkeypatch, capsys, world):
+def test_once_healthy_the_same_task_reads_metrics(run_module, world):
     unit, server = world
     unit.write_text(props())
     base = "http://127.0.0.1:%d" % server.server_port
-    r = run(monkeypatch, capsys, unit="vllm.service", url=base + "/health", read_url=base + "/metrics")
+    r = run_module(M, unit="vllm.service", url=base + "/health", read_url=base + "/metrics")
     assert "failed" not in r and r["content"] == 'vllm:cache_config_info{cache_dtype="fp8"} 1.0\n'
     server.metrics_status = 503
-    r = run(monkeypatch, capsys, unit="vllm.service", url=base + "/health", read_url=base + "/metrics")
+    r = run_module(M, unit="vllm.service", url=base + "/health", read_url=base + "/metrics")
     assert r["failed"] and r["msg"].startswith("vllm.service is healthy but %s/metrics answered 503" % base)
     assert "content" not in r

@@ -1,10 +1,7 @@
 """vllm_launch_plan as Ansible runs it: NVML facts in, GPU selection, extras, refusals as failures."""
-import json
 import os
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
 from ansible_collections.airgap.vllm.plugins.modules import vllm_launch_plan as M
@@ -15,15 +12,6 @@ NVML = [{"index": i, "uuid": "GPU-%08d-1111-2222-3333-444444444444" % i, "name":
          "memory_total": 51527024640, "compute_capability": "8.9"} for i in range(2)]
 
 
-def run(monkeypatch, capsys, **args):
-    args.setdefault("_ansible_check_mode", False)
-    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args})))
-    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
-    with pytest.raises(SystemExit):
-        M.main()
-    return json.loads(capsys.readouterr().out)
-
-
 def base(**kw):
     args = dict(model_dir=FIXTURE, nvml_gpus=NVML, concurrency=4, kv_cache_dtype="fp8_e4m3",
                 gpu_memory_utilization=0.93, docker_version="24.0.7", kernel="5.15.0")
@@ -31,8 +19,8 @@ def base(**kw):
     return args
 
 
-def test_nvml_facts_replace_budget_and_capability(monkeypatch, capsys):
-    r = run(monkeypatch, capsys, **base())
+def test_nvml_facts_replace_budget_and_capability(run_module, capsys):
+    r = run_module(M, **base())
     assert not r.get("failed") and not r["changed"]
     assert r["ledger"]["gpu_total_bytes"] == 51527024640 and r["ledger"]["compute_capability"] == "8.9"
     assert r["docker_options"][:2] == ["--gpus", "all"]
@@ -43,9 +31,9 @@ def test_nvml_facts_replace_budget_and_capability(monkeypatch, capsys):
     assert again["argv"] == r["argv"] and again["docker_options"] == r["docker_options"]
 
 
-def test_selection_tensor_parallel_and_extras(monkeypatch, capsys):
-    r = run(monkeypatch, capsys, **base(gpus=["0", "1"], extra_args=["--seed", "7"],
-                                        extra_docker_options=["--ulimit", "memlock=-1"]))
+def test_selection_tensor_parallel_and_extras(run_module, capsys):
+    r = run_module(M, **base(gpus=["0", "1"], extra_args=["--seed", "7"],
+                             extra_docker_options=["--ulimit", "memlock=-1"]))
     assert r["gpus"]["tensor_parallel_size"] == 2
     assert r["docker_options"][:2] == ["--gpus", '"device=0,1"']
     assert r["argv"][-2:] == ["--seed", "7"] and r["docker_options"][-2:] == ["--ulimit", "memlock=-1"]
@@ -59,11 +47,11 @@ def test_selection_tensor_parallel_and_extras(monkeypatch, capsys):
     (dict(gpus=["5"]), "NVML does not list"),
     (dict(log_max_size="huge"), "log_max_size"),
 ])
-def test_refusals_are_clean_failures(monkeypatch, capsys, kw, match):
-    r = run(monkeypatch, capsys, **base(**kw))
+def test_refusals_are_clean_failures(run_module, kw, match):
+    r = run_module(M, **base(**kw))
     assert r["failed"] and match in r["msg"]
 
 
-def test_without_nvml_a_budget_is_required(monkeypatch, capsys):
-    r = run(monkeypatch, capsys, **base(nvml_gpus=None))
+def test_without_nvml_a_budget_is_required(run_module, capsys):
+    r = run_module(M, **base(nvml_gpus=None))
     assert r["failed"] and "gpu_total_bytes is required" in r["msg"]

@@ -32,16 +32,37 @@ if argv[:1] == ["inspect"]:
     sys.exit(0)
 if argv[:1] == ["exec"]:
     rest = argv[1:]
-    while rest[0] == "-e":
-        rest = rest[2:]
+    while rest[0] in ("-e", "-i"):
+        rest = rest[2:] if rest[0] == "-e" else rest[1:]
     rest = rest[1:]  # the container
+    limit = None
+    if rest[:1] == ["timeout"]:  # coreutils timeout --kill-after=N SECONDS, as in the image
+        assert rest[1].startswith("--kill-after="), rest
+        limit, rest = float(rest[2]), rest[3:]
     if rest[:3] == ["vllm", "bench", "serve"]:
-        time.sleep(float(os.environ.get("FAKE_BENCH_SLEEP", "0")))
+        sleep = float(os.environ.get("FAKE_BENCH_SLEEP", "0"))
+        if limit is not None and sleep > limit:
+            time.sleep(limit)
+            sys.exit(124)
+        time.sleep(sleep)
         rc = int(open(os.path.join(state, "bench_rc")).read()) if os.path.exists(os.path.join(state, "bench_rc")) else 0
         sys.stdout.write("============ Serving Benchmark Result ============\n")
         if rc:
             sys.stderr.write("ConnectionRefusedError: [Errno 111] Connection refused\n")
         sys.exit(rc)
+    if rest[:2] == ["python3", "-c"]:  # the API profiles' client: a job on stdin, records out
+        job = json.load(sys.stdin)
+        call = {{"function": {{"name": "get_weather", "arguments": json.dumps({{"city": "Beijing"}})}}}}
+        if job["path"] == "/v1/chat/completions":
+            recs = [{{"choices": [{{"message": {{"tool_calls": [call], "reasoning": "r"}}}}]}} for _b in job["bodies"]]
+        else:
+            recs = [{{"ttft": 0.1, "e2e": 0.1 + 0.01 * (b["max_tokens"] - 1), "prompt_tokens": len(b["prompt"]),
+                     "completion_tokens": b["max_tokens"]}} for b in job["bodies"]]
+        sys.stdout.write(json.dumps({{"records": recs, "duration": 1.0, "peak": job["concurrency"]}}) + "\n")
+        sys.exit(0)
+    if rest[:1] == ["cat"] and rest[1].endswith("/config.json"):
+        sys.stdout.write(json.dumps({{"vocab_size": 1024}}))
+        sys.exit(0)
     if rest[:1] == ["cat"]:
         sys.stdout.write(open(os.path.join(state, "result.json")).read())
         sys.exit(0)
@@ -209,3 +230,101 @@ def test_bad_arguments_fail_before_docker_is_called(run_module, docker):
     assert r["failed"] and "concurrency" in r["msg"]
     assert docker.calls() == []
     assert os.path.exists(docker.bin)
+
+
+def test_the_bench_runs_under_the_timeout_in_the_container(run_module, docker):
+    r = run_module(M, container="vllm", docker_bin=docker.bin, timeout=77)
+    assert "failed" not in r, r.get("msg")
+    argv = docker.bench_call()["argv"]
+    at = argv.index("timeout")
+    assert argv[at:at + 3] == ["timeout", "--kill-after=30", "77"] and argv[at + 3:at + 6] == ["vllm", "bench", "serve"]
+
+
+def test_a_bench_over_its_timeout_fails_saying_so(run_module, docker, monkeypatch):
+    monkeypatch.setenv("FAKE_BENCH_SLEEP", "5")
+    r = run_module(M, container="vllm", docker_bin=docker.bin, timeout=1)
+    assert r["failed"] and "did not finish within timeout (1s)" in r["msg"]
+
+
+@pytest.mark.parametrize("args, word", [
+    (dict(num_prompts=0), "num_prompts"),
+    (dict(num_prompts=-3), "num_prompts"),
+    (dict(timeout=0), "timeout"),
+    (dict(concurrency=0), "concurrency"),
+    (dict(input_len=0), "input_len"),
+    (dict(ttft_p95_max_ms=float("nan")), "ttft_p95_max_ms"),
+    (dict(ttft_p95_max_ms="nan"), "ttft_p95_max_ms"),
+    (dict(tpot_p95_max_ms=float("inf")), "tpot_p95_max_ms"),
+    (dict(tpot_p95_max_ms=-1), "tpot_p95_max_ms"),
+])
+def test_settings_that_would_pass_without_checking_are_refused_before_docker(run_module, docker, args, word):
+    r = run_module(M, container="vllm", docker_bin=docker.bin, **args)
+    assert r["failed"] and r["msg"].startswith("load check settings refused") and word in r["msg"], r
+    assert docker.calls() == []
+
+
+def test_profiles_write_the_promises_into_the_report(run_module, docker, tmp_path):
+    report_dir = tmp_path / "report"
+    report_dir.mkdir()
+    report = {"verdict": "confirmed", "restart": False, "is_replan": False,
+              "planned": {"kv_cache_memory_bytes": 1 << 30, "num_gpu_blocks": 2048, "block_size": 128,
+                          "kv_cache_size_tokens": 262144, "weights_bytes": 0, "max_model_len": 16384,
+                          "concurrency": 4, "max_concurrency": 16.0},
+              "measured": {"budget_bytes": 1 << 30, "source": ["metrics"], "enable_prefix_caching": True},
+              "delta": {}, "replan": None, "final": {"max_model_len": 16384, "concurrency": 4,
+                                                     "max_concurrency_at_len": 16.0},
+              "memory": {}, "tradeoff": None, "notes": [], "ledger": {"num_speculative_tokens": 0}}
+    (report_dir / "report.json").write_text(json.dumps(report))
+    (docker.dir / "args.json").write_text(json.dumps(ARGS + ["--enable-auto-tool-choice", "--tool-call-parser",
+                                                             "qwen3_coder"]))
+    r = run_module(M, container="vllm", docker_bin=docker.bin, profiles=["random", "tools"],
+                   report_dir=str(report_dir), promise_thresholds={"tool_call_parse_rate": 0.5})
+    assert "failed" not in r, r.get("msg")
+    rows = dict((row["key"], row) for row in r["promises"])
+    assert rows["tool_call_parse_rate"]["status"] == "MET" and "8 of 8" in rows["tool_call_parse_rate"]["measured"]
+    assert rows["context"]["status"] == "not measured" and rows["mtp_accepted_length"]["status"] == "not measured"
+    assert r["profiles"]["tools"]["figures"]["tool_calls_parsed"] == 8
+    tools_call = [c for c in docker.calls() if "python3" in c["argv"]][0]
+    assert tools_call["key"] == KEY or tools_call["key"] is None
+    assert "-i" in tools_call["argv"] and not any(KEY in a for a in tools_call["argv"])
+    saved = json.loads((report_dir / "report.json").read_text())
+    assert saved["promises"] == r["promises"] and saved["verdict"] == "confirmed"
+    md = (report_dir / "report.md").read_text()
+    assert "## Promises" in md and "| tool calls parse |" in md
+    assert "promises:" in r["summary"] and "tools" in r["summary"]
+
+
+def test_an_unknown_threshold_or_profile_setting_is_refused(run_module, docker):
+    r = run_module(M, container="vllm", docker_bin=docker.bin, promise_thresholds={"speed": 1})
+    assert r["failed"] and "unknown promise threshold speed" in r["msg"]
+    r = run_module(M, container="vllm", docker_bin=docker.bin, profiles=["long-context"])
+    assert r["failed"] and "long-context needs the engine's --max-model-len" in r["msg"]
+
+
+def test_api_profiles_time_their_streams(run_module, docker):
+    (docker.dir / "args.json").write_text(json.dumps(ARGS + ["--max-model-len", "4096"]))
+    r = run_module(M, container="vllm", docker_bin=docker.bin,
+                   profiles=["long-context", "shared-prefix", "single-stream"])
+    assert "failed" not in r, r.get("msg")
+    lc = r["profiles"]["long-context"]["figures"]
+    assert lc["completed"] == 1 and lc["mean_prompt_tokens"] == 4096 - 16 - 64
+    ss = r["profiles"]["single-stream"]["figures"]
+    assert abs(ss["decode_tok_s"] - 100.0) < 1e-6 and abs(ss["prefill_tok_s"] - 2048 / 0.1) < 1e-3
+    rows = dict((row["key"], row) for row in r["promises"])
+    assert rows["context"]["status"] == "MET"
+    assert not [c for c in docker.calls() if "bench" in c["argv"]], "no vllm bench serve start-up for these"
+
+
+def test_a_failing_profile_stops_the_rest(run_module, docker):
+    (docker.dir / "result.json").write_text(json.dumps(bench_result(completed=30, failed=2)))
+    r = run_module(M, container="vllm", docker_bin=docker.bin, profiles=["random", "tools"])
+    assert r["failed"] and "2 of 32 requests failed" in r["msg"]
+    assert not [c for c in docker.calls() if "python3" in c["argv"]], "tools did not run after random failed"
+
+
+def test_tools_are_not_sent_to_a_server_without_a_tool_parser(run_module, docker):
+    r = run_module(M, container="vllm", docker_bin=docker.bin, profiles=["random", "tools"])
+    assert "failed" not in r, r.get("msg")
+    assert "tools" not in r["profiles"] and not [c for c in docker.calls() if "python3" in c["argv"]]
+    row = [x for x in r["promises"] if x["key"] == "tool_call_parse_rate"][0]
+    assert row["status"] == "not measured" and "--enable-auto-tool-choice" in row["advice"]

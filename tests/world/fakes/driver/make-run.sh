@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds a test-world NVIDIA-Linux-x86_64-VERSION.run in OUTDIR: the same makeself self-extracting format as
 # NVIDIA's, running the stand-in nvidia-installer with the fake NVML library/nvidia-smi and module source.
-# Usage: make-run.sh VERSION OUTDIR
+# Usage: make-run.sh VERSION OUTDIR   (env FAKE_RUN_MODULE_VERSION: see below)
 set -euo pipefail
 VERSION=${1:?usage: make-run.sh VERSION OUTDIR}
 OUTDIR=${2:?usage: make-run.sh VERSION OUTDIR}
@@ -16,7 +16,9 @@ make -s -C "$HERE/../nvml" VERSION="$VERSION" OUT="$pkg" >&2
 install -m 0755 "$HERE/nvidia-installer" "$pkg/nvidia-installer"
 printf 'NVIDIA Accelerated Graphics Driver for Linux-x86_64\n%s\n' "$VERSION" >"$pkg/.manifest"
 cp "$HERE/kernel-module/nvidia.c" "$HERE/kernel-module/Makefile" "$pkg/kernel/"
-echo "$VERSION" >"$pkg/kernel/version"
+# FAKE_RUN_MODULE_VERSION: a broken package whose kernel module is not its userland's version (NVML then says
+# "Driver/library version mismatch" once that module is loaded) - the rollback tests' bad driver.
+echo "${FAKE_RUN_MODULE_VERSION:-$VERSION}" >"$pkg/kernel/version"
 sed "s/@VERSION@/$VERSION/" "$HERE/kernel-module/dkms.conf.in" >"$pkg/kernel/dkms.conf"
 
 # NVIDIA's makeself passes options it does not know on to nvidia-installer (which then rejects unknown ones)

@@ -1,0 +1,61 @@
+# -*- coding: utf-8 -*-
+# Copyright: airgap.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The front door's per-service inputs (module_utils/_front.py front_inputs): ports, clients as key hashes, limits."""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+name: front_inputs
+short_description: Each vLLM service's front door inputs, client keys hashed on the controller
+version_added: 0.2.0
+description:
+  - Used by the vllm_front role. A service of C(airgap_vllm_services) may set its own C(vllm_front_port),
+    C(vllm_front_clients), limits and metrics port; what it does not set it takes from the host. A service without its
+    own port takes the host's plus its index.
+  - Client and metrics keys are replaced by their SHA-256 digests (C(key_sha256)); the engine keys (the first of each
+    service's C(vllm_service_api_keys)) come back apart in C(engine_keys). Register the result with C(no_log).
+options:
+  _input:
+    description: The host's resolved services (C(__airgap_vllm_services.services)).
+    type: list
+    elements: dict
+    required: true
+  host_values:
+    description: The host's C(vllm_front_*) per-service variables and C(vllm_service_api_keys).
+    type: dict
+    required: true
+  argvs:
+    description: Each service's planned argv (its C(--max-num-seqs) is the total concurrency cap).
+    type: dict
+    default: {}
+'''
+
+EXAMPLES = r'''
+inputs: "{{ __airgap_vllm_services.services | airgap.vllm.front_inputs(host_values, argvs) }}"
+'''
+
+RETURN = r'''
+_value:
+  description: C(services) (key hashes only) and C(engine_keys) ({service - key}).
+  type: dict
+'''
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.airgap.vllm.plugins.module_utils._front import FrontError, front_inputs as _front_inputs
+
+
+def front_inputs(services, host_values, argvs=None):
+    try:
+        result = _front_inputs(services, host_values, argvs)
+        result.pop("check")
+        return result
+    except FrontError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {'front_inputs': front_inputs}

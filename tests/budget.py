@@ -1,0 +1,177 @@
+"""The suite's budget (issue 26): time every step of tests/run-all and every molecule action, then report.
+
+  python3 tests/budget.py tee STEP DIR          copy stdin to stdout; write DIR/STEP.json when stdin ends
+                                                (seconds, cold or cached, molecule actions with their seconds)
+  python3 tests/budget.py result STEP DIR RC    add the step's exit status to DIR/STEP.json
+  python3 tests/budget.py report DIR [--baseline FILE] [--warm-limit S] [--cold-limit S] [--top N]
+                                                the closing table; BUDGET EXCEEDED when the run went over
+  python3 tests/budget.py failed DIR            the steps that failed, one per line
+  python3 tests/budget.py passed DIR            how many steps passed
+
+tests/run-all runs some steps in a background lane beside the others: the run's total is its wall clock (the first
+step's start to the last step's end), not the sum of the steps; the table shows both.
+
+A step is *cold* when its output shows that it built something that is cached across runs (a world stage,
+the vLLM venv, a bundle built from scratch); a run is warm when no step was cold. The limits are CI's: a warm
+run within 45 minutes, a cold one (a new machine) within 75; the hard limit is 90.
+"""
+import json
+import os
+import re
+import sys
+import time
+
+WARM_LIMIT = 45 * 60
+COLD_LIMIT = 75 * 60
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# Molecule 26: "INFO     default ➜ converge: Executing" ... "default ➜ converge: Executed: Successful"
+ACTION = re.compile(r"(?P<scenario>[\w.-]+) \u279c (?P<action>[\w-]+): (?P<what>Executing|Executed)")
+# What a step prints when it (re)builds something it caches (tests/world/build.sh, tests/vllm_parser/setup-venv.sh).
+COLD = re.compile(r"\[build\.sh [0-9:]+\] (debootstrap|installing|building|training|saving|importing|finishing)"
+                  r"|setup-venv: (creating|installing)")
+# A step that grew by more than this over its baseline is named when the budget is exceeded.
+GROWTH = 1.2
+
+
+class StepTimer:
+    """Reads one step's output line by line; knows the molecule actions and whether the step built anything."""
+
+    def __init__(self, step, clock=time.monotonic, wall=time.time):
+        self.step = step
+        self.clock = clock
+        self.wall = wall
+        self.started = wall()
+        self.start = clock()
+        self.cold = False
+        self.actions = []  # [scenario, action, seconds]
+        self._open = {}
+
+    def line(self, text):
+        plain = ANSI.sub("", text)
+        if not self.cold and COLD.search(plain):
+            self.cold = True
+        m = ACTION.search(plain)
+        if not m:
+            return
+        key = (m.group("scenario"), m.group("action"))
+        now = self.clock()
+        if m.group("what") == "Executing":
+            self._open[key] = now
+        elif key in self._open:
+            self.actions.append([key[0], key[1], round(now - self._open.pop(key), 1)])
+
+    def result(self):
+        now = self.clock()
+        actions = self.actions + [[s, a, round(now - t, 1)] for (s, a), t in self._open.items()]  # cut short
+        return {"step": self.step, "seconds": round(now - self.start, 1), "cold": self.cold, "actions": actions,
+                "started": round(self.started, 1), "ended": round(self.wall(), 1)}
+
+
+def load(directory):
+    steps = []
+    for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
+        if name.endswith(".json"):
+            with open(os.path.join(directory, name)) as f:
+                try:
+                    steps.append(json.load(f))
+                except ValueError:
+                    continue
+    return sorted(steps, key=lambda s: s.get("order", 0))
+
+
+def wall_seconds(steps):
+    """The run's wall clock: first start to last end where the steps say when they ran, else their sum."""
+    if steps and all("started" in s and "ended" in s for s in steps):
+        return max(s["ended"] for s in steps) - min(s["started"] for s in steps)
+    return sum(s["seconds"] for s in steps)
+
+
+def failed_steps(steps):
+    return [s["step"] for s in steps if s.get("rc") != 0]
+
+
+def report(steps, baseline=None, warm_limit=WARM_LIMIT, cold_limit=COLD_LIMIT, top=10):
+    """The closing table and verdict as lines of text (a pure function of the recorded steps)."""
+    baseline = baseline or {}
+    total = wall_seconds(steps)
+    summed = sum(s["seconds"] for s in steps)
+    warm = not any(s.get("cold") for s in steps)
+    width = max([len(s["step"]) for s in steps] + [4])
+    out = ["%s %8s  %-6s %s" % ("step".ljust(width), "seconds", "cache", "status")]
+    for s in steps:
+        status = {None: "?", 0: "passed"}.get(s.get("rc"), "FAILED")
+        out.append("%s %8.0f  %-6s %s" % (str(s["step"]).ljust(width), s["seconds"], "cold" if s.get("cold") else "warm", status))
+    if summed - total >= 1:
+        out.append("%s %8.0f  %-6s (steps run in lanes side by side: their own seconds added up)" % ("steps".ljust(width), summed, ""))
+    out.append("%s %8.0f  %-6s (%.1f min; limit %d min %s)" % (
+        "total".ljust(width), total, "warm" if warm else "cold", total / 60.0, (warm_limit if warm else cold_limit) // 60,
+        "warm" if warm else "on a new machine"))
+    actions = sorted(([s["step"]] + a for s in steps for a in s.get("actions", [])), key=lambda a: -a[3])[:top]
+    if actions:
+        out.append("slowest scenario steps (molecule's own actions):")
+        out.extend("  %-28s %-14s %7.0f s" % (step, action, sec) for step, _scenario, action, sec in actions)
+    limit = warm_limit if warm else cold_limit
+    if total > limit:
+        grew = ["%s %.0f s (baseline %.0f s)" % (s["step"], s["seconds"], baseline[s["step"]])
+                for s in steps if s["step"] in baseline and s["seconds"] > GROWTH * baseline[s["step"]]]
+        new = ["%s %.0f s (new)" % (s["step"], s["seconds"]) for s in steps if baseline and s["step"] not in baseline]
+        out.append("BUDGET EXCEEDED: this %s run took %.1f min, over its %d min; grew: %s" % (
+            "warm" if warm else "cold", total / 60.0, limit // 60, "; ".join(grew + new) or "no step over its baseline"
+            " by %d %%: the whole suite grew" % round((GROWTH - 1) * 100)))
+    return out
+
+
+def main(argv):
+    if len(argv) >= 3 and argv[0] == "tee":
+        step, directory = argv[1], argv[2]
+        timer = StepTimer(step)
+        out = getattr(sys.stdout, "buffer", sys.stdout)
+        for raw in iter(sys.stdin.buffer.readline, b""):
+            out.write(raw)
+            out.flush()
+            timer.line(raw.decode("utf-8", "replace"))
+        os.makedirs(directory, exist_ok=True)
+        data = timer.result()
+        data["order"] = len([n for n in os.listdir(directory) if n.endswith(".json")])
+        with open(os.path.join(directory, step.replace("/", "_").replace(":", "_") + ".json"), "w") as f:
+            json.dump(data, f)
+        return 0
+    if len(argv) == 4 and argv[0] == "result":
+        path = os.path.join(argv[2], argv[1].replace("/", "_").replace(":", "_") + ".json")
+        if os.path.exists(path):
+            with open(path) as f:
+                data = json.load(f)
+            data["rc"] = int(argv[3])
+            with open(path, "w") as f:
+                json.dump(data, f)
+        return 0
+    if len(argv) == 2 and argv[0] == "failed":
+        for name in failed_steps(load(argv[1])):
+            print(name)
+        return 0
+    if len(argv) == 2 and argv[0] == "passed":
+        steps = load(argv[1])
+        print(len(steps) - len(failed_steps(steps)))
+        return 0
+    if len(argv) >= 2 and argv[0] == "report":
+        baseline_path = None
+        opts = {"--warm-limit": WARM_LIMIT, "--cold-limit": COLD_LIMIT, "--top": 10}
+        rest = argv[2:]
+        while rest:
+            key, value, rest = rest[0], rest[1], rest[2:]
+            if key == "--baseline":
+                baseline_path = value
+            else:
+                opts[key] = int(value)
+        baseline = {}
+        if baseline_path and os.path.exists(baseline_path):
+            with open(baseline_path) as f:
+                baseline = json.load(f)
+        print("\n".join(report(load(argv[1]), baseline, opts["--warm-limit"], opts["--cold-limit"], opts["--top"])))
+        return 0
+    sys.stderr.write(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,105 @@
+"""The deployment report never contradicts itself: the KV pool against the plan, what the picture measured,
+the promises table and the planner's warnings."""
+import os
+
+from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck as L
+from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm as C
+from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+TINY = dict(config={"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 128,
+                    "intermediate_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
+                    "num_key_value_heads": 4, "head_dim": 64, "vocab_size": 1024, "torch_dtype": "bfloat16",
+                    "max_position_embeddings": 524288, "tie_word_embeddings": True},
+            weight_bytes=2 * 1024 * 1024)
+
+
+def simulated_plan():
+    """The simulated host's plan: a 48 GB card planned, the CPU engine serving the tiny Qwen3."""
+    return P.plan(dict(gpu_total_bytes=49140 * P.MIB, compute_capability="8.9", gpu_memory_utilization=0.93,
+                       concurrency=4, context=16384, kv_cache_dtype="auto", enforce_eager=True), **TINY)
+
+
+def cpu_metrics(blocks=2048, block=128, pinned=1073741824):
+    """vllm:cache_config_info as the CPU engine wrote it (fixtures/loadcheck/metrics-0.27.1-cpu-*.txt)."""
+    return ('vllm:cache_config_info{block_size="%d",cache_dtype="auto",enable_prefix_caching="True",engine="0",'
+            'gpu_memory_utilization="0.92",kv_cache_max_concurrency="16.0",kv_cache_memory_bytes="%d",'
+            'kv_cache_size_tokens="262144",num_gpu_blocks="%d",num_cpu_blocks="None"} 1.0\n' % (block, pinned, blocks))
+
+
+def test_the_real_cpu_engine_scrape_reads_as_the_fixture_says():
+    with open(os.path.join(os.path.dirname(__file__), "fixtures", "loadcheck",
+                           "metrics-0.27.1-cpu-shared-prefix.txt")) as fh:
+        info = C.parse_metrics(fh.read())["cache_config_info"]
+    assert info["kv_cache_memory_bytes"] == 1073741824 and info["num_gpu_blocks"] == 2048
+
+
+def test_a_pool_44x_smaller_is_not_simply_confirmed():
+    r = simulated_plan()
+    planned = r["ledger"]["kv_pool_bytes"]
+    assert planned > 40 * P.GIB
+    c = C.confirm(r, cpu_metrics())
+    assert c["verdict"] == "confirmed"  # 16384 x 4 still fit in 1 GiB: no re-plan, no restart
+    assert c["pool"]["status"] == "smaller" and c["pool"]["ratio"] < 0.03
+    md = c["report_markdown"]
+    assert "**Verdict: confirmed**" not in md
+    assert "KV pool NOT as planned" in md and "1.00 GiB measured against" in md
+    assert "re-plan" in c["pool"]["note"]
+    assert "KV pool NOT as planned" in c["summary"].splitlines()[0]
+
+
+def test_the_cpu_engines_fixed_space_is_named():
+    c = C.confirm(simulated_plan(), cpu_metrics(), engine_env={"VLLM_CPU_KVCACHE_SPACE": "1"})
+    md, svg = c["report_markdown"], c["report_svg"]
+    assert "explained by a test setting" in md and "VLLM_CPU_KVCACHE_SPACE=1" in md
+    assert "not measured" in svg and "other 4" not in svg  # the remainder is the plan's, not a measured "other"
+    assert "VLLM_CPU_KVCACHE_SPACE" in svg and "weights (planned)" in svg
+    # another value than the pool: not the explanation
+    other = C.confirm(simulated_plan(), cpu_metrics(), engine_env={"VLLM_CPU_KVCACHE_SPACE": "4"})
+    assert other["pool"]["explained_by"] is None
+
+
+def test_a_pool_as_planned_keeps_the_plain_verdict():
+    r = simulated_plan()
+    L_ = r["ledger"]
+    c = C.confirm(r, cpu_metrics(blocks=L_["num_gpu_blocks"], block=L_["block_size"], pinned=L_["kv_pool_bytes"]))
+    assert c["pool"]["status"] == "as_planned" and "**Verdict: confirmed**" in c["report_markdown"]
+    assert C.pool_check({"kv_cache_memory_bytes": 100}, {"budget_bytes": None})["status"] == "not_measured"
+    assert C.pool_check({"kv_cache_memory_bytes": 100}, {"budget_bytes": 95})["status"] == "as_planned"
+    assert C.pool_check({"kv_cache_memory_bytes": 100}, {"budget_bytes": 130})["status"] == "larger"
+
+
+def test_promises_and_planner_warnings_in_the_report():
+    r = P.plan(dict(model_dir=os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8"),
+                    gpu_total_bytes=49140 * P.MIB, compute_capability="8.9", gpu_memory_utilization=0.93,
+                    num_speculative_tokens=3, concurrency=4, context=204800, prefix_caching=True,
+                    kv_cache_dtype="fp8_e4m3"))
+    L_ = r["ledger"]
+    c = C.confirm(r, cpu_metrics(blocks=L_["num_gpu_blocks"], block=L_["block_size"], pinned=L_["kv_pool_bytes"])
+                  .replace('cache_dtype="auto"', 'cache_dtype="fp8_e4m3"'))
+    report = c["report"]
+    assert "vllm_issue_44879" in [w["id"] for w in report["plan_warnings"]]
+    assert report["ledger"]["num_speculative_tokens"] == 3
+    rows = L.promises(L.planned_from_report(report), {}, {"_all": {"delta": {"spec_mean_accepted_length": 1.4,
+                                                                             "spec_acceptance_rate": 0.13}}},
+                      None, report["tradeoff"])
+    report["promises"] = rows
+    md = C.render_markdown(report)
+    assert "## Promises" in md and "## Planner warnings" in md and "vLLM issue 44879" in md
+    mtp = [line for line in md.splitlines() if line.startswith("| speculative decoding pays")][0]
+    assert "**MISSED**" in mtp and "vllm_plan_num_speculative_tokens: 0" in mtp
+    assert "| tool calls parse | >= 100 % | - | not measured |" in md
+
+
+def test_a_converged_rerun_keeps_the_promises_of_the_same_deployment():
+    c = C.confirm(simulated_plan(), cpu_metrics(), engine_env={"VLLM_CPU_KVCACHE_SPACE": "1"})
+    old = dict(c["report"], promises=[{"key": "context", "status": "MET"}], loadcheck={"tools": {"wall_s": 1}})
+    again = C.confirm(simulated_plan(), cpu_metrics(), engine_env={"VLLM_CPU_KVCACHE_SPACE": "1"})
+    kept, carried = C.carry_promises(old, again["report"])
+    assert carried and kept["promises"] == old["promises"] and "promises" not in again["report"]
+    other = C.confirm(P.plan(dict(gpu_total_bytes=49140 * P.MIB, compute_capability="8.9",
+                                  gpu_memory_utilization=0.93, concurrency=2, context=16384, kv_cache_dtype="auto",
+                                  enforce_eager=True), **TINY), cpu_metrics())
+    dropped, carried = C.carry_promises(old, other["report"])
+    assert not carried and "promises" not in dropped
+    assert C.carry_promises(None, again["report"]) == (again["report"], False)
