@@ -7,6 +7,9 @@
                                                 the closing table; BUDGET EXCEEDED when the run went over
   python3 tests/budget.py failed DIR            the steps that failed, one per line
   python3 tests/budget.py passed DIR            how many steps passed
+  python3 tests/budget.py why DIR               each failed step's last failure lines (Ansible's fatal/failed
+                                                results, pytest's E lines, errors): the reason stays in the
+                                                tail of the run's output, where CI shows it
 
 tests/run-all runs some steps in a background lane beside the others: the run's total is its wall clock (the first
 step's start to the last step's end), not the sum of the steps; the table shows both.
@@ -31,6 +34,11 @@ COLD = re.compile(r"\[build\.sh [0-9:]+\] (debootstrap|installing|building|train
                   r"|setup-venv: (creating|installing)")
 # A step that grew by more than this over its baseline is named when the budget is exceeded.
 GROWTH = 1.2
+# Lines that say why a step failed: Ansible's failed results and recap, pytest's failures, shell errors.
+FAILURE = re.compile(r"^(fatal: |failed: |\S+ *: ok=\d+ .*failed=[1-9]|FAILED |E  |ERROR|CRITICAL|Traceback|"
+                     r"\w*(Error|Exception): |\s*\"msg\": |\s*\"(assertion|evaluated_to)\": )")
+FAILURE_KEEP = 12      # lines kept per step (the last ones)
+FAILURE_WIDTH = 700    # characters kept per line
 
 
 class StepTimer:
@@ -44,12 +52,17 @@ class StepTimer:
         self.start = clock()
         self.cold = False
         self.actions = []  # [scenario, action, seconds]
+        self.failures = []  # the last FAILURE_KEEP lines that say why, cut to FAILURE_WIDTH
         self._open = {}
 
     def line(self, text):
         plain = ANSI.sub("", text)
         if not self.cold and COLD.search(plain):
             self.cold = True
+        if FAILURE.search(plain):
+            line = plain.rstrip("\n")
+            self.failures = (self.failures + [line if len(line) <= FAILURE_WIDTH else line[:FAILURE_WIDTH] + " …"])[
+                -FAILURE_KEEP:]
         m = ACTION.search(plain)
         if not m:
             return
@@ -64,7 +77,7 @@ class StepTimer:
         now = self.clock()
         actions = self.actions + [[s, a, round(now - t, 1)] for (s, a), t in self._open.items()]  # cut short
         return {"step": self.step, "seconds": round(now - self.start, 1), "cold": self.cold, "actions": actions,
-                "started": round(self.started, 1), "ended": round(self.wall(), 1)}
+                "failures": self.failures, "started": round(self.started, 1), "ended": round(self.wall(), 1)}
 
 
 def load(directory):
@@ -88,6 +101,17 @@ def wall_seconds(steps):
 
 def failed_steps(steps):
     return [s["step"] for s in steps if s.get("rc") != 0]
+
+
+def why(steps):
+    """Each failed step's last failure lines, as lines of text (none when every step passed)."""
+    out = []
+    for s in steps:
+        if s.get("rc") == 0:
+            continue
+        out.append("why %s failed (its last failure lines; the whole output is above):" % s["step"])
+        out.extend("  " + line for line in s.get("failures") or ["(no failure line recognised)"])
+    return out
 
 
 def report(steps, baseline=None, warm_limit=WARM_LIMIT, cold_limit=COLD_LIMIT, top=10):
@@ -148,6 +172,9 @@ def main(argv):
     if len(argv) == 2 and argv[0] == "failed":
         for name in failed_steps(load(argv[1])):
             print(name)
+        return 0
+    if len(argv) == 2 and argv[0] == "why":
+        print("\n".join(why(load(argv[1]))))
         return 0
     if len(argv) == 2 and argv[0] == "passed":
         steps = load(argv[1])

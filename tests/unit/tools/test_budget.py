@@ -107,3 +107,37 @@ def test_failed_and_passed_count_both_lanes(tmp_path):
     failed = subprocess.run([sys.executable, PATH, "failed", str(tmp_path)], stdout=subprocess.PIPE, check=True)
     passed = subprocess.run([sys.executable, PATH, "passed", str(tmp_path)], stdout=subprocess.PIPE, check=True)
     assert failed.stdout.split() == [b"lint"] and passed.stdout.strip() == b"2"
+
+
+def test_why_keeps_a_failed_steps_last_failure_lines_for_the_tail_of_the_output(tmp_path):
+    log = [
+        "TASK [The checks passed] ****",
+        "fatal: [kylin-target]: FAILED! => {",
+        '    "assertion": "__check.rc == 0",',
+        '    "msg": ["{\\"check\\": \\"over_limit\\", \\"ok\\": false}"]',
+        "}",
+        "PLAY RECAP ****",
+        "kylin-target               : ok=40   changed=3    unreachable=0    failed=1    skipped=2",
+        "ok: [kylin-target]",
+    ]
+    subprocess.run([sys.executable, PATH, "tee", "molecule:default", str(tmp_path)],
+                   input=("\n".join(log) + "\n").encode(), stdout=subprocess.PIPE, check=True)
+    subprocess.run([sys.executable, PATH, "result", "molecule:default", str(tmp_path), "1"], check=True)
+    subprocess.run([sys.executable, PATH, "tee", "unit", str(tmp_path)], input=b"E   assert 1 == 2\n",
+                   stdout=subprocess.PIPE, check=True)
+    subprocess.run([sys.executable, PATH, "result", "unit", str(tmp_path), "0"], check=True)
+    out = subprocess.run([sys.executable, PATH, "why", str(tmp_path)], stdout=subprocess.PIPE, check=True,
+                         universal_newlines=True).stdout.splitlines()
+    assert out[0].startswith("why molecule:default failed")
+    assert [line.strip() for line in out[1:]] == [log[i].strip() for i in (1, 2, 3, 6)]
+    assert not any("unit" in line for line in out)  # a step that passed says nothing
+
+
+def test_why_cuts_long_lines_and_keeps_the_last_ones():
+    clock = Clock()
+    timer = budget.StepTimer("x", clock=clock, wall=clock)
+    for i in range(40):
+        timer.line("fatal: [h]: FAILED! => %d %s\n" % (i, "y" * 2000))
+    lines = timer.result()["failures"]
+    assert len(lines) == budget.FAILURE_KEEP and lines[-1].startswith("fatal: [h]: FAILED! => 39 ")
+    assert all(len(line) <= budget.FAILURE_WIDTH + 2 for line in lines)
