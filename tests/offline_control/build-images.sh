@@ -32,6 +32,11 @@ build_rootfs() { # SUITE ROOTFS
     rm -rf "$r/var/cache/apt/archives/"*.deb "$r/var/lib/apt/lists/"*
 }
 
+# One build at a time on this machine (the offline-control step and molecule default's side_effect may ask at once).
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.controller-images.lock"
+flock 9
+
 for suite in "${@:-bookworm trixie}"; do
   for s in $suite; do
     image=airgap-test/controller:$s

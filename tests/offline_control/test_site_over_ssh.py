@@ -2,19 +2,22 @@
 """Day 0 at a site: site.yml from an air-gapped control node, over SSH with sudo, from a read-only bundle (issue 27).
 
 1. test_site_from_a_read_only_bundle_over_ssh: the control-node image of tests/offline_control (a bare Debian: python3,
-   venv, ssh; build-images.sh) is started on the simulated site LAN (the internal Docker network airgap-sim-lan: the
-   simulated host and nothing else) with tests/simulate's built bundle (build/simulated-bundle) mounted READ-ONLY at
-   /bundle, the inventory (inventories/simulated, plus host_vars that put the run's files where a site's are: the
-   roles' defaults under ~/.airgap-vllm) and the SSH key and known host passed in read-only. As the bundle's README
-   says: `sh setup-controller.sh`, then `ansible-playbook site.yml -i <inventory>` from the bundle root, as the
-   ordinary user ops with root through sudo. The host must be tests/simulate's, converged (the test skips with the
-   reason otherwise). The control node starts with the site CA of the machine that converged it (its
-   ~/.airgap-vllm/pki, moved along as docs/operations.md says; a new CA would re-issue the host's certificate) and
-   no reports: the first run fetches them into ~/.airgap-vllm/reports and changes nothing else; the second is
-   changed=0. No file under the bundle was written (it is read-only: no run may have needed to).
+   venv, ssh; build-images.sh) is started on the host's site LAN (an internal Docker network: the simulated host and
+   nothing else) with a built bundle mounted READ-ONLY at /mnt/airgap, the inventory (inventories/simulated, its host
+   renamed to the container's name, plus host_vars that put the run's files where a site's are: the roles' defaults
+   under ~/.airgap-vllm) and the SSH key and known host passed in read-only. It runs docs/site-setup.md's steps 2, 3,
+   7, 8 and 9 as the page writes them (control_node_script; step 7's `vi` edits are the inventory written instead):
+   the checksums, `sh setup-controller.sh`, the inventory copied off the disk, the login proof, then site.yml with
+   --check and twice for real, as the ordinary user ops with root through sudo. The host must be converged: tests/
+   simulate's (the test skips with the reason otherwise), or molecule default's (its side_effect runs this test first,
+   with this file's environment variables pointed at its host: molecule/default/control_node.yml). The control node
+   starts with the site CA of the machine that converged it (its ~/.airgap-vllm/pki, moved along as docs/operations.md
+   says; a new CA would re-issue the host's certificate) and no reports: the first run fetches them into
+   ~/.airgap-vllm/reports and changes nothing else; the second is changed=0. No file under the bundle was written (it
+   is read-only: no run may have needed to).
    The simulated bundle is built without wheels (tests/world/bundle-vars.yml, to keep tests/simulate offline); the
    ansible-core wheels bundle_build would put into its wheels/ are downloaded once to AIRGAP_TEST_CACHE and mounted
-   read-only at /bundle/wheels.
+   read-only at /mnt/airgap/wheels.
 2. test_requiretty_fails_as_documented_and_the_exemption_fixes_it: a throwaway host of the test world's Kylin image on
    the same LAN, set up as docs/operations.md ("Logging in") says; an EL-style `Defaults requiretty` in /etc/sudoers
    makes the documented proof command fail with "sudo: sorry, you must have a tty to run sudo" (pipelining is on);
@@ -43,7 +46,9 @@ BUNDLE = os.environ.get("AIRGAP_TEST_BUNDLE") or os.path.join(ROOT, "build", "si
 CACHE = os.environ.get("AIRGAP_TEST_CACHE") or "/var/cache/airgap-test"
 SUITES = {"bookworm": "3.11", "trixie": "3.13"}
 RUN_SUITES = (os.environ.get("AIRGAP_OFFLINE_SSH_SUITES") or "bookworm").split()
-HOST = "airgap-kylin-sim"   # the inventory name in inventories/simulated
+# The host's inventory name: the container's (tests/simulate's airgap-kylin-sim; molecule default's kylin-target, whose
+# side_effect runs this test against its converged host): the copy of inventories/simulated is renamed to it.
+HOST = NAME
 KYLIN_IMAGE = "airgap-test/kylin:v10sp3"
 TTY_NAME = "airgap-kylin-requiretty"
 TTY_ADDRESS = "10.231.8.23"
@@ -144,17 +149,61 @@ vllm_front_pki_dir: "{{ lookup('ansible.builtin.env', 'HOME') }}/.airgap-vllm/pk
 vllm_front_ca_fetch_dir: "{{ vllm_service_report_fetch_dir }}"
 """
 
-CONTROL_NODE = r"""
-set -eu
-echo "=== control node at $(python3 -c 'import socket; print(socket.gethostbyname(socket.gethostname()))')"
-cd /bundle
-sh setup-controller.sh
-. "$HOME/.airgap-vllm/venv/bin/activate"
-for n in 1 2; do
-  echo "=== site.yml run $n"
-  ansible-playbook site.yml -i /site/inventory || { echo "=== site.yml run $n failed: rc $?"; exit 1; }
-done
-"""
+SITE_SETUP = os.path.join(ROOT, "docs", "site-setup.md")
+
+
+def site_setup_steps(path=SITE_SETUP):
+    """{step number: [command lines]} of docs/site-setup.md's ```sh blocks, comments and blank lines dropped."""
+    steps, step, block = {}, None, False
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"^## (\d+)\. ", line)
+            if m:
+                step = int(m.group(1))
+            elif line.startswith("```"):
+                block = line.strip() == "```sh"
+            elif block and step is not None:
+                cmd = re.sub(r"\s+#\s.*$", "", line.rstrip("\n")).rstrip()
+                if cmd:
+                    steps.setdefault(step, []).append(cmd)
+    return steps
+
+
+def control_node_script(steps):
+    """The control node's shell script: docs/site-setup.md's steps 2, 3, 7, 8 and 9 as the page writes them, with the
+    disk mounted at the page's /mnt/airgap. Step 7's two `vi` edits are the site's own files written instead (the
+    simulated inventory's, as /site/inventory holds them); step 9's runs are marked for the assertions."""
+    out = ["set -eu",
+           "echo \"=== control node at $(python3 -c 'import socket; print(socket.gethostbyname(socket.gethostname()))')\""]
+    for n in (2, 3, 7, 8, 9):
+        out.append("echo '=== site-setup step %d'" % n)
+        for cmd in steps[n]:
+            if cmd.startswith("vi "):
+                dest = cmd.split()[1]
+                rel = dest.split("/kylin-prod/", 1)[1]
+                out.append("cp /site/inventory/%s %s" % (rel, dest))
+                continue
+            if cmd.startswith("ansible-playbook site.yml"):
+                out.append("echo '=== %s'" % cmd)
+            out.append(cmd)
+        if n == 7:
+            out.append("cp -r /site/inventory/host_vars ~/airgap-site/kylin-prod/")
+    return "\n".join(out) + "\n"
+
+
+def test_the_control_node_runs_the_site_setup_page_as_written():
+    steps = site_setup_steps()
+    script = control_node_script(steps)
+    for n in (2, 3, 8, 9):
+        for cmd in steps[n]:
+            assert cmd in script.splitlines(), cmd
+    assert "mkdir -p ~/airgap-site && cp -r /mnt/airgap/kylin-prod ~/airgap-site/" in script.splitlines()
+    assert not [ln for ln in script.splitlines() if ln.startswith("vi ")]
+    runs = [ln for ln in script.splitlines() if ln.startswith("ansible-playbook site.yml")]
+    assert runs == ["ansible-playbook site.yml -i ~/airgap-site/kylin-prod --check --diff",
+                    "ansible-playbook site.yml -i ~/airgap-site/kylin-prod",
+                    "ansible-playbook site.yml -i ~/airgap-site/kylin-prod"], runs
+    assert "ansible vllm_servers -i ~/airgap-site/kylin-prod -m ansible.builtin.command -a id -b" in script
 
 
 @pytest.fixture
@@ -173,6 +222,9 @@ def bundle(sim):
 def test_site_from_a_read_only_bundle_over_ssh(sim, images, bundle, suite, tmp_path):
     inventory = tmp_path / "inventory"
     shutil.copytree(os.path.join(ROOT, "inventories", "simulated"), str(inventory))
+    hosts = inventory / "hosts.yml"
+    hosts.write_text(hosts.read_text().replace("\n        airgap-kylin-sim:\n", "\n        %s:\n" % HOST, 1))
+    assert "        %s:\n" % HOST in hosts.read_text()
     (inventory / "host_vars").mkdir(exist_ok=True)
     (inventory / "host_vars" / (HOST + ".yml")).write_text(SITE_HOST_VARS)
     ssh = tmp_path / "ssh"
@@ -189,13 +241,13 @@ def test_site_from_a_read_only_bundle_over_ssh(sim, images, bundle, suite, tmp_p
     before = files_of(bundle)
     t0 = time.time()
     p = docker("run", "--rm", "--network", NET,
-               "-v", "%s:/bundle:ro" % bundle, "-v", "%s:/bundle/wheels:ro" % wheels(SUITES[suite]),
+               "-v", "%s:/mnt/airgap:ro" % bundle, "-v", "%s:/mnt/airgap/wheels:ro" % wheels(SUITES[suite]),
                "-v", "%s:/site/inventory:ro" % inventory, "-v", "%s:/site/ssh:ro" % ssh,
                "-v", "%s:/root/.airgap-vllm" % home,
                "-e", "AIRGAP_SIM_NAME=" + NAME, "-e", "AIRGAP_SIM_ADDRESS=" + sim["address"],
-               "-e", "AIRGAP_SIM_SSH_DIR=/site/ssh", "-e", "AIRGAP_TEST_BUNDLE=/bundle",
+               "-e", "AIRGAP_SIM_SSH_DIR=/site/ssh", "-e", "AIRGAP_TEST_BUNDLE=/mnt/airgap",
                "-e", "ANSIBLE_NOCOLOR=1", "-e", "ANSIBLE_FORCE_COLOR=0",
-               images[suite], "sh", "-c", CONTROL_NODE, timeout=2400)
+               images[suite], "sh", "-c", control_node_script(site_setup_steps()), timeout=2400)
     out = p.stdout
     print("control node %s: %.0f s" % (suite, time.time() - t0))
     for ln in out.splitlines():
@@ -204,9 +256,14 @@ def test_site_from_a_read_only_bundle_over_ssh(sim, images, bundle, suite, tmp_p
     assert p.returncode == 0, out[-6000:]
     assert "Control node ready (Python %s" % SUITES[suite] in out, out[:3000]
     assert "Read-only file system" not in out
-    first, second = out.split("=== site.yml run 2")
-    r1, r2 = recaps(first, HOST), recaps(second, HOST)
-    assert r1 and r2, out[-4000:]
+    # The page's step 8 (the login proof) and step 9's three runs, each after its marker.
+    parts = re.split(r"^=== (?:site-setup step \d+|ansible-playbook site\.yml.*)$", out, flags=re.M)
+    proof = out.split("=== site-setup step 8", 1)[1].split("=== site-setup step 9", 1)[0]
+    assert re.search(r"^%s \| CHANGED \| rc=0 >>\nuid=0\(root\)" % re.escape(HOST), proof, re.M), proof[-2000:]
+    check, first, second = parts[-3:]
+    rc, r1, r2 = recaps(check, HOST), recaps(first, HOST), recaps(second, HOST)
+    assert rc and r1 and r2, out[-4000:]
+    assert rc[-1]["failed"] == 0 and rc[-1]["unreachable"] == 0, check[-4000:]
     assert r1[-1]["failed"] == 0 and r1[-1]["unreachable"] == 0, first[-4000:]
     # Over SSH as ops, root through sudo: the connection was ssh, the user ops, and the host was reached.
     # Over SSH from the control node's own address as ops with its key, root through sudo: the host's journal says so.
