@@ -34,10 +34,15 @@ COLD = re.compile(r"\[build\.sh [0-9:]+\] (debootstrap|installing|building|train
                   r"|setup-venv: (creating|installing)")
 # A step that grew by more than this over its baseline is named when the budget is exceeded.
 GROWTH = 1.2
-# Lines that say why a step failed: Ansible's failed results and recap, pytest's failures, shell errors.
+# Lines that say why a step failed: Ansible's failed results and recap, pytest's failures, shell errors. Each starts
+# a block that takes the lines after it (molecule wraps a long result over several lines) up to the next task.
 FAILURE = re.compile(r"^(fatal: |failed: |\S+ *: ok=\d+ .*failed=[1-9]|FAILED |E  |ERROR|CRITICAL|Traceback|"
-                     r"\w*(Error|Exception): |\s*\"msg\": |\s*\"(assertion|evaluated_to)\": )")
-FAILURE_KEEP = 12      # lines kept per step (the last ones)
+                     r"\w*(Error|Exception): )")
+# Molecule's frame in front of the playbook's lines ("  │ fatal: ...").
+FRAME = re.compile(r"^\s*\u2502 ?")
+BLOCK_END = re.compile(r"^(TASK \[|PLAY \[|PLAY RECAP|RUNNING HANDLER|INFO |=== |ok: \[|changed: \[|skipping: \[)")
+FAILURE_BLOCKS = 4     # blocks kept per step (the last ones)
+FAILURE_BLOCK_LINES = 16
 FAILURE_WIDTH = 700    # characters kept per line
 
 
@@ -52,17 +57,15 @@ class StepTimer:
         self.start = clock()
         self.cold = False
         self.actions = []  # [scenario, action, seconds]
-        self.failures = []  # the last FAILURE_KEEP lines that say why, cut to FAILURE_WIDTH
+        self.failures = []  # the last FAILURE_BLOCKS blocks of lines that say why, each line cut to FAILURE_WIDTH
+        self._block = None
         self._open = {}
 
     def line(self, text):
         plain = ANSI.sub("", text)
         if not self.cold and COLD.search(plain):
             self.cold = True
-        if FAILURE.search(plain):
-            line = plain.rstrip("\n")
-            self.failures = (self.failures + [line if len(line) <= FAILURE_WIDTH else line[:FAILURE_WIDTH] + " …"])[
-                -FAILURE_KEEP:]
+        self._failure_line(FRAME.sub("", plain.rstrip("\n")))
         m = ACTION.search(plain)
         if not m:
             return
@@ -72,6 +75,17 @@ class StepTimer:
             self._open[key] = now
         elif key in self._open:
             self.actions.append([key[0], key[1], round(now - self._open.pop(key), 1)])
+
+    def _failure_line(self, line):
+        line = line if len(line) <= FAILURE_WIDTH else line[:FAILURE_WIDTH] + " …"
+        if FAILURE.search(line):
+            self._block = [line]
+            self.failures = (self.failures + [self._block])[-FAILURE_BLOCKS:]
+        elif self._block is not None:
+            if BLOCK_END.search(line) or len(self._block) >= FAILURE_BLOCK_LINES:
+                self._block = None
+            elif line.strip():
+                self._block.append(line)
 
     def result(self):
         now = self.clock()
@@ -110,7 +124,8 @@ def why(steps):
         if s.get("rc") == 0:
             continue
         out.append("why %s failed (its last failure lines; the whole output is above):" % s["step"])
-        out.extend("  " + line for line in s.get("failures") or ["(no failure line recognised)"])
+        blocks = s.get("failures") or [["(no failure line recognised)"]]
+        out.extend("  " + line for block in blocks for line in ([block] if isinstance(block, str) else block))
     return out
 
 

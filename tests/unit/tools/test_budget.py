@@ -109,15 +109,18 @@ def test_failed_and_passed_count_both_lanes(tmp_path):
     assert failed.stdout.split() == [b"lint"] and passed.stdout.strip() == b"2"
 
 
-def test_why_keeps_a_failed_steps_last_failure_lines_for_the_tail_of_the_output(tmp_path):
+def test_why_keeps_a_failed_steps_last_failure_blocks_for_the_tail_of_the_output(tmp_path):
     log = [
-        "TASK [The checks passed] ****",
-        "fatal: [kylin-target]: FAILED! => {",
-        '    "assertion": "__check.rc == 0",',
-        '    "msg": ["{\\"check\\": \\"over_limit\\", \\"ok\\": false}"]',
-        "}",
-        "PLAY RECAP ****",
-        "kylin-target               : ok=40   changed=3    unreachable=0    failed=1    skipped=2",
+        "  \u2502 TASK [Deploy it (a failure rescued on purpose)] ****",
+        "  \u2502 fatal: [kylin-target]: FAILED! => {\"changed\": false, \"msg\": \"expected\"}",
+        "  \u2502 TASK [The checks passed] ****",
+        "  \u2502 fatal: [kylin-target]: FAILED! => {",
+        '  \u2502     "assertion": "__check.rc == 0",',
+        '  \u2502     "msg": ["{\\"check\\": \\"over_limit\\", \\"ok\\": false,',
+        '  \u2502   \\"detail\\": {\\"statuses\\": [200, 200, 200]}}"]',
+        "  \u2502 }",
+        "  \u2502 PLAY RECAP ****",
+        "  \u2502 kylin-target               : ok=40   changed=3    unreachable=0    failed=1    skipped=2",
         "ok: [kylin-target]",
     ]
     subprocess.run([sys.executable, PATH, "tee", "molecule:default", str(tmp_path)],
@@ -129,15 +132,19 @@ def test_why_keeps_a_failed_steps_last_failure_lines_for_the_tail_of_the_output(
     out = subprocess.run([sys.executable, PATH, "why", str(tmp_path)], stdout=subprocess.PIPE, check=True,
                          universal_newlines=True).stdout.splitlines()
     assert out[0].startswith("why molecule:default failed")
-    assert [line.strip() for line in out[1:]] == [log[i].strip() for i in (1, 2, 3, 6)]
+    # Each failure with the lines molecule wrapped it over, its frame taken off; a rescued one is kept too.
+    assert [line.strip() for line in out[1:]] == [budget.FRAME.sub("", log[i]).strip() for i in (1, 3, 4, 5, 6, 7, 9)]
     assert not any("unit" in line for line in out)  # a step that passed says nothing
 
 
-def test_why_cuts_long_lines_and_keeps_the_last_ones():
+def test_why_cuts_long_lines_and_keeps_the_last_blocks():
     clock = Clock()
     timer = budget.StepTimer("x", clock=clock, wall=clock)
     for i in range(40):
         timer.line("fatal: [h]: FAILED! => %d %s\n" % (i, "y" * 2000))
-    lines = timer.result()["failures"]
-    assert len(lines) == budget.FAILURE_KEEP and lines[-1].startswith("fatal: [h]: FAILED! => 39 ")
-    assert all(len(line) <= budget.FAILURE_WIDTH + 2 for line in lines)
+        for j in range(30):
+            timer.line("  continued %d\n" % j)
+    blocks = timer.result()["failures"]
+    assert len(blocks) == budget.FAILURE_BLOCKS and blocks[-1][0].startswith("fatal: [h]: FAILED! => 39 ")
+    assert all(len(block) == budget.FAILURE_BLOCK_LINES for block in blocks)
+    assert all(len(line) <= budget.FAILURE_WIDTH + 2 for block in blocks for line in block)
