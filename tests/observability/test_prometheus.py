@@ -8,7 +8,6 @@ are vLLM 0.27.1's (fixtures/vllm-0.27.1-metrics.txt) and the GPU side is the exp
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -23,6 +22,7 @@ import yaml
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import build_assets  # noqa: E402
+from live_check import _free_port  # noqa: E402  (the one free-port helper, live_check.py's)
 
 build_assets._collection_path()
 
@@ -86,12 +86,6 @@ class Source:
         return _gpu_health.render(health, [{'bus': '0000:3b:00', 'xid': 13}], now=time.time())
 
 
-def _free_port():
-    s = socket.socket()
-    s.bind(('127.0.0.1', 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 @pytest.fixture(scope='module')

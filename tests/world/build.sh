@@ -292,8 +292,8 @@ build_engine_rootfs() { # BASE_ROOTFS VENV ROOTFS
     done
     # Bytecode as pip leaves it in vLLM's own image (pip compiles at install): compiled in place, under the
     # image's paths. Without it every engine start compiles vLLM and torch again (22 s instead of 9 s for the API
-    # server's import on these machines): the service starts a new container each time, which keeps nothing. A file that does not
-    # compile is skipped, as pip skips it.
+    # server's import on these machines): the service starts a new container each time, which keeps nothing.
+    # A file that does not compile is skipped, as pip skips it.
     mount_chroot "$r"
     chroot "$r" /usr/bin/python3.11 -m compileall -q -j 2 /opt/venv/lib/python3.11/site-packages >/dev/null 2>&1 \
         || log "compileall: some files of the engine venv did not compile (left as source, as pip leaves them)"
