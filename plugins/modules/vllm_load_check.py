@@ -173,8 +173,9 @@ from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm import r
 RESULT_DIR = "/tmp"
 RESULT_FILE = "airgap-vllm-loadcheck.json"
 # The API profiles' client, run by the image's own Python inside the container: {"path", "bodies", "concurrency",
-# "port"} on stdin, `concurrency` requests at a time; a streamed request is timed (first token, end, usage), any
-# other answered as JSON. Prints {"records": [...], "duration": s, "peak": requests in flight at once}.
+# "port"} on stdin, `concurrency` requests at a time; a streamed request is timed (first token, end, usage; "first"
+# and "last": when its first and last token came), any other answered as JSON.
+# Prints {"records": [...], "duration": s, "peak": requests in flight at once}.
 CLIENT = r"""
 import json, os, sys, threading, time, urllib.request
 job = json.load(sys.stdin)
@@ -190,14 +191,16 @@ def one(body):
     resp = OPENER.open(req, timeout=3600)
     if not body.get("stream"):
         return json.loads(resp.read().decode())
-    rec = {"ttft": None, "prompt_tokens": 0, "completion_tokens": 0}
+    rec = {"ttft": None, "first": None, "last": None, "prompt_tokens": 0, "completion_tokens": 0}
     for raw in resp:
         line = raw.decode("utf-8", "replace").strip()
         if not line.startswith("data:") or line == "data: [DONE]":
             continue
         chunk = json.loads(line[5:])
-        if rec["ttft"] is None and any(c.get("text") for c in chunk.get("choices") or []):
-            rec["ttft"] = time.time() - start
+        if any(c.get("text") for c in chunk.get("choices") or []):
+            rec["last"] = time.time()
+            if rec["ttft"] is None:
+                rec["ttft"], rec["first"] = rec["last"] - start, rec["last"]
         if chunk.get("usage"):
             rec["prompt_tokens"] = chunk["usage"].get("prompt_tokens") or 0
             rec["completion_tokens"] = chunk["usage"].get("completion_tokens") or 0
@@ -249,7 +252,7 @@ def scrape(url):
 
 
 class MetricsSampler(threading.Thread):
-    """Peaks of vllm:num_requests_running and vllm:kv_cache_usage_perc, twice a second."""
+    """Peaks of vllm:num_requests_running and vllm:kv_cache_usage_perc, four times a second."""
 
     def __init__(self, url):
         threading.Thread.__init__(self)
@@ -263,7 +266,7 @@ class MetricsSampler(threading.Thread):
                 self.peak = max(self.peak or 0.0, seen["num_requests_running"])
             if seen.get("kv_cache_usage_perc") is not None:
                 self.peak_kv = max(self.peak_kv or 0.0, seen["kv_cache_usage_perc"])
-            self.stop.wait(0.5)
+            self.stop.wait(0.25)
 
 
 def load_report(report_dir):

@@ -86,8 +86,6 @@ class Source:
         return _gpu_health.render(health, [{'bus': '0000:3b:00', 'xid': 13}], now=time.time())
 
 
-
-
 @pytest.fixture(scope='module')
 def prometheus(tmp_path_factory):
     binary = shutil.which('prometheus')

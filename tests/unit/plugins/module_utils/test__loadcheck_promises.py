@@ -163,6 +163,34 @@ def test_an_impossible_promise_is_missed_with_advice():
     assert L.promise_counts(list(rows.values()))["MISSED"] == 2
 
 
+@pytest.mark.parametrize("spans,n", [
+    ([], None), ([(0, 1)], 1), ([(0, 1), (1, 2)], 2), ([(0, 1), (1.1, 2)], 1),
+    ([(0, 4), (1, 2), (1.5, 3), (2.5, 5)], 3), ([(0, 1), (2, 1), (None, 3)], 1), ([(5, 5), (5, 5)], 2)])
+def test_streaming_at_once_is_the_most_overlapping_token_streams(spans, n):
+    assert L.streaming_at_once(spans) == n
+
+
+def test_stream_intervals_from_a_detailed_bench_result_skip_failed_requests():
+    raw = {"start_times": [10.0, 10.0, 10.1], "ttfts": [0.5, 0.0, 0.2], "itls": [[0.1, 0.1], [], [0.3]],
+           "errors": ["", "Bad Request", ""]}
+    got = L.stream_intervals(raw)
+    assert got == [(10.5, pytest.approx(10.7)), (pytest.approx(10.3), pytest.approx(10.6))]
+    assert L.bench_figures(raw)["streaming_at_once"] == 2 and L.stream_intervals({"completed": 1}) == []
+
+
+def test_concurrency_is_met_by_overlapping_streams_when_the_sampled_gauge_missed_the_peak():
+    # On a fast engine 32-token requests last tenths of a second: a sampled gauge can show 1 (the CI run of
+    # stop 34) while the streams of all 4 overlapped.
+    prof = measured(random={"figures": {"completed": 16, "failed": 0, "streaming_at_once": 4}, "peak_running": 1.0},
+                    **{"shared-prefix": {"figures": {"streaming_at_once": 3}, "peak_running": 1.0,
+                                         "delta": {"prefix_cache_hit_rate": 0.88}}})
+    row = by_key(L.promises(PLAN, {}, prof))["concurrency"]
+    assert row["status"] == "MET" and "4 streaming at once" in row["measured"] and "peak 1 running" in row["measured"]
+    prof["random"] = {"figures": {"completed": 16, "failed": 0, "streaming_at_once": 2}, "peak_running": 1.0}
+    row = by_key(L.promises(PLAN, {}, prof))["concurrency"]
+    assert row["status"] == "MISSED" and "queued" in row["advice"]
+
+
 def test_missed_and_not_measured():
     prof = measured(**{"long-context": {"figures": {"completed": 0, "failed": 1, "mean_prompt_tokens": None},
                                         "delta": {"num_preemptions": 2}},

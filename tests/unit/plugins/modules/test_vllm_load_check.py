@@ -3,15 +3,19 @@
 The stand-in records every call, so the tests see the real argv the module sends: the bench at the
 planned concurrency, the API key only in the environment, the result read back, thresholds and failures.
 """
+import http.server
 import json
 import os
 import stat
+import subprocess
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
+from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck as L
 from ansible_collections.airgap.vllm.plugins.modules import vllm_load_check as M
 
 KEY = "sk-load-check-0123456789"
@@ -57,7 +61,8 @@ if argv[:1] == ["exec"]:
             recs = [{{"choices": [{{"message": {{"tool_calls": [call], "reasoning": "r"}}}}]}} for _b in job["bodies"]]
         else:
             recs = [{{"ttft": 0.1, "e2e": 0.1 + 0.01 * (b["max_tokens"] - 1), "prompt_tokens": len(b["prompt"]),
-                     "completion_tokens": b["max_tokens"]}} for b in job["bodies"]]
+                     "completion_tokens": b["max_tokens"], "first": 100.1, "last": 100.1 + 0.01 * (b["max_tokens"] - 1)}}
+                    for b in job["bodies"]]
         sys.stdout.write(json.dumps({{"records": recs, "duration": 1.0, "peak": job["concurrency"]}}) + "\n")
         sys.exit(0)
     if rest[:1] == ["cat"] and rest[1].endswith("/config.json"):
@@ -328,3 +333,38 @@ def test_tools_are_not_sent_to_a_server_without_a_tool_parser(run_module, docker
     assert "tools" not in r["profiles"] and not [c for c in docker.calls() if "python3" in c["argv"]]
     row = [x for x in r["promises"] if x["key"] == "tool_call_parse_rate"][0]
     assert row["status"] == "not measured" and "--enable-auto-tool-choice" in row["advice"]
+
+
+def test_the_client_times_each_streams_first_and_last_token(tmp_path):
+    # The API profiles' client as the image's Python runs it, against a local server that streams like vLLM's
+    # (SSE chunks, usage last): two requests at once overlap, and each record says when its tokens came.
+    class Streamer(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            for _i in range(5):
+                time.sleep(0.05)
+                self.wfile.write(b'data: {"choices": [{"text": "x"}]}\n\n')
+                self.wfile.flush()
+            self.wfile.write(b'data: {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 5}}\n\n')
+            self.wfile.write(b"data: [DONE]\n\n")
+
+        def log_message(self, *_a):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Streamer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        job = {"path": "/v1/completions", "port": server.server_address[1], "concurrency": 2,
+               "bodies": [{"prompt": [1, 2, 3], "max_tokens": 5, "stream": True}] * 2}
+        out = subprocess.run([sys.executable, "-c", M.CLIENT], input=json.dumps(job), capture_output=True,
+                             text=True, timeout=60, check=True)
+    finally:
+        server.shutdown()
+    got = json.loads(out.stdout)
+    recs = got["records"]
+    assert all(r["completion_tokens"] == 5 and r["last"] - r["first"] >= 0.15 for r in recs), recs
+    raw = L.api_result(recs, got["duration"], got["peak"])
+    assert L.streaming_at_once(L.stream_intervals(raw)) == 2 and "stream_intervals" not in L.compact(raw)
