@@ -37,8 +37,37 @@ KNOWN_RELEASES = (
                  "try/except OSError); the KV offload region still needs the patch"]},
     {"release": "0.30.0", "planner": "0.27.1", "madvise_upstream": "complete", "reasoning_field": "reasoning",
      "swap_space": False,
-     "differs": ["madvise fix upstream everywhere: the source patch finds upstream_fixed and changes nothing"]},
+     "differs": ["madvise fix upstream everywhere: the source patch finds upstream_fixed and changes nothing",
+                 "the start-up check keeps the null block out of the pool (since 0.29.0: SIZING_RULES)",
+                 "the `vllm serve` parser moved to vllm/entrypoints/launchers/cli_args.py (since 0.29.0)"]},
 )
+
+
+# Sizing rules that changed between releases, each with the first release it holds for: the one home the planner
+# asks (rule_holds). Found by asking each release's own sizing code the same questions (tests/vllm_parser/
+# release_compare.py, run in the test world's 0.27.1 and 0.30.0 engine images by tests/integration/
+# test_image_release.py) and confirmed in each release's source.
+SIZING_RULES = {
+    # kv_cache_utils.check_enough_kv_cache_memory, "Reserve the null block BlockPool permanently holds back": from
+    # 0.29.0 a full-length request must fit in the pool less one block (BlockPool's null block) or vLLM refuses to
+    # start, and the longest length it names is one block's worth shorter (0.30.0: 126448 where 0.27.1 says
+    # 126464 for Gemma 3 at 12 GiB; 160000 where 0.27.1 says 160800 for Qwen3.x bf16 at 11.1 GiB). 0.27.1 and
+    # 0.28.0 check every block.
+    "start_check_keeps_null_block": "0.29.0",
+}
+
+
+def rule_holds(rule, version=None):
+    """Whether the release ``version`` (text or parse_vllm_version's dict; None: VLLM_VERSION, the release the
+    planner's rules were proven on) follows SIZING_RULES[rule]. A pre- or dev release of X.Y.Z counts as X.Y.Z."""
+    if isinstance(version, dict):
+        v = version
+    else:
+        try:
+            v = parse_vllm_version(version if version else VLLM_VERSION)
+        except ValueError:  # not a version: the proven release's rules (release_warnings says so loudly)
+            v = parse_vllm_version(VLLM_VERSION)
+    return v["release"] >= parse_vllm_version(SIZING_RULES[rule])["release"]
 
 
 def release_rules(version, known=KNOWN_RELEASES):

@@ -23,6 +23,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import (
     dtype_bytes,
     fmt_gib,
     fmt_tokens,
+    rule_holds,
 )
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_kv import (
     attn_bytes_per_token,
@@ -103,7 +104,10 @@ def _memory(shape, weights, t, lay):
 def _choose_context(t, shape, lay, blocks, kv_pool):
     g, block, spec = lay["groups"], lay["block"], (t["num_spec"], lay["prefix"])
     model_max = shape["max_position_embeddings"] or None
-    fit_one = longest_fitting_len(blocks, block, g, spec[0], spec[1], 1, lay["sliding"],
+    # What vLLM's start-up check measures one full-length request against: from 0.29 the pool less its null block.
+    release = t.get("vllm_version") or VLLM_VERSION
+    start_blocks = blocks - 1 if rule_holds("start_check_keeps_null_block", release) else blocks
+    fit_one = longest_fitting_len(start_blocks, block, g, spec[0], spec[1], 1, lay["sliding"],
                                   model_max)
     fit_all = longest_fitting_len(blocks, block, g, spec[0], spec[1], t["concurrency"],
                                   lay["sliding"], model_max)
@@ -115,6 +119,8 @@ def _choose_context(t, shape, lay, blocks, kv_pool):
         ctx = fit_all - fit_all % CLEAN_LEN_MULTIPLE if fit_all >= CLEAN_LEN_MULTIPLE else fit_all
         if model_max:
             ctx = min(ctx, model_max)
+        if fit_one is not None and ctx > fit_one:  # one request of it must also pass the start-up check
+            ctx = fit_one - fit_one % CLEAN_LEN_MULTIPLE if fit_one >= CLEAN_LEN_MULTIPLE else fit_one
         if ctx < block or ctx < 1:
             raise InfeasibleError(
                 "%d concurrent requests leave no room for context (%d blocks)."
@@ -127,13 +133,14 @@ def _choose_context(t, shape, lay, blocks, kv_pool):
         raise TargetsError("context %d exceeds the model's max_position_embeddings %d"
                            % (ctx, model_max))
     need = blocks_per_request(ctx, block, g, spec[0], spec[1], lay["sliding"])
-    if need > blocks:
+    if need > start_blocks:
         # kv_cache_utils.py:751 _check_enough_kv_cache_memory: vLLM refuses to start.
         raise InfeasibleError(
             "vLLM %s would refuse to start: one %d-token request needs %d blocks "
-            "(%s of KV), the pool holds %d blocks (%s). Longest length that starts: %d."
-            % (VLLM_VERSION, ctx, need, fmt_gib(need * lay["page"] * g["group_size"]),
-               blocks, fmt_gib(kv_pool), fit_one), alts(ctx))
+            "(%s of KV), the pool holds %d blocks (%s)%s. Longest length that starts: %d."
+            % (release, ctx, need, fmt_gib(need * lay["page"] * g["group_size"]),
+               blocks, fmt_gib(kv_pool), "" if start_blocks == blocks else ", 1 of them its null block",
+               fit_one), alts(ctx))
     if t["require_full_length_concurrency"] and t["concurrency"] * need > blocks:
         raise InfeasibleError(
             "%d x %d tokens needs %s of KV; the pool holds %s (%.2f full-length requests)."

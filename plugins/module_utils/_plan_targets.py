@@ -62,6 +62,7 @@ DEFAULTS = {
     "host": None,
     "port": None,
     "layer_layout": None,
+    "vllm_version": None,        # the release the image holds (vllm_image read it); None: VLLM_VERSION's rules
     # GPU selection and the container (vllm_launch_plan options of the same names).
     "gpus": None,                # selection: NVML indexes or UUIDs; None/[]: the first gpu_count GPUs
     "nvml_gpus": None,           # airgap.vllm.nvml_info's gpus: budget and capability from the selection

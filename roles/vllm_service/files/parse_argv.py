@@ -18,8 +18,29 @@ import sys
 MARKER = "AIRGAP_VLLM_PARSE"
 
 
+# Where `vllm serve` takes its parser from (vllm/entrypoints/cli/serve.py imports make_arg_parser from there): the
+# module moved twice - openai/ up to 0.28, launchers/ from 0.29 to 0.32, common/ from 0.33 (each release's RECORD).
+CLI_ARGS_MODULES = ("vllm.entrypoints.common.cli_args", "vllm.entrypoints.launchers.cli_args",
+                    "vllm.entrypoints.openai.cli_args")
+
+
+def _cli_args():
+    import importlib
+    missing = []
+    for name in CLI_ARGS_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:
+            missing.append("%s (%s)" % (name, exc))
+            continue
+        if hasattr(module, "make_arg_parser"):
+            return module
+        missing.append("%s (no make_arg_parser)" % name)
+    raise ImportError("no vllm serve parser in this vLLM: " + "; ".join(missing))
+
+
 def _imports():
-    from vllm.entrypoints.openai import cli_args
+    cli_args = _cli_args()
     try:
         from vllm.utils.argparse_utils import FlexibleArgumentParser
     except ImportError:  # releases before the move (0.10 .. 0.11)

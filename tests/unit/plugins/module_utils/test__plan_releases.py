@@ -1,6 +1,11 @@
 """The vLLM release the image says it is (issue 30): one parser, the known releases in one place, the nearest
-known rules for an unknown release and a loud warning in the plan."""
+known rules for an unknown release and a loud warning in the plan; the sizing rules that changed between releases
+(_plan_common.SIZING_RULES) as the planner applies them. Their numbers are what each release's own sizing code
+answered for the same pool (tests/vllm_parser/kv_reference.py run in the test world's engine images by
+tests/integration/test_image_release.py): 0.27.1 names 126464 as the longest Gemma 3 request that starts in 12 GiB,
+0.30.0 names 126448 (it keeps the null block out of the check)."""
 import os
+import sys
 
 import pytest
 
@@ -11,6 +16,8 @@ from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")
 ADA_48 = 49140 * P.MIB
+sys.path.insert(0, os.path.join(ROOT, "tests", "vllm_parser"))
+import release_compare as R  # noqa: E402
 
 
 @pytest.mark.parametrize("text, version, release, pre, local", [
@@ -191,3 +198,44 @@ def test_the_docs_list_the_known_releases():
     for e in C.KNOWN_RELEASES:
         assert "**%s**" % e["release"] in ops
     assert "vllm_argv_check" in ops and "vllm_service_argv_check" in ops
+
+
+@pytest.mark.parametrize("version,holds", [
+    (None, False), ("0.27.1", False), ("0.28.0", False), ("0.29.0", True), ("0.30.0+cpu", True),
+    ("0.29.0rc1", True), ("0.33.0", True), ("not a version", False), (C.parse_vllm_version("0.31.0"), True)])
+def test_the_null_block_rule_holds_from_0_29(version, holds):
+    assert C.rule_holds("start_check_keeps_null_block", version) is holds
+
+
+def case(cid):
+    return next((cfg, params) for c, cfg, params, _vc in R.CASES if c == cid)
+
+
+@pytest.mark.parametrize("release,longest", [(None, 126464), ("0.27.1", 126464), ("0.30.0+cpu", 126448)])
+def test_the_longest_length_that_starts_is_the_releases(release, longest):
+    cfg, params = case("gemma3-48")
+    refused = R._planner(cfg, params, release)["refused"]
+    assert refused.endswith("Longest length that starts: %d." % longest), refused
+    assert ("null block" in refused) is (release == "0.30.0+cpu")
+    assert refused.startswith("vLLM %s would refuse" % (release or C.VLLM_VERSION))
+
+
+def test_a_request_that_fills_every_block_starts_on_0_27_but_not_on_0_30():
+    cfg, params = case("dense-bf16")
+    cfg = dict(cfg, max_position_embeddings=1 << 20)  # the pool, not the model, is the limit here
+    full = R._planner(cfg, params)
+    blocks, block = full["num_gpu_blocks"], full["block_size"]
+    edge = dict(params, context=blocks * block)  # one request of exactly every block
+    assert "refused" not in R._planner(cfg, edge, "0.27.1")
+    later = R._planner(cfg, edge, "0.30.0")
+    assert "refused" in later and later["refused"].endswith("starts: %d." % ((blocks - 1) * block)), later
+
+
+def test_max_context_passes_the_start_check_of_the_release():
+    cfg, params = case("dense-bf16")
+    for release in ("0.27.1", "0.30.0"):
+        ledger = R._planner(cfg, dict(params, context="max"), release)
+        need = -(-ledger["max_model_len"] // ledger["block_size"])
+        limit = ledger["num_gpu_blocks"] - (1 if release == "0.30.0" else 0)
+        assert need <= limit, (release, ledger["max_model_len"], ledger["num_gpu_blocks"])
+    assert P.VLLM_VERSION == "0.27.1"
