@@ -34,6 +34,7 @@ COLD = re.compile(r"\[build\.sh [0-9:]+\] (debootstrap|installing|building|train
                   r"|setup-venv: (creating|installing)")
 # A step that grew by more than this over its baseline is named when the budget is exceeded.
 GROWTH = 1.2
+GROWTH_MIN_S = 10  # a step must also have grown by this many seconds: 0.4 s against 0.3 s is noise, not growth
 # Lines that say why a step failed: Ansible's failed results and recap, pytest's failures, shell errors. Each starts
 # a block that takes the lines after it (molecule wraps a long result over several lines) up to the next task.
 FAILURE = re.compile(r"^(fatal: |failed: |\S+ *: ok=\d+ .*failed=[1-9]|FAILED |E  |ERROR|CRITICAL|Traceback|"
@@ -152,7 +153,8 @@ def report(steps, baseline=None, warm_limit=WARM_LIMIT, cold_limit=COLD_LIMIT, t
     limit = warm_limit if warm else cold_limit
     if total > limit:
         grew = ["%s %.0f s (baseline %.0f s)" % (s["step"], s["seconds"], baseline[s["step"]])
-                for s in steps if s["step"] in baseline and s["seconds"] > GROWTH * baseline[s["step"]]]
+                for s in steps if s["step"] in baseline and s["seconds"] > GROWTH * baseline[s["step"]]
+                and s["seconds"] - baseline[s["step"]] >= GROWTH_MIN_S]
         new = ["%s %.0f s (new)" % (s["step"], s["seconds"]) for s in steps if baseline and s["step"] not in baseline]
         out.append("BUDGET EXCEEDED: this %s run took %.1f min, over its %d min; grew: %s" % (
             "warm" if warm else "cold", total / 60.0, limit // 60, "; ".join(grew + new) or "no step over its baseline"
