@@ -116,11 +116,11 @@ def _choose_context(t, shape, lay, blocks, kv_pool):
         return _alternatives(t, shape, lay, blocks, kv_pool, ctx)
 
     if t["context"] == "max":
-        ctx = fit_all - fit_all % CLEAN_LEN_MULTIPLE if fit_all >= CLEAN_LEN_MULTIPLE else fit_all
+        # One request of it must also pass the start-up check (fit_one: shorter than fit_all only from 0.29).
+        fit = fit_all if fit_one is None else min(fit_all, fit_one)
+        ctx = fit - fit % CLEAN_LEN_MULTIPLE if fit >= CLEAN_LEN_MULTIPLE else fit
         if model_max:
             ctx = min(ctx, model_max)
-        if fit_one is not None and ctx > fit_one:  # one request of it must also pass the start-up check
-            ctx = fit_one - fit_one % CLEAN_LEN_MULTIPLE if fit_one >= CLEAN_LEN_MULTIPLE else fit_one
         if ctx < block or ctx < 1:
             raise InfeasibleError(
                 "%d concurrent requests leave no room for context (%d blocks)."

@@ -45,13 +45,17 @@ def _image_present(image):
     return bool(shutil.which("docker")) and docker("image", "inspect", image).returncode == 0
 
 
+def _present(param):
+    image, version = param
+    if not _image_present(image):
+        pytest.skip("needs docker and the engine image %s (tests/world/build.sh engine / next)" % image)
+    return image, version
+
+
 @pytest.fixture(scope="module", params=IMAGES, ids=[v for _i, v in IMAGES])
 def engine(request):
     """(image, release it holds) for each engine image present."""
-    image, version = request.param
-    if not _image_present(image):
-        pytest.skip("needs docker and the engine image %s (tests/world/build.sh)" % image)
-    return image, version
+    return _present(request.param)
 
 
 def python_in(image, mounts=()):
@@ -69,10 +73,7 @@ def run_python(*args, stdin=None, mounts=(), image=IMAGE):
 @pytest.fixture(scope="module", params=IMAGES[1:], ids=[v for _i, v in IMAGES[1:]])
 def later_engine(request):
     """The later releases only: tests/vllm_parser proves the same for 0.27.1 in its venv (the same wheel)."""
-    image, version = request.param
-    if not _image_present(image):
-        pytest.skip("needs docker and the engine image %s (tests/world/build.sh next)" % image)
-    return image, version
+    return _present(request.param)
 
 
 @pytest.fixture(scope="module")
@@ -108,8 +109,9 @@ def test_the_planner_sizes_the_kv_cache_as_the_release_does(later_engine, tmp_pa
     engine = later_engine
     os.chmod(str(tmp_path), 0o777)
     run = python_in(engine[0], ((R.HERE, R.HERE + ":ro"), (str(tmp_path), str(tmp_path))))
-    R.check_kv(R.run_reference(run, R.kv_cases(), tmp_path), release=engine[1])
-    R.check_backends(R.run_reference(run, R.backend_cases(), tmp_path))
+    got = R.run_reference(run, R.kv_cases() + R.backend_cases(), tmp_path)  # one import of vLLM for both
+    R.check_kv(got, release=engine[1])
+    R.check_backends(got)
 
 
 def test_the_parser_judges_each_argv(engine, tmp_path):

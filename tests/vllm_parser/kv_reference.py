@@ -36,6 +36,15 @@ def dtype(name):
             "fp8_e5m2": torch.float8_e5m2}[name]
 
 
+def borrow(namespace, cls, names):
+    """Give a stand-in config the release's own methods of cls (those it has), bound to the stand-in."""
+    for name in names:
+        fn = getattr(cls, name, None)
+        if fn is not None:
+            setattr(namespace, name, functools.partial(fn, namespace))
+    return namespace
+
+
 def resolve_layout(vllm_config, specs):
     """From 0.30 the engine core resolves one physical KV cache layout before sizing (resolve_kv_cache_layout);
     the GPU attention backends of these cases (FlashAttention; FlashInfer off 10.x) declare none, so vLLM's
@@ -46,8 +55,7 @@ def resolve_layout(vllm_config, specs):
         from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, resolve_kv_cache_layout
     except ImportError:
         return None
-    cache_config = vllm_config.cache_config
-    cache_config.get_resolved_kv_cache_layout = lambda: CacheConfig.get_resolved_kv_cache_layout(cache_config)
+    borrow(vllm_config.cache_config, CacheConfig, ("get_resolved_kv_cache_layout",))
     names = [layout.name for layout in get_supported_kv_cache_layouts([])]
     return resolve_kv_cache_layout(vllm_config, [names], list(specs.values()))
 
@@ -104,10 +112,8 @@ def kv_case(c):
             from vllm.config.speculative import SpeculativeConfig
         except ImportError:
             SpeculativeConfig = None
-        for name in ("use_eagle", "use_eagle_block_drop", "use_multi_module_mtp", "use_dflash", "use_dspark"):
-            fn = getattr(SpeculativeConfig, name, None)
-            if fn is not None:
-                setattr(spec_config, name, functools.partial(fn, spec_config))
+        borrow(spec_config, SpeculativeConfig,
+               ("use_eagle", "use_eagle_block_drop", "use_multi_module_mtp", "use_dflash", "use_dspark"))
     cache_config = SimpleNamespace(num_gpu_blocks_override=None, mamba_cache_mode=c.get("mamba_cache_mode", "none"),
                                    kv_cache_layout=None, prefix_cache_retention_interval=0,
                                    kv_cache_max_concurrency=None)
