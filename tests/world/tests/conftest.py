@@ -43,7 +43,8 @@ def built(tmp_path_factory):
                 ["bash", os.path.join(FAKES, "rpm", "build-rpms.sh"), "toolkit", TOOLKIT, str(out / "toolkit")]):
         p = sh(cmd)
         assert p.returncode == 0, p.stderr
-    shutil.copy(os.path.join(FAKES, "driver", "fake-reboot"), str(out / "fake-reboot"))
+    for fake in ("fake-reboot", "fake-kmod"):
+        shutil.copy(os.path.join(FAKES, "driver", fake), str(out / fake))
     p = sh(["createrepo_c", "-q", str(out / "toolkit")])
     assert p.returncode == 0, p.stderr
     os.chmod(str(out), 0o755)

@@ -151,6 +151,76 @@ def test_skip_module_unload_leaves_version_mismatch_until_reboot(kylin):
     assert kylin.run("nvidia-smi").returncode == 0
 
 
+def smi_persistence(c):
+    return c.run("nvidia-smi --query-gpu=persistence_mode --format=csv,noheader", check=True).stdout.strip()
+
+
+@pytest.mark.world
+def test_persistenced_turns_persistence_mode_on_while_it_runs(kylin):
+    """The .run's nvidia-persistenced (no unit, a sample tarball) forks, writes its pid file as --user, and NVML
+    says Enabled while it lives: stopped, killed or started with --no-persistence-mode it says Disabled."""
+    remove_rpm_driver(kylin)
+    kylin.set_state(kernel_module_version=None)
+    kylin.run("sh %s %s --no-cc-version-check" % (RUN, GOOD_FLAGS), check=True)
+    assert kylin.run("test -x /usr/bin/nvidia-persistenced").returncode == 0
+    assert kylin.run("ls /etc/systemd/system/nvidia-persistenced* /usr/lib/systemd/system/nvidia-persistenced*"
+                     ).returncode != 0
+    listing = kylin.run("tar -tjf /usr/share/doc/NVIDIA_GLX-1.0/samples/nvidia-persistenced-init.tar.bz2",
+                        check=True).stdout
+    assert "nvidia-persistenced-init/systemd/nvidia-persistenced.service.template" in listing
+    # No driver loaded yet: the daemon cannot start.
+    p = kylin.run("nvidia-persistenced")
+    assert p.returncode == 1 and "failed to initialize" in p.stderr
+    kylin.run("/opt/fakes/fake-reboot", check=True)
+    assert smi_persistence(kylin) == "Disabled"
+    p = kylin.run("nvidia-persistenced --user nvidia-persistenced")
+    assert p.returncode == 1 and "Failed to find user ID for user 'nvidia-persistenced'" in p.stderr
+    assert kylin.run("nvidia-persistenced --bogus").returncode == 1
+    kylin.run("useradd -r -M -d / -s /sbin/nologin nvidia-persistenced", check=True)
+    kylin.run("nvidia-persistenced --user nvidia-persistenced --verbose", check=True)
+    pid = kylin.read("/var/run/nvidia-persistenced/nvidia-persistenced.pid").strip()
+    assert kylin.run("stat -c %%U /proc/%s /var/run/nvidia-persistenced" % pid, check=True).stdout.split() == \
+        ["nvidia-persistenced"] * 2
+    assert smi_persistence(kylin) == "Enabled"
+    p = kylin.run("nvidia-persistenced")
+    assert p.returncode == 1 and "Failed to lock PID file" in p.stderr
+    # SIGTERM: the pid file goes; SIGKILL leaves it behind, naming a dead pid: Disabled either way.
+    kylin.run("kill %s; sleep 1; test ! -e /var/run/nvidia-persistenced/nvidia-persistenced.pid" % pid, check=True)
+    assert smi_persistence(kylin) == "Disabled"
+    kylin.run("nvidia-persistenced", check=True)
+    assert smi_persistence(kylin) == "Enabled"
+    kylin.run("kill -9 $(cat /var/run/nvidia-persistenced/nvidia-persistenced.pid); sleep 0.5", check=True)
+    assert smi_persistence(kylin) == "Disabled"
+    kylin.run("rm -rf /var/run/nvidia-persistenced && nvidia-persistenced --no-persistence-mode", check=True)
+    assert smi_persistence(kylin) == "Disabled"
+    kylin.run("kill $(cat /var/run/nvidia-persistenced/nvidia-persistenced.pid); sleep 1", check=True)
+    kylin.run("nvidia-uninstall -s", check=True)
+    assert kylin.run("ls /usr/bin/nvidia-persistenced").returncode != 0
+
+
+@pytest.mark.world
+def test_persistenced_holds_the_nvidia_module_as_the_kernel_counts_it(kylin):
+    """While the daemon runs nvidia is in use (one reference no GPU process accounts for) and the installer of
+    another version refuses; nvidia_uvm stays free. Stopped, everything unloads."""
+    kylin.run("ln -sfn /opt/fakes/fake-kmod /usr/local/sbin/rmmod && ln -sfn /opt/fakes/fake-kmod /usr/local/sbin/modprobe"
+              " && /opt/fakes/fake-reboot", check=True)  # the planted 560 driver loaded
+    kylin.run("useradd -r -M -d / -s /sbin/nologin nvidia-persistenced", check=True)
+    # The RPM driver has no daemon: run the new one's by hand, as a host with both would.
+    kylin.run("cd /root && sh %s -x >/dev/null && NVIDIA-Linux-x86_64-%s/nvidia-persistenced --user nvidia-persistenced"
+              % (RUN, NEW_DRIVER), check=True)
+    for module in ("nvidia_drm", "nvidia_modeset", "nvidia_uvm"):
+        kylin.run("rmmod %s" % module, check=True)
+    p = kylin.run("rmmod nvidia")
+    assert p.returncode == 1 and p.stderr.strip() == "rmmod: ERROR: Module nvidia is in use"
+    assert kylin.read("/etc/fake-nvidia/proc-modules").split()[:3] == ["nvidia", "54525952", "1"]
+    remove_rpm_driver(kylin)
+    p = kylin.run("sh %s %s --no-cc-version-check" % (RUN, GOOD_FLAGS))
+    assert p.returncode == 1 and "appears to already be loaded" in p.stderr
+    kylin.run("kill $(cat /var/run/nvidia-persistenced/nvidia-persistenced.pid); sleep 1", check=True)
+    kylin.run("rmmod nvidia", check=True)
+    assert kylin.read("/etc/fake-nvidia/proc-modules") == ""
+
+
 # ------------------------------------------------------------------------------------------------ nvidia-ctk
 def ctk(*args):
     return sh(["python3", CTK] + list(args))

@@ -14,6 +14,24 @@ pkg=$work/$NAME
 mkdir -p "$pkg/kernel" "$OUTDIR"
 make -s -C "$HERE/../nvml" VERSION="$VERSION" OUT="$pkg" >&2
 install -m 0755 "$HERE/nvidia-installer" "$pkg/nvidia-installer"
+sed "s/@VERSION@/$VERSION/" "$HERE/nvidia-persistenced" >"$pkg/nvidia-persistenced" && chmod 0755 "$pkg/nvidia-persistenced"
+# The sample init files the real .run leaves in /usr/share/doc/NVIDIA_GLX-1.0/samples (it installs no unit).
+init=$work/nvidia-persistenced-init
+mkdir -p "$init/systemd"
+cat >"$init/systemd/nvidia-persistenced.service.template" <<'UNIT'
+[Unit]
+Description=NVIDIA Persistence Daemon
+Wants=syslog.target
+
+[Service]
+Type=forking
+ExecStart=/usr/bin/nvidia-persistenced --user __USER__
+ExecStopPost=/bin/rm -rf /var/run/nvidia-persistenced
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+tar -C "$work" -cjf "$pkg/nvidia-persistenced-init.tar.bz2" --owner=0 --group=0 --mtime=@0 nvidia-persistenced-init
 printf 'NVIDIA Accelerated Graphics Driver for Linux-x86_64\n%s\n' "$VERSION" >"$pkg/.manifest"
 cp "$HERE/kernel-module/nvidia.c" "$HERE/kernel-module/Makefile" "$pkg/kernel/"
 # FAKE_RUN_MODULE_VERSION: a broken package whose kernel module is not its userland's version (NVML then says

@@ -14,6 +14,45 @@ static int pid_alive(unsigned int pid)
     return pid > 0 && access(path, F_OK) == 0;
 }
 
+/* nvidia-persistenced runs when its pid file names a live process that is the daemon (argv[0] or, for a script, an
+ * argument whose basename is nvidia-persistenced) not started with --no-persistence-mode. A killed daemon leaves
+ * its pid file behind: the dead pid reads as not running, as on a real host where persistence then ends. */
+static int persistenced_running(void)
+{
+    const char *path = getenv("FAKE_PERSISTENCED_DIR");
+    char file[512], buf[4096];
+    unsigned int pid = 0;
+    int found = 0, off = 0;
+    size_t n;
+    FILE *f;
+    snprintf(file, sizeof(file), "%s/nvidia-persistenced.pid", path && *path ? path : "/var/run/nvidia-persistenced");
+    f = fopen(file, "r");
+    if (!f)
+        return 0;
+    if (fscanf(f, "%u", &pid) != 1)
+        pid = 0;
+    fclose(f);
+    if (!pid)
+        return 0;
+    snprintf(file, sizeof(file), "/proc/%u/cmdline", pid);
+    f = fopen(file, "r");
+    if (!f)
+        return 0;
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    while ((size_t)off < n) {
+        const char *arg = buf + off, *base = strrchr(arg, '/');
+        base = base ? base + 1 : arg;
+        if (!strcmp(base, "nvidia-persistenced"))
+            found = 1;
+        if (!strcmp(arg, "--no-persistence-mode"))
+            return 0;
+        off += (int)strlen(arg) + 1;
+    }
+    return found;
+}
+
 enum jtype { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ };
 
 struct jval {
@@ -228,6 +267,7 @@ int fake_state_load(struct fake_state *st, char *err, int errlen)
     long n;
     struct parser ps;
     struct jval *root, *gpus, *g;
+    int daemon;
 
     memset(st, 0, sizeof(*st));
     if (!path || !*path)
@@ -257,6 +297,7 @@ int fake_state_load(struct fake_state *st, char *err, int errlen)
     st->init_error = (int)as_ull(member(root, "init_error"), 0);
     st->cuda_driver_version = (int)as_ull(member(root, "cuda_driver_version"), 0);
     gpus = member(root, "gpus");
+    daemon = persistenced_running();
     for (g = gpus && gpus->type == J_ARR ? gpus->child : NULL; g && st->ngpus < FAKE_MAX_GPUS; g = g->next) {
         struct fake_gpu *gp = &st->gpus[st->ngpus];
         struct jval *cc = member(g, "compute_capability"), *procs, *pr;
@@ -274,7 +315,8 @@ int fake_state_load(struct fake_state *st, char *err, int errlen)
             gp->cc_major = (int)as_ull(cc->child, 0);
             gp->cc_minor = (int)as_ull(cc->child->next, 0);
         }
-        gp->persistence_mode = (int)as_ull(member(g, "persistence_mode"), 0);
+        /* The state's value is the mode without the daemon (preflight's scenarios set it); the daemon turns it on. */
+        gp->persistence_mode = daemon || (int)as_ull(member(g, "persistence_mode"), 0);
         procs = member(g, "processes");
         for (pr = procs && procs->type == J_ARR ? procs->child : NULL; pr && gp->nprocs < FAKE_MAX_PROCS; pr = pr->next) {
             struct fake_proc *fp;
