@@ -660,6 +660,12 @@ def fingerprint(results):
     return digest.hexdigest()
 
 
+def upstream_fixed(results):
+    """True when every planned file carries upstream's own fix (no site to wrap, none wrapped by us): the release
+    needs no derived image, whatever the kernel (vLLM 0.30.0 and later for madvise_populate_write)."""
+    return bool(results) and all(item["state"] == STATE_UPSTREAM_FIXED for item in results)
+
+
 class PartialWriteError(SourcePatchError):
     """Writing stopped part-way: `written` files were changed before the failure (changed=true)."""
 

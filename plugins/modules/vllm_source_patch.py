@@ -158,6 +158,12 @@ catalogue:
   returned: always
   type: list
   elements: dict
+upstream_fixed:
+  description: Every file of the requested patches already carries upstream's fix (state C(upstream_fixed)
+    everywhere): the release needs no patched image, whatever the kernel.
+  returned: when O(root) is given
+  type: bool
+  sample: false
 madvise_patch_needed:
   description: Whether the image needs C(madvise_populate_write) (KV offload on a kernel older than 5.14, or one
     whose version cannot be read).
@@ -204,6 +210,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._source_patch import (
     get_patch,
     madvise_patch_decision,
     plan_tree,
+    upstream_fixed,
 )
 
 
@@ -246,6 +253,7 @@ def main():
     changed_items = [p for p in planned if p["state"] == STATE_PATCHED]
     result["changed"] = bool(changed_items)
     result["fingerprint"] = fingerprint(planned)
+    result["upstream_fixed"] = upstream_fixed(planned)
     result["files"] = [dict((k, v) for k, v in p.items() if k not in ("before", "after")) for p in planned]
     if module._diff and changed_items:
         result["diff"] = [

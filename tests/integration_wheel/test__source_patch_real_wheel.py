@@ -64,6 +64,8 @@ def test_every_release_patches_exactly_the_unfixed_files(version, tmp_path):
     before = {rel: open(os.path.join(root, rel), "rb").read() for rel in SPEC.files}
     planned = sp.plan_tree(root, [SPEC.name])
     assert {p["relpath"]: p["state"] for p in planned} == RELEASES[version]
+    # The image stage's question (roles/vllm_image/tasks/patch.yml): does this release need a derived image at all?
+    assert sp.upstream_fixed(planned) == all(st == "upstream_fixed" for st in RELEASES[version].values())
     written = sp.apply_tree(planned)
     assert sorted(written) == sorted(os.path.join(root, rel) for rel, st in RELEASES[version].items()
                                      if st == "patched")

