@@ -114,6 +114,11 @@ attributes:
 notes:
   - The action plugin of the same name does the controller side; it is ansible-core machinery
     (put_file of each chunk), so no rsync, ssh-only transport or extra collection is needed.
+  - Over the C(ssh) connection the chunks go without the compression ansible-core's default C(ssh_args)
+    turn on (C(-C)), each on a connection of its own (the shared master is compressed); module runs keep
+    it. ssh's zlib is CPU-bound at a few tens of MiB/s, far below a LAN's speed. Compression
+    asked for in C(ansible_ssh_common_args), C(ansible_ssh_extra_args), C(ansible_sftp_extra_args) or
+    C(ansible_scp_extra_args) (a slow link) is kept.
 seealso:
   - module: airgap.vllm.bundle_verify
 """

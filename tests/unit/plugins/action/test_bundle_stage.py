@@ -43,6 +43,23 @@ class Connection(object):
         self._shell = Shell()
 
 
+class SshConnection(Connection):
+    """The ssh plugin's options as ansible-core's defaults set them (ssh_args compress, share a master)."""
+    transport = "ssh"
+
+    def __init__(self, **options):
+        super(SshConnection, self).__init__()
+        self.options = dict(ssh_args="-C -o ControlMaster=auto -o ControlPersist=60s", ssh_common_args=None,
+                            ssh_extra_args=None, sftp_extra_args=None, scp_extra_args=None)
+        self.options.update(options)
+
+    def get_option(self, name):
+        return self.options[name]
+
+    def set_option(self, name, value):
+        self.options[name] = value
+
+
 class Task(object):
     def __init__(self, args, check_mode=False):
         self.args = args
@@ -79,11 +96,16 @@ def world(tmp_path):
 @pytest.fixture
 def stage(run_module, world):
     """stage(check_mode=False, fail_after=None, **args) -> (result, calls): one task run of the action plugin."""
-    def run(check_mode=False, fail_after=None, **args):
+    def run(check_mode=False, fail_after=None, connection=None, **args):
         args = dict(dict(src=str(world["src"]), dest=str(world["dest"]), chunk_size=CHUNK, log_path="",
                          stamp_file=str(world["tmp"] / "target" / "stamps.json")), **args)
-        action = A.ActionModule(Task(args, check_mode), Connection(), PlayContext(check_mode), None, None, None)
-        calls = {"modules": [], "transfers": 0}
+        action = A.ActionModule(Task(args, check_mode), connection or Connection(), PlayContext(check_mode), None,
+                                None, None)
+        calls = {"modules": [], "transfers": 0, "ssh_args": {"put": [], "module": []}}
+
+        def ssh_args(kind):
+            if hasattr(action._connection, "options"):
+                calls["ssh_args"][kind].append(action._connection.get_option("ssh_args"))
         remote_tmp = world["tmp"] / "remote-tmp"
 
         def make_tmp_path(remote_user=None):
@@ -101,12 +123,14 @@ def stage(run_module, world):
             if fail_after is not None and calls["transfers"] >= fail_after:
                 raise Interrupted("connection lost")
             calls["transfers"] += 1
+            ssh_args("put")
             shutil.copyfile(local, remote)
             return remote
 
         def execute_module(module_name=None, module_args=None, task_vars=None, **kw):
             assert module_name == "airgap.vllm.bundle_stage"
             calls["modules"].append(module_args.get("_op", "stage"))
+            ssh_args("module")
             return run_module(M, check_mode=check_mode, **module_args)
 
         action._make_tmp_path = make_tmp_path
@@ -304,3 +328,54 @@ def test_a_missing_part_fails_before_anything_is_sent(stage, world):
     with pytest.raises(AnsibleActionFail, match="image.tar.part001 is missing"):
         stage()
     assert not world["dest"].exists() or staged(world) == {}
+
+
+DEFAULT_SSH_ARGS = "-C -o ControlMaster=auto -o ControlPersist=60s"
+
+
+def test_over_ssh_chunks_go_without_the_default_compression_modules_keep_it(stage, world):
+    """ansible-core's default ssh_args compress (zlib caps a LAN upload at tens of MiB/s): the uploads drop
+    it, on a connection of their own; module runs keep the shared master; the options are put back."""
+    conn = SshConnection()
+    result, calls = stage(connection=conn)
+    assert not result.get("failed"), result.get("msg")
+    assert staged(world) == FILES
+    assert calls["ssh_args"]["put"] == ["-o ControlPath=none"] * calls["transfers"]
+    assert set(calls["ssh_args"]["module"]) == {DEFAULT_SSH_ARGS}
+    assert conn.options["ssh_args"] == DEFAULT_SSH_ARGS
+
+
+def test_over_ssh_compression_asked_for_by_the_operator_is_kept(stage, world):
+    conn = SshConnection(ssh_extra_args="-C")
+    result, calls = stage(connection=conn)
+    assert not result.get("failed"), result.get("msg")
+    assert set(calls["ssh_args"]["put"]) == {DEFAULT_SSH_ARGS}
+
+
+def test_an_interrupted_upload_over_ssh_puts_the_options_back(stage, world):
+    conn = SshConnection()
+    with pytest.raises(Interrupted):
+        stage(connection=conn, fail_after=2)
+    assert conn.options["ssh_args"] == DEFAULT_SSH_ARGS
+    result, _calls = stage(connection=conn)
+    assert staged(world) == FILES and any(f["resumed_from"] for f in result["files"])
+
+
+def test_reads_of_a_big_chunk_are_one_segment_per_file(stage, world, monkeypatch):
+    """The medium is read in pieces (one buffer, not a chunk-sized string); the target still gets one
+    segment per file per chunk."""
+    big = {"artifacts/model.bin": (bytes(bytearray(range(253))) * (3 * A.BUF_SIZE // 253 + 1))[:3 * A.BUF_SIZE + 5]}
+    make_bundle(world["src"], dict(FILES, **big))
+    seen = []
+    real = M.append_segments
+
+    def spy(dest_root, chunk, segments, entries=None, **kw):
+        seen.append([(s_["path"], s_["offset"], s_["length"]) for s_ in segments])
+        return real(dest_root, chunk, segments, entries, **kw)
+    monkeypatch.setattr(M, "append_segments", spy)
+    result, calls = stage(chunk_size=64 * 1024 * 1024)
+    assert not result.get("failed"), result.get("msg")
+    assert (world["dest"] / "artifacts" / "model.bin").read_bytes() == big["artifacts/model.bin"]
+    assert calls["transfers"] == 1
+    assert [p for p, _o, _n in seen[0]] == sorted(list(FILES) + list(big))
+    assert dict((p, n) for p, _o, n in seen[0])["artifacts/model.bin"] == 3 * A.BUF_SIZE + 5

@@ -291,3 +291,42 @@ def test_commit_refuses_corrupt_part(bundle, tmp_path):
         b.commit_parts(str(dest), entries, b.StampCache(None))
     assert not (dest / "artifacts/image.tar.part").exists()
     assert not (dest / "artifacts/driver.run").exists() and (dest / "artifacts/driver.run.part").exists()
+
+
+# ---------------------------------------------------------------- uploading chunks over ssh
+
+@pytest.mark.parametrize("ssh_args,expected", [
+    # ansible-core's default: compression and a shared (compressed) master; the upload opens its own.
+    ("-C -o ControlMaster=auto -o ControlPersist=60s", "-o ControlPath=none"),
+    ("-o Compression=yes -o ControlPath=/tmp/cp-%C", "-o ControlPath=none"),
+    ("-oCompression=yes", "-o ControlPath=none"),
+    ('-o "Compression yes"', "-o ControlPath=none"),
+    ("-4Cq -o ServerAliveInterval=30", "-o ControlPath=none -4q -o ServerAliveInterval=30"),
+    ('-C -o "ProxyCommand=ssh -W %h:%p jump"', "-o ControlPath=none -o 'ProxyCommand=ssh -W %h:%p jump'"),
+    # No compression asked for: upload as configured, shared master and all.
+    ("-o ControlMaster=auto -o ControlPersist=60s", None),
+    ("-o Compression=no", None),
+    ("-c aes128-gcm@openssh.com -q", None),
+    ("", None),
+    (None, None),
+    ('-C -o "ProxyCommand=ssh jump', None),  # unbalanced: the connection reports it, as without this
+])
+def test_bulk_ssh_args_drop_only_the_default_compression(ssh_args, expected):
+    assert b.bulk_ssh_args(ssh_args) == expected
+
+
+@pytest.mark.parametrize("other", [["-C"], [None, "-o Compression=yes"], ["", None, None, "-Cv"]])
+def test_bulk_ssh_args_keep_compression_asked_for_elsewhere(other):
+    """Compression in ssh_common_args, ssh_extra_args, sftp/scp_extra_args is the operator's own choice."""
+    assert b.bulk_ssh_args("-C -o ControlMaster=auto -o ControlPersist=60s", other) is None
+
+
+def test_bulk_ssh_args_ignore_compression_turned_off_elsewhere():
+    assert b.bulk_ssh_args("-C", ["-o Compression=no"]) == "-o ControlPath=none"
+
+
+def test_bulk_ssh_args_are_read_back_by_ssh_as_written():
+    """The connection splits the string again (shlex): quoting survives the round trip."""
+    import shlex
+    out = b.bulk_ssh_args('-C -o "ProxyCommand=ssh -q -W %h:%p bastion" -o ControlPersist=60s')
+    assert shlex.split(out) == ["-o", "ControlPath=none", "-o", "ProxyCommand=ssh -q -W %h:%p bastion"]
