@@ -160,7 +160,7 @@ catalogue:
   elements: dict
 upstream_fixed:
   description: Every file of the requested patches already carries upstream's fix (state C(upstream_fixed)
-    everywhere): the release needs no patched image, whatever the kernel.
+    everywhere), so the release needs no patched image, whatever the kernel.
   returned: when O(root) is given
   type: bool
   sample: false
