@@ -99,8 +99,8 @@ def needs_docker():
 
 
 @pytest.fixture(scope="module")
-def sim(needs_docker):
-    """tests/simulate's host, converged and set up for SSH; skips with the reason and the command otherwise."""
+def sim_host(needs_docker):
+    """tests/simulate's host, set up for SSH, and its bundle; skips with the reason and the command otherwise."""
     state = docker("inspect", "-f", "{{.State.Status}}", NAME).stdout.strip()
     if state != "running":
         pytest.skip("the simulated host %s is not running (%s): `bash tests/simulate` makes and converges it"
@@ -110,15 +110,21 @@ def sim(needs_docker):
     key, known = os.path.join(SSH_DIR, "id_ed25519"), os.path.join(SSH_DIR, "known_hosts-" + NAME)
     if not (os.path.isfile(key) and os.path.isfile(known)):
         pytest.skip("no SSH login to %s set up (%s, %s): `bash tests/simulate` sets it up" % (NAME, key, known))
-    if docker("exec", NAME, "sh", "-c", "test -s /var/lib/airgap-vllm/state/service.json && "
-              "systemctl -q is-active vllm").returncode != 0:
-        pytest.skip("%s is not converged (no active vllm service): `bash tests/simulate` first" % NAME)
     if not os.path.isfile(os.path.join(BUNDLE, "manifest.yml")):
         pytest.skip("no built bundle at %s: `bash tests/simulate` builds it" % BUNDLE)
     address = docker("inspect", "-f", '{{with index .NetworkSettings.Networks "%s"}}{{.IPAddress}}{{end}}' % NET,
                      NAME).stdout.strip()
     assert address, "%s has no address on %s" % (NAME, NET)
     return {"address": address, "key": key, "known": known}
+
+
+@pytest.fixture(scope="module")
+def sim(sim_host):
+    """That host, converged."""
+    if docker("exec", NAME, "sh", "-c", "test -s /var/lib/airgap-vllm/state/service.json && "
+              "systemctl -q is-active vllm").returncode != 0:
+        pytest.skip("%s is not converged (no active vllm service): `bash tests/simulate` first" % NAME)
+    return sim_host
 
 
 def wheels(version):
@@ -169,13 +175,32 @@ def site_setup_steps(path=SITE_SETUP):
     return steps
 
 
-def control_node_script(steps):
-    """The control node's shell script: docs/site-setup.md's steps 2, 3, 7, 8 and 9 as the page writes them, with the
-    disk mounted at the page's /mnt/airgap. Step 7's two `vi` edits are the site's own files written instead (the
-    simulated inventory's, as /site/inventory holds them); step 9's runs are marked for the assertions."""
+README = os.path.join(ROOT, "README.md")
+# The README's day-2 block (production use), by what each line is for (its comment).
+README_DAY2 = {"change a setting": "--tags plan,service -e vllm_plan_concurrency=8",
+               "a new image release": "--tags bundle,image,service",
+               "hand a server back": "airgap.vllm.uninstall"}
+
+
+def readme_day2(path=README):
+    """{its comment: the command line} of the README's ```sh block of day-2 commands, as written."""
+    with open(path) as f:
+        for block in re.findall(r"```sh\n(.*?)```", f.read(), re.S):
+            lines = dict((m.group(2), m.group(1).strip()) for m in
+                         (re.match(r"^(.*?)\s+#\s+(.*)$", ln) for ln in block.splitlines()) if m)
+            if set(lines) == set(README_DAY2):
+                return lines
+    raise AssertionError("no ```sh block of the day-2 commands %s in README.md" % sorted(README_DAY2))
+
+
+def control_node_script(steps, numbers=(2, 3, 7, 8, 9), readme=()):
+    """The control node's shell script: docs/site-setup.md's steps (2, 3, 7, 8 and 9) as the page writes them, with
+    the disk mounted at the page's /mnt/airgap, then the README's day-2 commands named in readme (from the bundle
+    root, as written). Step 7's two `vi` edits are the site's own files written instead (the simulated inventory's,
+    as /site/inventory holds them); step 9's runs and the README's are marked for the assertions."""
     out = ["set -eu",
            "echo \"=== control node at $(python3 -c 'import socket; print(socket.gethostbyname(socket.gethostname()))')\""]
-    for n in (2, 3, 7, 8, 9):
+    for n in numbers:
         out.append("echo '=== site-setup step %d'" % n)
         for cmd in steps[n]:
             if cmd.startswith("vi "):
@@ -188,7 +213,18 @@ def control_node_script(steps):
             out.append(cmd)
         if n == 7:
             out.append("cp -r /site/inventory/host_vars ~/airgap-site/kylin-prod/")
+    lines = readme_day2() if readme else {}
+    for what in readme:
+        out += ["cd /mnt/airgap", "echo '=== README: %s'" % what, lines[what]]
     return "\n".join(out) + "\n"
+
+
+def test_the_readme_day2_commands_are_the_ones_the_control_node_runs():
+    lines = readme_day2()
+    for what, part in README_DAY2.items():
+        assert part in lines[what] and "-i ~/airgap-site/kylin-prod" in lines[what], (what, lines[what])
+    script = control_node_script(site_setup_steps(), (3, 7), tuple(README_DAY2)).splitlines()
+    assert [ln for ln in script if ln.startswith("ansible-playbook")] == [lines[w] for w in README_DAY2]
 
 
 def test_the_control_node_runs_the_site_setup_page_as_written():
@@ -207,7 +243,7 @@ def test_the_control_node_runs_the_site_setup_page_as_written():
 
 
 @pytest.fixture
-def bundle(sim):
+def bundle(sim_host):
     """The built bundle as a hard-linked copy beside it: another checkout's tests/simulate on this machine may rebuild
     build/simulated-bundle while the test runs (then only this copy's files tell what the control node wrote)."""
     dest = os.path.join(os.path.dirname(BUNDLE), ".offline-ssh-bundle-%d" % os.getpid())
@@ -218,8 +254,11 @@ def bundle(sim):
     shutil.rmtree(dest, ignore_errors=True)
 
 
-@pytest.mark.parametrize("suite", RUN_SUITES)
-def test_site_from_a_read_only_bundle_over_ssh(sim, images, bundle, suite, tmp_path):
+def run_control_node(sim, images, bundle, suite, tmp_path, script):
+    """script in the control-node image on the host's site LAN: the bundle read-only at /mnt/airgap, the simulated
+    inventory (its host renamed to the container's, SITE_HOST_VARS) at /site/inventory, the SSH key and known host at
+    /site/ssh, and a state directory that starts with the site CA of the machine that converged the host.
+    Returns (output, state directory, start time); the output's marked sections are printed."""
     inventory = tmp_path / "inventory"
     shutil.copytree(os.path.join(ROOT, "inventories", "simulated"), str(inventory))
     hosts = inventory / "hosts.yml"
@@ -238,7 +277,6 @@ def test_site_from_a_read_only_bundle_over_ssh(sim, images, bundle, suite, tmp_p
     pki = os.environ.get("AIRGAP_SIM_PKI_DIR") or os.path.join(os.path.dirname(BUNDLE), "pki")
     if os.path.isdir(pki):
         shutil.copytree(pki, str(home / "pki"))
-    before = files_of(bundle)
     t0 = time.time()
     p = docker("run", "--rm", "--network", NET,
                "-v", "%s:/mnt/airgap:ro" % bundle, "-v", "%s:/mnt/airgap/wheels:ro" % wheels(SUITES[suite]),
@@ -247,7 +285,7 @@ def test_site_from_a_read_only_bundle_over_ssh(sim, images, bundle, suite, tmp_p
                "-e", "AIRGAP_SIM_NAME=" + NAME, "-e", "AIRGAP_SIM_ADDRESS=" + sim["address"],
                "-e", "AIRGAP_SIM_SSH_DIR=/site/ssh", "-e", "AIRGAP_TEST_BUNDLE=/mnt/airgap",
                "-e", "ANSIBLE_NOCOLOR=1", "-e", "ANSIBLE_FORCE_COLOR=0",
-               images[suite], "sh", "-c", control_node_script(site_setup_steps()), timeout=2400)
+               images[suite], "sh", "-c", script, timeout=2400)
     out = p.stdout
     print("control node %s: %.0f s" % (suite, time.time() - t0))
     for ln in out.splitlines():
@@ -256,16 +294,32 @@ def test_site_from_a_read_only_bundle_over_ssh(sim, images, bundle, suite, tmp_p
     assert p.returncode == 0, out[-6000:]
     assert "Control node ready (Python %s" % SUITES[suite] in out, out[:3000]
     assert "Read-only file system" not in out
-    # The page's step 8 (the login proof) and step 9's three runs, each after its marker.
-    parts = re.split(r"^=== (?:site-setup step \d+|ansible-playbook site\.yml.*)$", out, flags=re.M)
-    proof = out.split("=== site-setup step 8", 1)[1].split("=== site-setup step 9", 1)[0]
+    return out, home, t0
+
+
+def sections(out):
+    """[(marker, the output after it up to the next marker)] of the script's `=== ...` lines."""
+    parts = re.split(r"^=== (.*)$", out, flags=re.M)
+    return list(zip(parts[1::2], parts[2::2]))
+
+
+@pytest.mark.parametrize("suite", RUN_SUITES)
+def test_site_from_a_read_only_bundle_over_ssh(sim, images, bundle, suite, tmp_path):
+    before = files_of(bundle)
+    # The page's steps, then the README's "a new image release" line: the bundle's image is the one serving, so it
+    # changes nothing (the release walk itself is molecule default's day2.yml, through the same stages).
+    out, home, t0 = run_control_node(sim, images, bundle, suite, tmp_path, control_node_script(
+        site_setup_steps(), readme=("a new image release",)))
+    marked = sections(out)
+    # The page's step 8 (the login proof), step 9's three runs and the README's line, each after its marker.
+    proof = dict(marked)["site-setup step 8"]
     assert re.search(r"^%s \| CHANGED \| rc=0 >>\nuid=0\(root\)" % re.escape(HOST), proof, re.M), proof[-2000:]
-    check, first, second = parts[-3:]
-    rc, r1, r2 = recaps(check, HOST), recaps(first, HOST), recaps(second, HOST)
-    assert rc and r1 and r2, out[-4000:]
+    check, first, second = [text for m, text in marked if m.startswith("ansible-playbook site.yml")]
+    release = dict(marked)["README: a new image release"]
+    rc, r1, r2, r3 = recaps(check, HOST), recaps(first, HOST), recaps(second, HOST), recaps(release, HOST)
+    assert rc and r1 and r2 and r3, out[-4000:]
     assert rc[-1]["failed"] == 0 and rc[-1]["unreachable"] == 0, check[-4000:]
     assert r1[-1]["failed"] == 0 and r1[-1]["unreachable"] == 0, first[-4000:]
-    # Over SSH as ops, root through sudo: the connection was ssh, the user ops, and the host was reached.
     # Over SSH from the control node's own address as ops with its key, root through sudo: the host's journal says so.
     me = re.search(r"^=== control node at (\S+)$", out, re.M).group(1)
     log = docker("exec", NAME, "journalctl", "--since", "@%d" % int(t0), "-o", "cat", "_COMM=sshd", "+", "_COMM=sudo",
@@ -276,10 +330,56 @@ def test_site_from_a_read_only_bundle_over_ssh(sim, images, bundle, suite, tmp_p
     print("changed by the first run:", changed_tasks(first))
     assert all("controller" in t for t in changed_tasks(first)), changed_tasks(first)
     assert r2[-1]["changed"] == 0 and r2[-1]["failed"] == 0, second[-5000:]
+    assert r3[-1]["changed"] == 0 and r3[-1]["failed"] == 0, release[-5000:]
     reports = home / "reports" / HOST
     assert (reports / "vllm" / "report.json").is_file(), sorted(files_of(str(home)))
     assert (reports / "front-ca.crt").is_file(), sorted(files_of(str(home)))
     assert files_of(bundle) == before, "files under the bundle changed"
+
+
+def engine_starts():
+    """(the serving container's start time, the engine's start banners in the unit's journal) on the host."""
+    started = docker("exec", NAME, "docker", "inspect", "--format", "{{.State.StartedAt}}", "vllm").stdout.strip()
+    banners = docker("exec", NAME, "sh", "-c", "journalctl -u vllm -o cat --no-pager | grep -cE 'version 0\\.[0-9]+' "
+                     "|| true").stdout.strip()
+    return started, int(banners or 0)
+
+
+def test_readme_change_a_setting_over_ssh(sim, images, bundle, tmp_path):
+    """The README's "change a setting" line, as written, from the control node: one restart, the new setting serves.
+    molecule default's day2.yml runs it first (then the host serves at concurrency 8 until the next plan)."""
+    suite = RUN_SUITES[0]
+    started, banners = engine_starts()
+    out, home, t0 = run_control_node(sim, images, bundle, suite, tmp_path, control_node_script(
+        site_setup_steps(), (3, 7), ("change a setting",)))
+    text = dict(sections(out))["README: change a setting"]
+    recap = recaps(text, HOST)
+    assert recap and recap[-1]["failed"] == 0 and recap[-1]["unreachable"] == 0, text[-5000:]
+    assert recap[-1]["changed"] > 0, text[-3000:]
+    unit = docker("exec", NAME, "cat", "/etc/systemd/system/vllm.service").stdout
+    assert '"--max-num-seqs" "8"' in unit, unit[-2000:]
+    now, banners_now = engine_starts()
+    assert now != started and banners_now == banners + 1, (started, now, banners, banners_now)
+    assert (home / "reports" / HOST / "vllm" / "report.json").is_file(), sorted(files_of(str(home)))
+
+
+def test_readme_hand_a_server_back_over_ssh(sim_host, images, bundle, tmp_path):
+    """The README's "hand a server back" line, as written, from the control node: the uninstall runs green and
+    nothing of our services is left. molecule default's side_effect runs it in its uninstall play, as the operator's
+    run after the damaged record the first uninstall set aside was looked at (docs/operations.md); it skips
+    elsewhere: it would remove tests/simulate's service unless AIRGAP_SIM_UNINSTALL=1 says that is wanted."""
+    if os.environ.get("AIRGAP_SIM_UNINSTALL") != "1":
+        pytest.skip("uninstalls the simulated host's service: set AIRGAP_SIM_UNINSTALL=1 to run it")
+    suite = RUN_SUITES[0]
+    out, home, t0 = run_control_node(sim_host, images, bundle, suite, tmp_path, control_node_script(
+        site_setup_steps(), (3, 7), ("hand a server back",)))
+    text = dict(sections(out))["README: hand a server back"]
+    recap = recaps(text, HOST)
+    assert recap and recap[-1]["failed"] == 0 and recap[-1]["unreachable"] == 0, text[-5000:]
+    left = docker("exec", NAME, "sh", "-c", "grep -l org.airgap.vllm.service= /etc/systemd/system/vllm*.service 2>/dev/null; "
+                  "ls /var/lib/airgap-vllm/state/service*.json 2>/dev/null; "
+                  "docker ps -aq --filter label=org.airgap.vllm.service").stdout.split()
+    assert left == [], left
 
 
 # --------------------------------------------------------------------------------------------------- requiretty

@@ -62,6 +62,7 @@ bundle_build_wheels_from: {wheels}
 bundle_build_hash_stamps: {tmp}/bundle-build-stamps.json
 """
 NEEDED = ("NVIDIA-Linux-x86_64-580.65.06.run", "nvidia-container-toolkit", "qwen3.x-27b-fp8-tiny.tar")
+LINK_LINE = "bash tests/link-collection.sh >/dev/null"
 README_LINE = "ansible-playbook playbooks/bundle_build.yml -e @my-bundle.yml"
 # mount(8) runs /sbin/mount.vfat SPEC DIR [-sfnv] [-N NS] [-o OPTIONS] for a partition blkid says is vfat.
 MOUNT_VFAT = """#!/bin/sh
@@ -91,13 +92,12 @@ def controller(needs_docker):
     return dict(line.split() for line in p.stdout.splitlines() if line.count(" ") == 1 and ":" in line)[SUITE]
 
 
-def readme_line():
-    """The README's bundle build command, comment dropped, as its ```sh block has it."""
+def readme_lines():
+    """The README's ```sh block that builds the bundle: its command lines, comments dropped, as written."""
     with open(os.path.join(ROOT, "README.md")) as f:
         for block in re.findall(r"```sh\n(.*?)```", f.read(), re.S):
-            for line in block.splitlines():
-                if "playbooks/bundle_build.yml" in line:
-                    return re.sub(r"\s+#\s.*$", "", line).strip()
+            if "playbooks/bundle_build.yml" in block:
+                return [ln for ln in (re.sub(r"\s+#\s.*$", "", x).strip() for x in block.splitlines()) if ln]
     raise AssertionError("no bundle_build.yml line in README.md's sh blocks")
 
 
@@ -209,8 +209,8 @@ def test_usb_disk_from_the_readme_build_to_the_control_node(controller, tmp):
         pytest.skip("no test world artifacts %s in %s: bash tests/world/build.sh" % (missing, ARTIFACTS))
     t0 = time.time()
     # 1. The README's line, from a fresh copy of the working tree (its default bundle dir: the copy's build/bundle).
-    line = readme_line()
-    assert line == README_LINE, line
+    lines = readme_lines()
+    assert lines == [LINK_LINE, README_LINE], lines
     clone = os.path.join(tmp, "airgap-vllm")
     copy_tree(clone)
     assert not os.path.exists(os.path.join(clone, "build"))
@@ -219,7 +219,7 @@ def test_usb_disk_from_the_readme_build_to_the_control_node(controller, tmp):
     env = dict((k, v) for k, v in os.environ.items()
                if not k.startswith("ANSIBLE_") and k not in ("AIRGAP_TEST_BUNDLE", "PYTHONPATH"))
     env.update(ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
-    p = run(["bash", "-euc", "bash tests/link-collection.sh >/dev/null\n" + line], cwd=clone, env=env, timeout=900)
+    p = run(["bash", "-euc", "\n".join(lines)], cwd=clone, env=env, timeout=900)
     assert p.returncode == 0, p.stdout[-5000:]
     assert re.search(r"^localhost\s+:\s+ok=\d+\s+changed=\d+\s+unreachable=0\s+failed=0", p.stdout, re.M), p.stdout
     bundle = os.path.join(clone, "build", "bundle")
