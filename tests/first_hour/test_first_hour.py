@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 
 import pytest
@@ -26,6 +27,8 @@ import yaml
 pytestmark = pytest.mark.molecule
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from worktree import copy_tree  # noqa: E402
 NAME = "airgap-kylin-firsthour"
 WRONG = "vllm_plan_concurrency: got 'abc' (a string); wants an integer"
 
@@ -59,15 +62,7 @@ def fatal_block(out):
 def clone(tmp_path_factory):
     """The repository as a fresh clone has it: tracked and new files, nothing ignored (no build/)."""
     dest = str(tmp_path_factory.mktemp("first-hour") / "airgap-vllm")
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                           stdout=subprocess.PIPE, check=True).stdout.split(b"\0")
-    for rel in files:
-        src = os.path.join(ROOT, rel.decode())
-        if not rel or not os.path.lexists(src) or os.path.isdir(src):
-            continue
-        dst = os.path.join(dest, rel.decode())
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        shutil.copy2(src, dst, follow_symlinks=False)
+    copy_tree(ROOT, dest)
     docker("rm", "-fv", NAME)
     yield dest
     docker("rm", "-fv", NAME)

@@ -48,6 +48,9 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_site_over_ssh import CACHE, ROOT, SUITES, docker, run, site_setup_steps, wheels  # noqa: E402
 
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from worktree import copy_tree  # noqa: E402
+
 SUITE = "bookworm"
 ARTIFACTS = os.path.join(CACHE, "artifacts")
 # Small artifacts of the test world (tests/world/build.sh), in the playbook header's shape.
@@ -99,19 +102,6 @@ def readme_lines():
             if "playbooks/bundle_build.yml" in block:
                 return [ln for ln in (re.sub(r"\s+#\s.*$", "", x).strip() for x in block.splitlines()) if ln]
     raise AssertionError("no bundle_build.yml line in README.md's sh blocks")
-
-
-def copy_tree(dest):
-    """The working tree as a fresh clone has it: tracked and new files, nothing ignored (no build/)."""
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                           stdout=subprocess.PIPE, check=True).stdout.split(b"\0")
-    for rel in files:
-        src = os.path.join(ROOT, rel.decode())
-        if not rel or not os.path.lexists(src) or os.path.isdir(src):
-            continue
-        dst = os.path.join(dest, rel.decode())
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        shutil.copy2(src, dst, follow_symlinks=False)
 
 
 def fat_driver(dest):
@@ -212,7 +202,7 @@ def test_usb_disk_from_the_readme_build_to_the_control_node(controller, tmp):
     lines = readme_lines()
     assert lines == [LINK_LINE, README_LINE], lines
     clone = os.path.join(tmp, "airgap-vllm")
-    copy_tree(clone)
+    copy_tree(ROOT, clone)
     assert not os.path.exists(os.path.join(clone, "build"))
     with open(os.path.join(clone, "my-bundle.yml"), "w") as f:
         f.write(MY_BUNDLE.format(a=ARTIFACTS, py=SUITES[SUITE], wheels=wheels(SUITES[SUITE]), tmp=tmp))
