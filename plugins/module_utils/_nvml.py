@@ -386,6 +386,13 @@ def _fail(result, state, err):
     return result
 
 
+# The options of every module that asks NVML (documented once: doc fragment airgap.vllm.nvml).
+NVML_ARGUMENT_SPEC = dict(
+    library=dict(type='str', default='libnvidia-ml.so.1'),
+    driver_version_file=dict(type='path', default='/proc/driver/nvidia/version'),
+)
+
+
 def collect(library='libnvidia-ml.so.1', driver_version_file='/proc/driver/nvidia/version', proc_root='/proc'):
     """Everything NVML says about the host, as a dict; nvml_state tells whether it could say anything."""
     result = empty_result()

@@ -18,14 +18,6 @@ description:
   - Asks again for up to O(wait) seconds while it is not yet Enabled (the daemon turns it on just after its start).
   - The decision is module_utils/_driver_persistence.py's.
 options:
-  library:
-    description: Name or path of the NVML library to load.
-    type: str
-    default: libnvidia-ml.so.1
-  driver_version_file:
-    description: File giving the loaded kernel module's version (as in M(airgap.vllm.nvml_info)).
-    type: path
-    default: /proc/driver/nvidia/version
   wait:
     description: Seconds to keep asking while persistence mode is not Enabled on every GPU.
     type: int
@@ -35,6 +27,7 @@ options:
     type: str
     default: nvidia-persistenced.service
 extends_documentation_fragment:
+  - airgap.vllm.nvml
   - airgap.vllm.attributes.read_only
 author:
   - airgap.vllm maintainers (@airgap-vllm)
@@ -80,14 +73,13 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airgap.vllm.plugins.module_utils._driver_persistence import persistence_report
-from ansible_collections.airgap.vllm.plugins.module_utils._nvml import collect
+from ansible_collections.airgap.vllm.plugins.module_utils._nvml import NVML_ARGUMENT_SPEC, collect
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            library=dict(type='str', default='libnvidia-ml.so.1'),
-            driver_version_file=dict(type='path', default='/proc/driver/nvidia/version'),
+            NVML_ARGUMENT_SPEC,
             wait=dict(type='int', default=10),
             unit=dict(type='str', default='nvidia-persistenced.service'),
         ),

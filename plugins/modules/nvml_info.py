@@ -19,17 +19,9 @@ description:
   - NVML failures are returned as data in RV(nvml_state), never as a task failure, so callers decide.
     A missing library gives C(absent), an unloaded kernel module C(driver_not_loaded), a kernel module of
     another version than the library C(version_mismatch) (with both versions and a fix hint).
-options:
-  library:
-    description: Name or path of the NVML library to load.
-    type: str
-    default: libnvidia-ml.so.1
-  driver_version_file:
-    description:
-      - File giving the loaded kernel module's version (C(/sys/module/nvidia/version) is tried next).
-    type: path
-    default: /proc/driver/nvidia/version
+options: {}
 extends_documentation_fragment:
+  - airgap.vllm.nvml
   - airgap.vllm.attributes.read_only
 author:
   - airgap.vllm maintainers (@airgap-vllm)
@@ -139,15 +131,12 @@ gpus:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.airgap.vllm.plugins.module_utils._nvml import collect
+from ansible_collections.airgap.vllm.plugins.module_utils._nvml import NVML_ARGUMENT_SPEC, collect
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            library=dict(type='str', default='libnvidia-ml.so.1'),
-            driver_version_file=dict(type='path', default='/proc/driver/nvidia/version'),
-        ),
+        argument_spec=dict(NVML_ARGUMENT_SPEC),
         supports_check_mode=True,
     )
     result = collect(library=module.params['library'], driver_version_file=module.params['driver_version_file'])
