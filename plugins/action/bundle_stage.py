@@ -33,18 +33,16 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle import (
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import BUF_SIZE
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import (
     BundleError,
     PartError,
-    Progress,
-    BUF_SIZE,
     SourceReader,
-    bulk_ssh_args,
     load_manifest,
     source_files,
-    parse_mode,
     validate_entries,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_stage import Progress, bulk_ssh_args, parse_mode
 
 display = Display()
 

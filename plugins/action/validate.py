@@ -22,7 +22,11 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle import BundleError, load_manifest, medium_size
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import (
+    BundleError,
+    load_manifest,
+    medium_size,
+)
 from ansible_collections.airgap.vllm.plugins.module_utils._services import HOST_VALUES, resolve, service_advisories, service_problems
 from ansible_collections.airgap.vllm.plugins.module_utils._validate import (
     STAGES,

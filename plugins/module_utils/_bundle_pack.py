@@ -9,7 +9,7 @@ Design (why):
   from the source (no whole copy first: the image tar alone is 8.5 GB), hashing the whole and each part
   in the same read. FAT32 stores at most 4 GiB - 1 byte per file.
 - Rebuilding is cheap: a file (or all parts of one) whose size and mtime equal the source's is not copied
-  again (like rsync), and hashes are remembered in `_bundle.StampCache` (by size, mtime, ctime, inode and
+  again (like rsync), and hashes are remembered in `_bundle_hash.StampCache` (by size, mtime, ctime, inode and
   device, with the split size a source was cut at), so an unchanged bundle is neither copied nor read. In
   check mode nothing is written, and the caller does not save the stamp file.
 - Files under artifacts/ that no artifact produces any more (a file now split, an old version) are
@@ -25,13 +25,8 @@ import hashlib
 import os
 import posixpath
 
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle import (
-    BUF_SIZE,
-    BundleError,
-    StampCache,
-    part_name,
-    split_plan,
-)
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import BUF_SIZE, StampCache
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import BundleError, part_name, split_plan
 
 ARTIFACT_KINDS = ("driver", "toolkit", "rpms", "image", "model", "file")
 PAYLOAD_DIRS = ("artifacts", "collections", "wheels")

@@ -40,8 +40,8 @@ except ImportError:  # pragma: no cover - Python 2 is not a target
     BaseHTTPRequestHandler = object
     ThreadingHTTPServer = None
 
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle import (
-    BundleError,
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import BundleError, validate_entries
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_stage import (
     Progress,
     StageError,
     _commit,
@@ -51,7 +51,6 @@ from ansible_collections.airgap.vllm.plugins.module_utils._bundle import (
     discard_part,
     part_path,
     stale_part,
-    validate_entries,
 )
 
 # Network reads: a part is resumable once it is bigger than one buffer (smaller files just restart).

@@ -101,7 +101,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle import BundleError, StampCache
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import StampCache
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import BundleError
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_pack import FAT32_SPLIT, pack
 
 

@@ -127,13 +127,9 @@ bytes_copied:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle import (
-    BundleError,
-    StageError,
-    StampCache,
-    parse_mode,
-    validate_entries,
-)
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import StampCache
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import BundleError, validate_entries
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_stage import StageError, parse_mode
 from ansible_collections.airgap.vllm.plugins.module_utils._peer_fetch import fetch_files
 
 

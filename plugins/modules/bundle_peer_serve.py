@@ -116,7 +116,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle import BundleError
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import BundleError
 from ansible_collections.airgap.vllm.plugins.module_utils._peer_fetch import make_server, serve_until
 
 

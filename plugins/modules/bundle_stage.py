@@ -171,18 +171,20 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle import (
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import StampCache
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import (
     BundleError,
+    load_manifest,
+    validate_entries,
+)
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_stage import (
     StageError,
-    StampCache,
     append_chunk,
     append_segments,
     commit_parts,
-    load_manifest,
     parse_mode,
     probe_dest,
     stage_files,
-    validate_entries,
 )
 
 

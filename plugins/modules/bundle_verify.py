@@ -135,13 +135,11 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle import (
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import StampCache, verify_bundle, verify_failures
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import (
     BundleError,
-    StampCache,
     load_manifest,
     validate_entries,
-    verify_bundle,
-    verify_failures,
 )
 
 

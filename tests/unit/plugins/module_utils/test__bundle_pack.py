@@ -4,8 +4,10 @@ import hashlib
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _bundle as b
+from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_hash as H
+from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_manifest as M
 from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_pack as P
+from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_stage as S
 
 
 def sha(data):
@@ -35,7 +37,7 @@ def test_pack_splits_big_files_and_the_manifest_stages_back(tmp_path, downloads)
     root = tmp_path / "bundle"
     (root / "wheels" / "py3.11").mkdir(parents=True)
     (root / "wheels" / "py3.11" / "ansible_core-2.17.14-py3-none-any.whl").write_bytes(b"whl")
-    out = P.pack(str(root), arts, split_size=1000, stamps=b.StampCache(str(tmp_path / "st.json")))
+    out = P.pack(str(root), arts, split_size=1000, stamps=H.StampCache(str(tmp_path / "st.json")))
     by = dict((e["path"], e) for e in out["entries"])
     img = by["artifacts/image.tar"]
     assert img["size"] == 2500 and img["sha256"] == sha((d / "image.tar").read_bytes())
@@ -51,9 +53,9 @@ def test_pack_splits_big_files_and_the_manifest_stages_back(tmp_path, downloads)
     assert "artifacts/image.tar.part002\n" in out["sums"] and "artifacts/image.tar\n" not in out["sums"]
     # The manifest is one the staging takes, and it rebuilds the image byte for byte.
     dest = tmp_path / "host"
-    b.stage_files(str(root), str(dest), out["entries"])
+    S.stage_files(str(root), str(dest), out["entries"])
     assert (dest / "artifacts" / "image.tar").read_bytes() == (d / "image.tar").read_bytes()
-    results, summary = b.verify_bundle(str(root), out["entries"])
+    results, summary = H.verify_bundle(str(root), out["entries"])
     assert summary["ok"] == len(out["entries"]) and summary["unlisted"] == 0
 
 
@@ -61,13 +63,13 @@ def test_an_unchanged_rebuild_copies_and_reads_nothing(tmp_path, downloads, monk
     d, arts = downloads
     root = tmp_path / "bundle"
     stamps = str(tmp_path / "st.json")
-    s = b.StampCache(stamps)
+    s = H.StampCache(stamps)
     first = P.pack(str(root), arts, split_size=1000, stamps=s)
     s.save()
     opened = []
     monkeypatch.setattr(P, "_hash_ranges", lambda *a, **k: opened.append(a))
     monkeypatch.setattr(P, "_hash_medium", lambda *a, **k: opened.append(a))
-    again = P.pack(str(root), arts, split_size=1000, stamps=b.StampCache(stamps))
+    again = P.pack(str(root), arts, split_size=1000, stamps=H.StampCache(stamps))
     assert again["copied"] == [] and again["removed"] == [] and opened == []
     assert again["entries"] == first["entries"]
 
@@ -75,10 +77,10 @@ def test_an_unchanged_rebuild_copies_and_reads_nothing(tmp_path, downloads, monk
 def test_the_build_stamps_live_in_the_one_stamp_cache_keyed_by_split_size(tmp_path, downloads):
     d, arts = downloads
     root = tmp_path / "bundle"
-    s = b.StampCache(str(tmp_path / "st.json"))
+    s = H.StampCache(str(tmp_path / "st.json"))
     P.pack(str(root), arts, split_size=1000, stamps=s)
     assert s.save() is True
-    again = b.StampCache(str(tmp_path / "st.json"))
+    again = H.StampCache(str(tmp_path / "st.json"))
     image = str(d / "image.tar")
     rec = again.record(image, split_size=1000)
     assert rec["sha256"] == sha((d / "image.tar").read_bytes()) and len(rec["parts"]) == 3
@@ -114,7 +116,7 @@ def test_check_mode_writes_nothing_but_returns_the_manifest_it_would_write(tmp_p
     ({"kind": "file", "src": "/nonexistent/x"}, "not found"),
 ])
 def test_bad_artifacts_are_refused(tmp_path, art, msg):
-    with pytest.raises(b.BundleError, match=msg):
+    with pytest.raises(M.BundleError, match=msg):
         P.pack(str(tmp_path / "bundle"), [art])
 
 
@@ -123,7 +125,7 @@ def test_two_sources_on_one_path_are_refused(tmp_path, downloads):
     other = tmp_path / "other"
     other.mkdir()
     (other / "driver.run").write_bytes(b"x")
-    with pytest.raises(b.BundleError, match="both be stored as artifacts/driver.run"):
+    with pytest.raises(M.BundleError, match="both be stored as artifacts/driver.run"):
         P.pack(str(tmp_path / "bundle"), arts + [{"kind": "file", "src": str(other / "driver.run")}])
 
 
@@ -131,5 +133,5 @@ def test_layout_and_fat32_default():
     assert P.FAT32_SPLIT < 4 * 1024 ** 3 - 1
     assert P.layout("a/x", 10, 4) == [("a/x.part000", 0, 4), ("a/x.part001", 4, 4), ("a/x.part002", 8, 2)]
     assert P.layout("a/x", 10, 0) == [("a/x", 0, 10)]
-    with pytest.raises(b.BundleError, match="split size"):
+    with pytest.raises(M.BundleError, match="split size"):
         P.pack("/tmp/none", [], split_size=-1)

@@ -7,7 +7,8 @@ import threading
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _peer_fetch as PF
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle import StageError, StampCache
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import StampCache
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_stage import StageError
 
 TOKEN = "t0ken-abcdefghijklmnopqrstuvwxyz"
 
