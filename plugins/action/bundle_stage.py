@@ -137,7 +137,7 @@ class ActionModule(ActionBase):
 
     def _put_chunk(self, local, remote):
         """Upload one chunk with the connection's put_file; over ssh, without the compression that only
-        ansible-core's default ssh_args ask for (see _bundle.bulk_ssh_args: 3-4x faster on a LAN)."""
+        ansible-core's default ssh_args ask for (see _bundle_stage.bulk_ssh_args: 3-4x faster on a LAN)."""
         conn = self._connection
         bulk = old = None
         if getattr(conn, "transport", None) == "ssh":

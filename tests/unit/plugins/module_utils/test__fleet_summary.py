@@ -54,8 +54,8 @@ def test_the_last_batch_ends_it_and_a_converged_host_is_unchanged():
 
 
 def test_one_host_run_ends_with_its_only_batch():
-    s = fleet_driver_summary(["gpu-1"], ["gpu-1"], {"gpu-1": {"__airgap_vllm_driver_now": read(None, "absent"),
-                                                             "__airgap_vllm_rollout_done": True}})
+    facts = {"__airgap_vllm_driver_now": read(None, "absent"), "__airgap_vllm_rollout_done": True}
+    s = fleet_driver_summary(["gpu-1"], ["gpu-1"], {"gpu-1": facts})
     assert s["ends_here"]
     assert s["lines"] == ["gpu-1: no driver loaded (NVML absent), unchanged"]
 
