@@ -422,8 +422,8 @@ def sim_flags():
 
 
 @pytest.fixture
-def tty_host(needs_docker, tmp_path):
-    """A fresh host of the test world's Kylin image on the site LAN, set up as docs/operations.md says."""
+def fresh_host(needs_docker):
+    """A fresh host of the test world's Kylin image on the site LAN at TTY_ADDRESS, its sshd up; nobody set up."""
     if docker("image", "inspect", KYLIN_IMAGE).returncode != 0:
         pytest.skip("no %s: bash tests/world/build.sh kylin" % KYLIN_IMAGE)
     if docker("network", "inspect", NET).returncode != 0:
@@ -433,28 +433,113 @@ def tty_host(needs_docker, tmp_path):
                  + sim_flags() + [KYLIN_IMAGE, "/lib/systemd/systemd"]))
     assert p.returncode == 0, p.stdout
     try:
-        ssh = tmp_path / "ssh"
-        ssh.mkdir(mode=0o700)
-        assert run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(ssh / "id_ed25519")]).returncode == 0
-        pub = (ssh / "id_ed25519.pub").read_text().strip()
-        # docs/operations.md, "Logging in", steps 1 and 2, as root on the server.
-        admin = ("useradd -m ops && install -d -m 0700 -o ops -g ops ~ops/.ssh && "
-                 "printf '%s\\n' \"$PUB\" >~ops/.ssh/authorized_keys && "
-                 "chown ops:ops ~ops/.ssh/authorized_keys && chmod 0600 ~ops/.ssh/authorized_keys && "
-                 "echo 'ops ALL=(root) NOPASSWD: ALL' >/etc/sudoers.d/ops && chmod 0440 /etc/sudoers.d/ops && "
-                 "visudo -cf /etc/sudoers.d/ops")
         for dummy in range(90):
             if docker("exec", TTY_NAME, "test", "-s", "/etc/ssh/ssh_host_ed25519_key.pub").returncode == 0 and \
                     docker("exec", TTY_NAME, "systemctl", "-q", "is-active", "ssh").returncode == 0:
                 break
             time.sleep(1)
-        p = docker("exec", "-e", "PUB=" + pub, TTY_NAME, "sh", "-euc", admin)
-        assert p.returncode == 0, p.stdout
-        hostkey = " ".join(docker("exec", TTY_NAME, "cat", "/etc/ssh/ssh_host_ed25519_key.pub").stdout.split()[:2])
-        (ssh / ("known_hosts-" + TTY_NAME)).write_text("%s %s\n" % (TTY_ADDRESS, hostkey))
-        yield str(ssh)
+        yield TTY_NAME
     finally:
         docker("rm", "-fv", TTY_NAME)
+
+
+@pytest.fixture
+def tty_host(fresh_host, tmp_path):
+    """That host, set up as docs/operations.md says."""
+    ssh = tmp_path / "ssh"
+    ssh.mkdir(mode=0o700)
+    assert run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(ssh / "id_ed25519")]).returncode == 0
+    pub = (ssh / "id_ed25519.pub").read_text().strip()
+    # docs/operations.md, "Logging in", steps 1 and 2, as root on the server.
+    admin = ("useradd -m ops && install -d -m 0700 -o ops -g ops ~ops/.ssh && "
+             "printf '%s\\n' \"$PUB\" >~ops/.ssh/authorized_keys && "
+             "chown ops:ops ~ops/.ssh/authorized_keys && chmod 0600 ~ops/.ssh/authorized_keys && "
+             "echo 'ops ALL=(root) NOPASSWD: ALL' >/etc/sudoers.d/ops && chmod 0440 /etc/sudoers.d/ops && "
+             "visudo -cf /etc/sudoers.d/ops")
+    p = docker("exec", "-e", "PUB=" + pub, TTY_NAME, "sh", "-euc", admin)
+    assert p.returncode == 0, p.stdout
+    hostkey = " ".join(docker("exec", TTY_NAME, "cat", "/etc/ssh/ssh_host_ed25519_key.pub").stdout.split()[:2])
+    (ssh / ("known_hosts-" + TTY_NAME)).write_text("%s %s\n" % (TTY_ADDRESS, hostkey))
+    yield str(ssh)
+
+
+SETUP_NODE = "airgap-setup-control-node"
+# The operator at a terminal: runs argv[1] (a shell line) on a pty, and at ssh's host key question answers yes only
+# when the fingerprint shown is argv[2], no otherwise; exits with the command's status.
+ANSWER_HOST_KEY = r"""
+import os, pty, sys
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp("sh", ["sh", "-c", sys.argv[1]])
+out, answered = b"", False
+while True:
+    try:
+        chunk = os.read(fd, 4096)
+    except OSError:
+        break
+    if not chunk:
+        break
+    out += chunk
+    if not answered and b"(yes/no" in out:
+        answered = True
+        ok = sys.argv[2].encode() in out
+        os.write(fd, b"yes\n" if ok else b"no\n")
+        out += b"\n[answered " + (b"yes" if ok else b"no") + b"]\n"
+status = os.waitpid(pid, 0)[1]
+sys.stdout.write(out.decode("utf-8", "replace"))
+sys.exit(os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else status >> 8)
+"""
+
+
+def test_site_setup_steps_4_to_6_as_written(fresh_host, images):
+    """docs/site-setup.md's steps 4, 5 and 6 as the page writes them, between a new control node (the control-node
+    image on the site LAN) and a fresh server: the key made and shown (the passphrase prompts answered empty), the
+    server's login user, key and sudoers line made as root (the `vi` is the .pub line written in its place; the
+    requiretty lines as written: the grep finds none here, the exemption is harmless), its host key's fingerprint,
+    then the first `ssh` from the control node (the page's example address is this server's) answered yes only
+    because the fingerprint it shows is step 5's. Afterwards the key logs in as ops and sudo gives root."""
+    steps = site_setup_steps()
+    suite = RUN_SUITES[0]
+    docker("rm", "-fv", SETUP_NODE)
+    p = docker("run", "-d", "--name", SETUP_NODE, "--network", NET, images[suite], "sleep", "infinity")
+    assert p.returncode == 0, p.stdout
+    try:
+        # Step 4, on the control node.
+        keygen, show = steps[4]
+        p = docker("exec", "-i", SETUP_NODE, "sh", "-c", keygen, input="\n\n")
+        assert p.returncode == 0, p.stdout
+        pub = docker("exec", SETUP_NODE, "sh", "-c", show).stdout.strip()
+        assert re.match(r"^ssh-ed25519 AAAA\S+ \S+@\S+$", pub), pub
+        # Step 5, on the server as root, line by line.
+        fingerprint = None
+        for line in steps[5]:
+            if line.startswith("vi "):
+                line = "printf '%%s\\n' '%s' >%s" % (pub, line.split()[1])
+            p = docker("exec", TTY_NAME, "sh", "-c", line)
+            if line.startswith("grep -r requiretty"):
+                assert p.returncode == 1 and p.stdout == "", p.stdout   # none in the test world's sudoers
+                continue
+            assert p.returncode == 0, (line, p.stdout)
+            if "visudo" in line:
+                assert "parsed OK" in p.stdout, p.stdout
+            if line.startswith("ssh-keygen -lf"):
+                fingerprint = re.search(r"SHA256:\S+", p.stdout).group(0)
+        assert fingerprint, steps[5]
+        # Step 6, on the control node, in a terminal (ssh asks about the host key there): yes only when the
+        # fingerprint shown is step 5's.
+        (line,) = steps[6]
+        assert "192.0.2.10" in line
+        line = line.replace("192.0.2.10", TTY_ADDRESS)
+        p = docker("exec", SETUP_NODE, "python3", "-c", ANSWER_HOST_KEY, line, fingerprint)
+        assert p.returncode == 0, p.stdout
+        assert "answered yes" in p.stdout and fingerprint in p.stdout, (fingerprint, p.stdout)
+        known = docker("exec", SETUP_NODE, "ssh-keygen", "-F", TTY_ADDRESS).stdout
+        assert "ssh-ed25519" in known, known
+        # The login works without a prompt now, as ops, and sudo gives root without a password.
+        p = docker("exec", SETUP_NODE, "ssh", "-o", "BatchMode=yes", "ops@" + TTY_ADDRESS, "sudo", "-n", "id", "-u")
+        assert p.returncode == 0 and p.stdout.strip().splitlines()[-1] == "0", p.stdout
+    finally:
+        docker("rm", "-fv", SETUP_NODE)
 
 
 def prove_root(ssh_dir):
