@@ -22,7 +22,7 @@ import benchlib as B
 
 B.import_collection()
 from ansible.module_utils import basic as _basic  # noqa: E402  (imported before the io snapshot)
-from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_stage as _bundle  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_stage  # noqa: E402
 
 
 def main(argv):
@@ -35,7 +35,7 @@ def main(argv):
             local[k] = local.get(k, 0) + v
 
     # Count (not change) the reads the module makes of the destination disk.
-    real_probe, real_current = _bundle.probe_part, _bundle.dest_is_current
+    real_probe, real_current = _bundle_stage.probe_part, _bundle_stage.dest_is_current
 
     def probe_part(*a, **kw):
         before = B.proc_io()
@@ -51,15 +51,15 @@ def main(argv):
         finally:
             add_local(before)
 
-    _bundle.probe_part, _bundle.dest_is_current = probe_part, dest_is_current
+    _bundle_stage.probe_part, _bundle_stage.dest_is_current = probe_part, dest_is_current
     if die_at is not None:
-        real_update = _bundle.Progress.update
+        real_update = _bundle_stage.Progress.update
 
         def update(self, n):
             real_update(self, n)
             if self.total and self.done >= die_at * self.total:
                 os.kill(os.getpid(), signal.SIGKILL)
-        _bundle.Progress.update = update
+        _bundle_stage.Progress.update = update
 
     path = os.path.join(B.ROOT, "plugins", "modules", module + ".py")
     assert _basic.AnsibleModule  # the module's own import is then a dictionary lookup

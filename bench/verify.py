@@ -12,7 +12,7 @@ import sys
 import benchlib as B
 
 B.import_collection()
-from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_hash as _bundle  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_hash  # noqa: E402
 
 NAME = "verify"
 
@@ -33,8 +33,8 @@ def main():
         def ours():
             if os.path.exists(stamp_path):
                 os.unlink(stamp_path)
-            stamps = _bundle.StampCache(stamp_path)
-            _res, summary = _bundle.verify_bundle(d, entries, stamps=stamps, workers=workers, scan_dirs=())
+            stamps = _bundle_hash.StampCache(stamp_path)
+            _res, summary = _bundle_hash.verify_bundle(d, entries, stamps=stamps, workers=workers, scan_dirs=())
             assert summary["ok"] == n_files and summary["hashed_bytes"] == total, summary
             stamps.save()
 
@@ -47,7 +47,7 @@ def main():
                 raise RuntimeError("sha256sum failed")
 
         def cached():
-            _res, summary = _bundle.verify_bundle(d, entries, stamps=_bundle.StampCache(stamp_path),
+            _res, summary = _bundle_hash.verify_bundle(d, entries, stamps=_bundle_hash.StampCache(stamp_path),
                                                   workers=workers, scan_dirs=())
             assert summary["ok"] == n_files and summary["hashed_bytes"] == 0, summary
 
