@@ -47,8 +47,8 @@ def main():
                 raise RuntimeError("sha256sum failed")
 
         def cached():
-            _res, summary = _bundle_hash.verify_bundle(d, entries, stamps=_bundle_hash.StampCache(stamp_path),
-                                                  workers=workers, scan_dirs=())
+            stamps = _bundle_hash.StampCache(stamp_path)
+            _res, summary = _bundle_hash.verify_bundle(d, entries, stamps=stamps, workers=workers, scan_dirs=())
             assert summary["ok"] == n_files and summary["hashed_bytes"] == 0, summary
 
         serial()  # warm the page cache: every contender reads the same cached bytes
