@@ -140,11 +140,16 @@ def wheels(version):
     return os.path.dirname(dest)
 
 
-@pytest.fixture(scope="module")
-def images(needs_docker):
-    p = run(["bash", os.path.join(ROOT, "tests", "offline_control", "build-images.sh")] + RUN_SUITES, timeout=900)
+def control_node_images(suites):
+    """{suite: image} of the control-node images (build-images.sh: built once, cached by its inputs)."""
+    p = run(["bash", os.path.join(ROOT, "tests", "offline_control", "build-images.sh")] + list(suites), timeout=900)
     assert p.returncode == 0, p.stdout[-3000:]
     return dict(line.split() for line in p.stdout.splitlines() if line.count(" ") == 1 and ":" in line)
+
+
+@pytest.fixture(scope="module")
+def images(needs_docker):
+    return control_node_images(RUN_SUITES)
 
 
 # The run's own files where a site's go: the roles' defaults under the control node's ~/.airgap-vllm (the simulated

@@ -46,7 +46,9 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_site_over_ssh import CACHE, ROOT, SUITES, docker, run, site_setup_steps, wheels  # noqa: E402
+from test_site_over_ssh import (CACHE, ROOT, SUITES, control_node_images, docker, run,  # noqa: E402
+                                site_setup_steps, wheels)
+from test_site_over_ssh import needs_docker  # noqa: E402,F401 (a fixture, used by name)
 
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 from worktree import copy_tree  # noqa: E402
@@ -83,16 +85,8 @@ WORLD_WRITABLE = ("Ansible is being run in a world writable directory (/mnt/airg
 
 
 @pytest.fixture(scope="module")
-def needs_docker():
-    if not shutil.which("docker") or docker("info").returncode != 0:
-        pytest.skip("needs Docker (the control node is a container)")
-
-
-@pytest.fixture(scope="module")
-def controller(needs_docker):
-    p = run(["bash", os.path.join(ROOT, "tests", "offline_control", "build-images.sh"), SUITE], timeout=900)
-    assert p.returncode == 0, p.stdout[-3000:]
-    return dict(line.split() for line in p.stdout.splitlines() if line.count(" ") == 1 and ":" in line)[SUITE]
+def controller(needs_docker):  # noqa: F811 (the imported fixture)
+    return control_node_images([SUITE])[SUITE]
 
 
 def readme_lines():
