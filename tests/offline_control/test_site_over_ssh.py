@@ -93,12 +93,6 @@ def files_of(top):
 
 
 @pytest.fixture(scope="module")
-def needs_docker():
-    if not shutil.which("docker") or docker("info").returncode != 0:
-        pytest.skip("needs Docker (the simulated host and the control node are containers)")
-
-
-@pytest.fixture(scope="module")
 def sim_host(needs_docker):
     """tests/simulate's host, set up for SSH, and its bundle; skips with the reason and the command otherwise."""
     state = docker("inspect", "-f", "{{.State.Status}}", NAME).stdout.strip()

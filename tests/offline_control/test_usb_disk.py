@@ -48,7 +48,6 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_site_over_ssh import (CACHE, ROOT, SUITES, control_node_images, docker, run,  # noqa: E402
                                 site_setup_steps, wheels)
-from test_site_over_ssh import needs_docker  # noqa: E402,F401 (a fixture, used by name)
 
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 from worktree import copy_tree  # noqa: E402
@@ -85,7 +84,7 @@ WORLD_WRITABLE = ("Ansible is being run in a world writable directory (/mnt/airg
 
 
 @pytest.fixture(scope="module")
-def controller(needs_docker):  # noqa: F811 (the imported fixture)
+def controller(needs_docker):
     return control_node_images([SUITE])[SUITE]
 
 
