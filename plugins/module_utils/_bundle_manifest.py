@@ -25,7 +25,6 @@ import re
 import stat
 
 PAYLOAD_DIRS = ("artifacts", "collections", "wheels")
-KINDS = ("driver", "toolkit", "image", "model", "collection", "wheel", "file")
 _SHA = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -297,5 +296,11 @@ def load_manifest(path):
 
 
 def sha256sums_text(entries):
-    """The SHA256SUMS body `sha256sum -c` accepts (two spaces: text mode marker is fine for binary)."""
-    return "".join("%s  %s\n" % (e["sha256"], e["path"]) for e in sorted(entries, key=lambda x: x["path"]))
+    """SHA256SUMS of the files as they are on the medium (the parts of a split file), for `sha256sum -c`
+    (two spaces: the text-mode marker is fine for binary files), sorted by the path's bytes."""
+    lines = []
+    for e in entries:
+        for f in medium_files(e):
+            lines.append((f["path"], "%s  %s\n" % (f["sha256"], f["path"])))
+    lines.sort(key=lambda x: x[0].encode("utf-8"))
+    return "".join(line for _p, line in lines)

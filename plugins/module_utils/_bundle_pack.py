@@ -26,10 +26,10 @@ import os
 import posixpath
 
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import BUF_SIZE, StampCache
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import BundleError, part_name, split_plan
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import (
+    PAYLOAD_DIRS, BundleError, part_name, sha256sums_text, split_plan)
 
 ARTIFACT_KINDS = ("driver", "toolkit", "rpms", "image", "model", "file")
-PAYLOAD_DIRS = ("artifacts", "collections", "wheels")
 # FAT32 keeps at most 4 GiB - 1 byte in one file; 1 MiB under 4 GiB leaves room and stays aligned.
 FAT32_SPLIT = 4 * 1024 ** 3 - 1024 ** 2
 
@@ -224,7 +224,7 @@ def pack(root, artifacts, split_size=FAT32_SPLIT, stamps=None, check_mode=False,
                     meta = {"kind": "collection", "name": "airgap.vllm", "version": str(collection_version)}
                 entries.append(dict(meta, path=rel, size=st.st_size, sha256=sha))
     entries.sort(key=lambda e: e["path"].encode("utf-8"))
-    return {"entries": entries, "sums": sums_text(entries), "copied": copied, "removed": sorted(removed)}
+    return {"entries": entries, "sums": sha256sums_text(entries), "copied": copied, "removed": sorted(removed)}
 
 
 def _hash_medium(root, pieces):
@@ -238,13 +238,3 @@ def _hash_medium(root, pieces):
                 h.update(chunk)
         shas.append(h.hexdigest())
     return whole.hexdigest(), shas
-
-
-def sums_text(entries):
-    """SHA256SUMS of the files as they are on the medium (the parts of a split file), for `sha256sum -c`."""
-    lines = []
-    for e in entries:
-        for f in e.get("parts") or [e]:
-            lines.append((f["path"], "%s  %s\n" % (f["sha256"], f["path"])))
-    lines.sort(key=lambda x: x[0].encode("utf-8"))
-    return "".join(line for _p, line in lines)

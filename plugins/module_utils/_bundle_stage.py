@@ -365,7 +365,7 @@ def stage_files(src_root, dest_root, entries, stamps=None, log_path=None, bufsiz
             progress.message("CHECKSUM MISMATCH (got %s, manifest %s)" % (out["sha256"], entry["sha256"]))
         else:
             pending.append((dest, out["sha256"]))
-    _commit(results, pending, stamps, mode)
+    commit_verified(results, pending, stamps, mode)
     return results
 
 
@@ -393,7 +393,7 @@ def _describe_bad(r):
     return "%s (%s)" % (r["path"], what)
 
 
-def _commit(results, pending, stamps, mode):
+def commit_verified(results, pending, stamps, mode):
     """Rename every verified part into place, or none of them.
 
     The stamp file is checked writable first and every part is flushed to disk. Each existing
@@ -672,5 +672,5 @@ def commit_parts(dest_root, entries, stamps, mode=0o644, check_mode=False):
         results.append(res)
     if check_mode:
         return [r for r in results if r["state"] != "current"]
-    _commit(results, pending, stamps, mode)
+    commit_verified(results, pending, stamps, mode)
     return [r for r in results if r["state"] == "copied"]

@@ -44,8 +44,8 @@ from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest impor
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_stage import (
     Progress,
     StageError,
-    _commit,
     check_space,
+    commit_verified,
     copy_resumable,
     dest_is_current,
     discard_part,
@@ -500,5 +500,5 @@ def fetch_files(base_url, token, dest_root, entries, stamps=None, log_path=None,
         raise StageError("fetching from the seed failed, nothing was put in place: %s" % "; ".join(errors),
                          results)
     # Renames every verified part into place, or none (and fails naming a checksum mismatch).
-    _commit(results, pending, stamps, mode)
+    commit_verified(results, pending, stamps, mode)
     return results

@@ -91,6 +91,19 @@ def test_sha256sums_accepted_by_sha256sum(bundle):
     assert p.returncode == 0, p.stdout
 
 
+def test_sha256sums_of_a_split_file_name_its_parts_as_on_the_medium(tmp_path):
+    root = tmp_path / "medium"
+    entries, _data = split_bundle(root)
+    text = M.sha256sums_text(entries)
+    named = [ln.split("  ", 1)[1] for ln in text.splitlines()]
+    assert "artifacts/image.tar" not in named
+    assert named == sorted(named) and [n for n in named if n.startswith("artifacts/image.tar")] == [
+        p["path"] for p in entries[0]["parts"]]
+    (root / "SHA256SUMS").write_text(text)
+    p = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=str(root), stdout=subprocess.PIPE, check=False)
+    assert p.returncode == 0, p.stdout
+
+
 def test_load_manifest_yaml(tmp_path, bundle):
     root, entries = bundle
     import yaml
