@@ -2,9 +2,20 @@
 # ansible-test sanity on a copy of the collection laid out as ansible_collections/airgap/vllm.
 # ansible-test bootstraps pip from a host CI cannot reach; it first looks for a cached bootstrap
 # script, so we place a small one that uses the ensurepip + PyPI that are reachable.
+# AIRGAP_SANITY_CORE=2.16 runs the ansible-test of that ansible-core (a venv cached under ~/.cache/airgap-vllm) with
+# its own tests/sanity/ignore-<core>.txt: the collection claims 2.16 and 2.17, and each release's sanity differs.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-work=${AIRGAP_SANITY_DIR:-/tmp/airgap-sanity}
+core=${AIRGAP_SANITY_CORE:-}
+if [ -n "$core" ]; then
+  venv="$HOME/.cache/airgap-vllm/ansible-core-$core"
+  if ! "$venv/bin/ansible-test" --version 2>/dev/null | grep -q "^ansible-test version $core\."; then
+    rm -rf "$venv" && python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check "ansible-core==$core.*"
+  fi
+  export PATH="$venv/bin:$PATH"
+fi
+work=${AIRGAP_SANITY_DIR:-/tmp/airgap-sanity${core:+-$core}}
 dest="$work/ansible_collections/airgap/vllm"
 rm -rf "$work"; mkdir -p "$dest"
 git -C "$root" ls-files -co --exclude-standard -z | (cd "$root" && xargs -0 cp --parents -t "$dest" 2>/dev/null || true)

@@ -1,4 +1,8 @@
 """The plan's argv checked by the new image's own parser (issue 30): the verdict, the flags named, the cache."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import json
 
 import pytest

@@ -1,4 +1,8 @@
 """Unit tests for _bundle_hash: hash_file, the stamp cache (it cannot be fooled), verification states and messages."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import hashlib
 import json
 import os

@@ -1,6 +1,10 @@
 """Unit tests for _bundle_manifest: manifest checks, split files' parts, the medium's layout, SourceReader.
 
 The bundles the other test__bundle_* files build (FILES, make_bundle, split_bundle) are made here."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import hashlib
 import os
 import subprocess

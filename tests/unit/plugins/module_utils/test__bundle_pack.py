@@ -1,5 +1,9 @@
 # -*- coding: utf-8 -*-
 """Building the bundle's payload: artifacts as downloaded, split for FAT32, unchanged means untouched."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import hashlib
 
 import pytest

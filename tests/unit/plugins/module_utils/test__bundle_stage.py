@@ -1,5 +1,9 @@
 """Unit tests for _bundle_stage: resumable all-or-nothing staging, the controller protocol (probe, append,
 commit), split files reassembled in one pass, hostile input (issue 12: #1, #8, #9, #10, #11), uploads over ssh."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import hashlib
 import json
 import os

@@ -5,6 +5,10 @@ The option table is held against Docker 20.10's own `docker run --help` (fixture
 written by Debian's docker.io 20.10.24): every long option there must be decided by the table, with a reason,
 and the guard must do what the table says.
 """
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import os
 import random
 import re

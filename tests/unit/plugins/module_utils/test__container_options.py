@@ -1,4 +1,8 @@
 """Unit tests for _container_options: GPUs, seccomp, log rotation, /dev/shm, environment."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _container_options as C

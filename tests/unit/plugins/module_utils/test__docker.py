@@ -1,4 +1,8 @@
 """The one Docker CLI helper: argv on the configured binary, typed errors, missing vs failing, time limit."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import json
 import os
 import stat

@@ -1,4 +1,8 @@
 """Unit tests for _docker_archive: header-walk identification and the load/tag decision."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import hashlib
 import io
 import json

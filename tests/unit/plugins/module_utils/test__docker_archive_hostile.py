@@ -1,5 +1,9 @@
 """Hostile/broken input for docker_archive (issue 12, #9): a failure naming the archive and the fix, never a
 traceback. Each test name states what is defended."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import hashlib
 import json
 import tarfile

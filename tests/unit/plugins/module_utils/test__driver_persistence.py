@@ -1,4 +1,8 @@
 """Persistence mode verified from NVML (issue 29, item 4): every GPU Enabled, or a message naming the others."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils._driver_persistence import persistence_report

@@ -1,4 +1,8 @@
 """The driver state rules: dkms and nvidia-installer parsing, the dnf module reset, and what keeps a driver unconverged."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 from ansible_collections.airgap.vllm.plugins.module_utils import _driver_state as D
 
 V = "580.65.06"

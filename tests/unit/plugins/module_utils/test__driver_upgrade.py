@@ -1,4 +1,8 @@
 """A driver change on a serving host: /proc/modules, the unload order, what is stopped and parked, the record."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import json
 
 import pytest

@@ -2,6 +2,10 @@
 
 The firewalld tests drive plan() the way tasks/expose.yml does - rounds of read-only questions answered by a
 small firewalld model, then the changes applied to it - and check what ends up in firewalld and on record."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import json
 
 import pytest

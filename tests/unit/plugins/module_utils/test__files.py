@@ -1,4 +1,8 @@
 """The one file helper: explicit missing-file contract, atomic and durable writes."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import os
 import stat
 

@@ -1,6 +1,10 @@
 """The front door (issue 25): routes, client keys as hashes, limits, validation, the rendered haproxy.cfg.
 
 When HAProxy is installed on the test machine, the rendered configuration is also checked by `haproxy -c`."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import hashlib
 import shutil
 import subprocess

@@ -1,4 +1,8 @@
 """_nvml's health reads (through a Python stand-in for libnvidia-ml's entry points) and the textfile exporter."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import ctypes
 import os
 import re

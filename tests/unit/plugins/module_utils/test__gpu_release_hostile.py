@@ -1,4 +1,8 @@
 """Hostile/broken conditions for gpu_release (issue 12: #6, #9). Each test name states what is defended."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import os
 
 import pytest

@@ -1,5 +1,9 @@
 """Hostile host files for host_info (issue 12, #9): a non-UTF-8 os-release or .productinfo is read without a
 traceback and named. Each test name states what is defended."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _files

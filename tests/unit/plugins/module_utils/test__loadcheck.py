@@ -1,4 +1,8 @@
 """The load check's decisions: how the bench is called, what its result means."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck as L

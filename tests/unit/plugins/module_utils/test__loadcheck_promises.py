@@ -1,4 +1,8 @@
 """Load-check profiles, vLLM 0.27.1's counters (real /metrics text from the CPU engine) and the promises."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import json
 import os
 

@@ -1,4 +1,8 @@
 """Unit tests for _model_dir: the one model-directory reader of the import, the verify step and the planner."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import json
 import os
 import struct

@@ -1,4 +1,8 @@
 """Unit tests for _model_import: validation, atomic import, stamp skip, safety checks."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import json
 import os
 import tarfile

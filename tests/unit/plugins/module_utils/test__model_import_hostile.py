@@ -2,6 +2,10 @@
 
 Each test name states what is defended.
 """
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import gzip
 import json
 import os

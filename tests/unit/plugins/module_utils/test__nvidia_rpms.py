@@ -1,4 +1,8 @@
 """Driver clean-up by rule: every packaged-driver RPM goes, the container toolkit's stay."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 from ansible_collections.airgap.vllm.plugins.module_utils._nvidia_rpms import (
     version_release,
     RPM_QUERY_FORMAT, driver_packages, is_driver_package, kept_packages, parse_rpm_qa)

@@ -1,4 +1,8 @@
 """_nvml against the stand-in libnvidia-ml (compiled here from tests/world/fakes/nvml), not ctypes mocks."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import json
 import os
 import shutil

@@ -1,5 +1,9 @@
 """_observe: thresholds from the plan and the load check, per-site rules, file_sd targets (promtool runs the rules
 themselves in tests/observability)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _observe

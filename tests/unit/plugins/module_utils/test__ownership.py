@@ -1,4 +1,8 @@
 """Ownership before every destructive step (issue 24): paths below our roots, units and containers by our marks."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import os
 
 import pytest

@@ -1,4 +1,8 @@
 """The one PCI probe: NVIDIA display-class functions from `lspci -D -mm -nn -d 10de:`."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import json
 import os
 import subprocess

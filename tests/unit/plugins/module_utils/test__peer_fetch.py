@@ -1,5 +1,9 @@
 """Peer staging: the seed's range-capable server and the peer's resumable, verified fetch, over a real
 local HTTP server (127.0.0.1, ephemeral port)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import hashlib
 import os
 import threading

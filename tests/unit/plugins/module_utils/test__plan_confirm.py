@@ -10,6 +10,10 @@ test_refused_start_replans_from_the_journal is the one vLLM's own code printed i
 (tests/vllm_parser/kv_reference.py, case qwen35-bf16: 11.1 GiB, bf16 KV, MTP 3 -> "13.9 GiB KV cache
 is needed ... (11.1 GiB) ... the estimated maximum model length is 160800").
 """
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import json
 import os
 

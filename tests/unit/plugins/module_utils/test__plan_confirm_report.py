@@ -1,5 +1,9 @@
 """The deployment report never contradicts itself: the KV pool against the plan, what the picture measured,
 the promises table and the planner's warnings."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import os
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck as L

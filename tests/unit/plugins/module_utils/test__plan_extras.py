@@ -1,4 +1,8 @@
 """Unit tests for _plan_extras: the operator's extra vLLM arguments and docker options, merged after the plan."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import os
 
 import pytest

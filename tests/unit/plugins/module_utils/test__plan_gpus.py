@@ -1,4 +1,8 @@
 """Unit tests for _plan_gpus and the GPU selection through plan(): budget, tensor parallel, container."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import os
 
 import pytest

@@ -9,6 +9,10 @@ priority lists come from vllm.platforms.cuda._get_backend_priorities run in the 
 kv_cache_scheme results from CompressedTensorsConfig.from_config / get_kv_cache_quant_algo_string.
 tests/vllm_parser/test_planner_vs_vllm.py recomputes all of them live and compares with the planner.
 """
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import copy
 import json
 import os

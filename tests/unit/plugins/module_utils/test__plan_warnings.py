@@ -1,4 +1,8 @@
 """Planner warnings: a plan at the edge of its pool, utilisation above 0.95, SM 8.9 + FP8 + fp8 KV + MTP."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import os
 
 import pytest

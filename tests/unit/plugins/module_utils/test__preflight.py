@@ -1,4 +1,8 @@
 """Preflight's GPU-memory decision: our own serving container is not a foreign workload."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils._preflight import GIB, gpu_memory_verdict

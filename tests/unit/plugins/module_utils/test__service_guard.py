@@ -1,4 +1,8 @@
 """vllm_service security (issue 12: #2 API keys, #3 loopback, #4 seccomp). Test names state what is defended."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import json
 import os
 

@@ -1,4 +1,8 @@
 """Several vLLM services on one host: what the list may hold, and what each service ends up with."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.action.validate import load_role_options

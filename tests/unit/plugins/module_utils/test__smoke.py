@@ -1,4 +1,8 @@
 """Smoke-test verdicts on answers shaped like vLLM 0.27.1's."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 from ansible_collections.airgap.vllm.plugins.module_utils._smoke import smoke_verdict
 
 

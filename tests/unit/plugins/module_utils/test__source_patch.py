@@ -1,4 +1,9 @@
 """Unit tests for plugins/module_utils/_source_patch.py on fixture files written for this project."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import errno
 import logging
 import os

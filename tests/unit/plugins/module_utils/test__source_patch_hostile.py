@@ -1,4 +1,8 @@
 """Hostile/broken input for vllm_source_patch: upstream's own fix, fake fixes, partial writes (issue 12, #12)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _source_patch as sp

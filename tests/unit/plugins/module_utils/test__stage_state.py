@@ -1,4 +1,8 @@
 """Per-stage state files: written once, read back, damaged files named, nothing shared with other users."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import os
 import stat
 

@@ -1,3 +1,7 @@
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 from ansible_collections.airgap.vllm.plugins.module_utils import _unit_wait as W
 
 RUNNING = "ActiveState=active\nSubState=running\nResult=success\nNRestarts=0\nExecMainStatus=0\n"

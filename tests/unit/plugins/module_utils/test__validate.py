@@ -1,5 +1,9 @@
 # -*- coding: utf-8 -*-
 """Unit tests of the pure decisions behind airgap.vllm.validate."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import os
 
 import pytest

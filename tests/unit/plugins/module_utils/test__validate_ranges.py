@@ -3,6 +3,10 @@
 that becomes a unit or container follows the one rule, what would open a service to every network is refused
 (unless vllm_service_expose_to_network), all problems at once, and no input makes a traceback. The shipped
 inventories and the molecule scenarios' variables still validate."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import glob
 import math
 import os

@@ -2,6 +2,10 @@
 versions the way they always were. The tables pin what each parser answered before they moved there (test
 written and passing against the old helpers first), odd inputs included (a Kylin kernel release, a Debian
 Docker, a pre-release, a local version, blanks, None, a number)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _front as F

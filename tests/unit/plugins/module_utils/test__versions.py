@@ -1,4 +1,8 @@
 """Retention of model versions and images: the serving one and its predecessor are never removed."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils._versions import prunable, record_activation

@@ -1,5 +1,9 @@
 """bundle_pack as the bundle_build role runs it: artifacts in, parts for FAT32, the manifest entries and
 SHA256SUMS out; an unchanged bundle is neither copied nor read again; check mode writes nothing."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import hashlib
 import os
 

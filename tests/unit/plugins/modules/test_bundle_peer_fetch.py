@@ -1,4 +1,8 @@
 """bundle_peer_fetch and bundle_peer_serve as Ansible runs them: arguments, check mode, no_log token."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import hashlib
 import json
 import os

@@ -1,5 +1,9 @@
 """bundle_peer_serve as the bundle role runs it on a site's seed: a read-only server of the listed files
 under the token, with ranges, until the stop file appears; what it sent to whom is returned."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import hashlib
 import os
 import socket

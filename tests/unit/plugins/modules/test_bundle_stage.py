@@ -2,6 +2,10 @@
 locally - hashed while copying, all or nothing, resumable, a converged re-run moves nothing. The
 controller-to-target protocol (probe/append/commit) is tested with the action plugin in
 tests/unit/plugins/action/test_bundle_stage.py."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import hashlib
 import os
 

@@ -1,5 +1,9 @@
 """bundle_verify as Ansible runs it: every file checked against the manifest, unlisted files reported,
 the stamp cache skips unchanged files (and is not written in check mode), failures name each file."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import hashlib
 import json
 import os

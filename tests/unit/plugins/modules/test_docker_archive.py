@@ -1,4 +1,8 @@
 """docker_archive as Ansible runs it: a stand-in docker CLI on disk, check mode, load by ID, idempotence, errors."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import hashlib
 import io
 import json

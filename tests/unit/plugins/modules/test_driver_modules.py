@@ -1,4 +1,8 @@
 """driver_modules as Ansible runs it, against the test world's own fake-kmod as rmmod/modprobe (issue 29)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import json
 import os
 

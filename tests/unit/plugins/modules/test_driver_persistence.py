@@ -1,4 +1,8 @@
 """driver_persistence as Ansible runs it: asks NVML until every GPU says Enabled, fails naming the others."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 from ansible_collections.airgap.vllm.plugins.modules import driver_persistence as M
 
 

@@ -1,4 +1,8 @@
 """driver_workloads as Ansible runs it: stop ours and the host units with a record first, start them again (issue 29)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import json
 import os
 import stat

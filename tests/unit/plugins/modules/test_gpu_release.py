@@ -1,4 +1,8 @@
 """gpu_release as Ansible runs it against a stand-in docker CLI: release, check mode, diff, restore, failures."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import json
 import stat
 import sys

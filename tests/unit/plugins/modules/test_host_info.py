@@ -1,4 +1,8 @@
 """host_info as Ansible runs it: os-release and productinfo files, a stand-in docker CLI and lspci on the PATH."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import functools
 import json
 import stat

@@ -1,5 +1,9 @@
 """model_versions as Ansible runs it: the older layout migrated, the link switched, old versions pruned,
 check mode honest, diff shown, bad input refused with a message."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import json
 import os
 

@@ -1,4 +1,8 @@
 """nvidia_driver_rpms as Ansible runs it: a stand-in rpm database and dnf on the PATH."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import json
 import stat
 import sys

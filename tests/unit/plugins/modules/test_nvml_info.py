@@ -1,4 +1,8 @@
 """nvml_info as Ansible runs it, on the stand-in libnvidia-ml (compiled from tests/world/fakes/nvml)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import functools
 import json
 import os

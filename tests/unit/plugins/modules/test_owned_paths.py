@@ -1,4 +1,8 @@
 """owned_paths as Ansible runs it: nothing outside our roots is removed, check mode honest (issue 24)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 from ansible_collections.airgap.vllm.plugins.modules import owned_paths as M
 
 

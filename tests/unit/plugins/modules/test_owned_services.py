@@ -1,4 +1,8 @@
 """owned_services as Ansible runs it: our services found by our marks, a foreign container only named (issue 24)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import os
 import stat
 

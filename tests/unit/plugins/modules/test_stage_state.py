@@ -1,4 +1,8 @@
 """stage_state as Ansible runs it: read, write with diff, check mode, required arguments."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 from ansible_collections.airgap.vllm.plugins.modules import stage_state as M
 
 

@@ -1,4 +1,8 @@
 """unit_health_wait as Ansible runs it: a stand-in systemctl on the PATH and a local HTTP endpoint."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import stat
 import sys
 import threading

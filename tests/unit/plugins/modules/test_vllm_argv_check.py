@@ -1,4 +1,8 @@
 """vllm_argv_check as Ansible runs it: a stand-in docker CLI that plays vLLM 0.27.1's parser (--swap-space refused)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import json
 import os
 import stat

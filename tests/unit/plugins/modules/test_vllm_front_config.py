@@ -1,4 +1,8 @@
 """vllm_front_config and vllm_front_firewall as Ansible runs them: files, modes, reload only on change, check mode."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import json
 import os
 

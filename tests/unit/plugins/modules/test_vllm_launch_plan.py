@@ -1,4 +1,8 @@
 """vllm_launch_plan as Ansible runs it: NVML facts in, GPU selection, extras, refusals as failures."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import os
 
 import pytest

@@ -3,6 +3,10 @@
 The stand-in records every call, so the tests see the real argv the module sends: the bench at the
 planned concurrency, the API key only in the environment, the result read back, thresholds and failures.
 """
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import http.server
 import json
 import os

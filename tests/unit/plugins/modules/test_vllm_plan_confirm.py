@@ -1,4 +1,8 @@
 """vllm_plan_confirm as Ansible runs it: arguments, check mode, report files, idempotence."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import json
 import os
 

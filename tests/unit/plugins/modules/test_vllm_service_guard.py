@@ -1,4 +1,8 @@
 """vllm_service_guard as Ansible runs it: refusals, masked keys, the effective docker options."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import json
 
 import pytest

@@ -1,4 +1,8 @@
 """vllm_source_patch as Ansible runs it: the catalogue and the madvise decision (no root: reads nothing)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 
 import pytest
 
