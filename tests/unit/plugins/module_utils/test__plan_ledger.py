@@ -1,0 +1,81 @@
+"""The memory ledger of a launch plan (plugins/module_utils/_plan_ledger.py): size() reads the targets and
+returns the KV layout; what the flags and the container environment need of it travels in that layout,
+not in the targets dict."""
+import copy
+import json
+import os
+
+from ansible_collections.airgap.vllm.plugins.module_utils import _plan_flags as F
+from ansible_collections.airgap.vllm.plugins.module_utils import _plan_ledger as LG
+from ansible_collections.airgap.vllm.plugins.module_utils import _plan_memory as M
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import GIB, MIB
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_model import model_weights
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_targets import targets
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")
+PRO_96 = 97887 * MIB
+# openai/gpt-oss-20b's keys the planner reads: attention with sinks, layers declared by layer_layout.
+GPT_OSS = {
+    "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": 2880,
+    "intermediate_size": 2880, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
+    "num_hidden_layers": 24, "sliding_window": 128, "vocab_size": 201088,
+    "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
+    "layer_types": ["sliding_attention", "full_attention"] * 12,
+}
+GPT_OSS_LAYOUT = {"full_attention": 12, "sliding_attention": 12, "sliding_window": 128}
+
+
+def fixture_config():
+    with open(os.path.join(FIXTURE, "config.json")) as fh:
+        return json.load(fh)
+
+
+def sized(config, **kw):
+    """targets -> model -> size(), as _planner.plan composes them; returns (t before, t after, size's result)."""
+    params = dict(model_dir="/models/m", gpu_total_bytes=PRO_96, compute_capability="12.0",
+                  gpu_memory_utilization=0.92)
+    params.update(kw)
+    t = targets(params)
+    shape, weights = model_weights(t, config, 20 * GIB, "test")
+    before = copy.deepcopy(t)
+    result = LG.size(t, shape, weights)
+    return before, t, result
+
+
+def test_size_leaves_the_targets_as_they_were_and_returns_the_backend_in_the_layout():
+    # FlashInfer (fp8 KV on SM 12.0), KV dtype asked for.
+    before, t, (ledger, _w, lay, _pool) = sized(fixture_config(), context=32768, kv_cache_dtype="fp8_e4m3")
+    assert t == before
+    assert lay["attention_backend"] == ledger["attention_backend"] == "FLASHINFER"
+    assert lay["has_sinks"] is False and lay["kv_from_scheme"] is False
+    # Attention sinks: Triton; no key of the layout leaks into the targets either.
+    before, t, (ledger, _w, lay, _pool) = sized(GPT_OSS, context=32768, kv_cache_dtype="fp8_e4m3",
+                                                layer_layout=GPT_OSS_LAYOUT)
+    assert t == before and not {"attention_backend", "has_sinks", "kv_from_scheme"} & set(t)
+    assert lay["attention_backend"] == ledger["attention_backend"] == "TRITON_ATTN" and lay["has_sinks"] is True
+
+
+def test_a_kv_dtype_from_the_checkpoint_scheme_is_the_layouts_word():
+    cfg = fixture_config()
+    cfg["quantization_config"]["kv_cache_scheme"] = {"num_bits": 8, "type": "float", "strategy": "tensor",
+                                                     "symmetric": True, "dynamic": False}
+    before, t, (ledger, _w, lay, pool) = sized(cfg, context=32768)
+    assert t == before and lay["kv_from_scheme"] is True
+    assert ledger["kv_dtype_how"].startswith("checkpoint kv_cache_scheme")
+    why = [f["reason"] for f in F.build_flags(t, ledger["max_model_len"], pool, lay)
+           if f["args"][0] == "--kv-cache-dtype"]
+    assert why == ["KV dtype from the checkpoint's kv_cache_scheme"]
+
+
+def test_the_flags_and_the_non_kv_estimate_read_the_backend_they_are_given():
+    _before, t, (ledger, _w, lay, pool) = sized(fixture_config(), context=32768, kv_cache_dtype="fp8_e4m3")
+    argv = [a for f in F.build_flags(t, ledger["max_model_len"], pool, lay) for a in f["args"]]
+    assert argv[argv.index("--attention-config") + 1] == '{"use_trtllm_attention":false}'
+    other = dict(lay, attention_backend="FLASH_ATTN")
+    assert "--attention-config" not in [a for f in F.build_flags(t, ledger["max_model_len"], pool, other)
+                                        for a in f["args"]]
+    shape, weights = model_weights(t, fixture_config(), 20 * GIB, "test")
+    names = [n for n, _b, _h in M.estimate_non_kv(shape, weights, t, "FLASHINFER", lay["attn_groups"])]
+    assert "attention_workspace" in names
+    assert "attention_workspace" not in [n for n, _b, _h in M.estimate_non_kv(shape, weights, t, "FLASH_ATTN")]
