@@ -21,6 +21,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import (
 
 __metaclass__ = type
 
+
 def engine_release(plan_result):
     """The vLLM release the plan was made for (the image's, vllm_launch_plan's ``vllm_version`` kept in its
     ``inputs``): {"version", "known", "rules", "relation", "text"}, or None when the plan was made without one."""

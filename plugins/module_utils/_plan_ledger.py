@@ -221,8 +221,7 @@ def size(t, shape, weights):
         "estimate_band": band,
         "kv_dtype": lay["kv_dtype"],
         "kv_dtype_how": ("checkpoint kv_cache_scheme (auto -> %s)" % lay["kv_dtype"])
-        if lay["kv_from_scheme"] else ("model dtype" if t["kv_cache_dtype"] == "auto"
-                                     else "asked"),
+        if lay["kv_from_scheme"] else ("model dtype" if t["kv_cache_dtype"] == "auto" else "asked"),
         "attention_backend": lay["attention_backend"],
         "compute_capability": "%d.%d" % t["cc"],
         "model_family": shape["family"],
