@@ -2,33 +2,15 @@
 returns the KV layout; what the flags and the container environment need of it travels in that layout,
 not in the targets dict."""
 import copy
-import json
-import os
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _plan_flags as F
 from ansible_collections.airgap.vllm.plugins.module_utils import _plan_ledger as LG
 from ansible_collections.airgap.vllm.plugins.module_utils import _plan_memory as M
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import GIB, MIB
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import GIB
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_model import model_weights
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_targets import targets
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")
-PRO_96 = 97887 * MIB
-# openai/gpt-oss-20b's keys the planner reads: attention with sinks, layers declared by layer_layout.
-GPT_OSS = {
-    "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": 2880,
-    "intermediate_size": 2880, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
-    "num_hidden_layers": 24, "sliding_window": 128, "vocab_size": 201088,
-    "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
-    "layer_types": ["sliding_attention", "full_attention"] * 12,
-}
-GPT_OSS_LAYOUT = {"full_attention": 12, "sliding_attention": 12, "sliding_window": 128}
-
-
-def fixture_config():
-    with open(os.path.join(FIXTURE, "config.json")) as fh:
-        return json.load(fh)
+from .test__plan_models import GPT_OSS, GPT_OSS_LAYOUT, PRO_96, fixture_config
 
 
 def sized(config, **kw):
