@@ -45,8 +45,9 @@ def compact_json(obj):
     return json.dumps(obj, separators=(",", ":"), sort_keys=True)
 
 
-def build_flags(t, ctx, kv_pool):
-    """The argv as (args, reason) pairs. ``t`` are the resolved targets."""
+def build_flags(t, ctx, kv_pool, lay):
+    """The argv as (args, reason) pairs. ``t`` are the resolved targets, ``lay`` the KV layout
+    _plan_ledger.size returned (its attention_backend, has_sinks and kv_from_scheme)."""
     f = [_flag([t.get("model_path") or t["model_dir"]],
                "absolute local model directory: no Hub lookup")]
     name = t["served_model_name"] or os.path.basename(
@@ -69,14 +70,14 @@ def build_flags(t, ctx, kv_pool):
                        "fix the KV pool to the measured budget (skips profiling-based sizing)"))
     f.append(_flag(["--kv-cache-dtype", t["kv_cache_dtype"]],
                    "fp8 KV halves bytes per token" if t["kv_cache_dtype"].startswith("fp8")
-                   else ("KV dtype from the checkpoint's kv_cache_scheme" if t.get(
-                       "kv_from_scheme") else "KV in the model dtype")))
-    if t["attention_backend"] == "FLASHINFER":
+                   else ("KV dtype from the checkpoint's kv_cache_scheme" if lay[
+                       "kv_from_scheme"] else "KV in the model dtype")))
+    if lay["attention_backend"] == "FLASHINFER":
         f.append(_flag(["--attention-config", compact_json({"use_trtllm_attention": False})],
                        "vLLM picks FlashInfer here; without this it probes NVIDIA's artifact "
                        "server for TRT-LLM cubins (utils/flashinfer.py:346, 5 s timeout) on a "
                        "network that does not reach it"))
-    elif t.get("has_sinks") and t["cc"][0] == 10:
+    elif lay["has_sinks"] and t["cc"][0] == 10:
         f.append(_flag(["--attention-config", compact_json({"use_trtllm_attention": False})],
                        "attention sinks: vLLM asks FlashInfer first on SM 10.x, whose sink support "
                        "(flashinfer.py:473 supports_sink) probes NVIDIA's artifact server for TRT-LLM "

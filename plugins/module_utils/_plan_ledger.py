@@ -54,13 +54,16 @@ ESTIMATE_ERROR_HIGH = int(0.13 * GIB)  # or this much smaller -> larger pool
 
 
 def _kv_layout(shape, t):
-    """KV dtype, backend, block size, page and groups as vLLM 0.27.1 lays them out."""
+    """KV dtype, backend, block size, page and groups as vLLM 0.27.1 lays them out: the layout ``lay``
+    that size() returns. Reads the targets ``t``, never writes them: the attention backend, the
+    attention sinks and whether the KV dtype came from the checkpoint's scheme travel in the layout
+    (``attention_backend``, ``has_sinks``, ``kv_from_scheme``) to the ledger, the flags and the env."""
     kv_dtype = resolve_kv_dtype(t["kv_cache_dtype"], shape["model_dtype"],
                                 shape["kv_cache_scheme_dtype"])
-    t["kv_from_scheme"] = t["kv_cache_dtype"] == "auto" and bool(shape["kv_cache_scheme_dtype"])
+    kv_from_scheme = t["kv_cache_dtype"] == "auto" and bool(shape["kv_cache_scheme_dtype"])
     kv_b = dtype_bytes(kv_dtype)
-    t["has_sinks"] = bool(shape.get("attention_sinks"))
-    t["attention_backend"] = attention_backend(t["cc"], kv_dtype, shape["head_dim"], t["has_sinks"])
+    has_sinks = bool(shape.get("attention_sinks"))
+    backend = attention_backend(t["cc"], kv_dtype, shape["head_dim"], has_sinks)
     # MTP adds one full-attention layer per mtp_num_hidden_layers, with its own KV.
     n_full = shape["num_full_layers"] + (shape["mtp_layers"] if t["num_spec"] else 0)
     n_lin, n_sw = shape["num_linear_layers"], shape["num_sliding_layers"]
@@ -77,7 +80,8 @@ def _kv_layout(shape, t):
     sliding = None
     if n_sw:
         sliding = (shape["sliding_window"], max_in_flight_tokens(t["max_num_batched_tokens"]))
-    return {"kv_dtype": kv_dtype, "tok_bytes": tok_bytes, "state": state, "block": block,
+    return {"kv_dtype": kv_dtype, "kv_from_scheme": kv_from_scheme, "has_sinks": has_sinks,
+            "attention_backend": backend, "tok_bytes": tok_bytes, "state": state, "block": block,
             "page": block * tok_bytes, "groups": groups, "n_full": n_full, "n_lin": n_lin,
             "n_sw": n_sw, "prefix": prefix, "sliding": sliding,
             "attn_groups": groups["full_groups"] + groups["sliding_groups"]}
@@ -85,7 +89,7 @@ def _kv_layout(shape, t):
 
 def _memory(shape, weights, t, lay):
     requested = int(math.ceil(t["gpu_total_bytes"] * t["gpu_memory_utilization"]))
-    overhead = estimate_non_kv(shape, weights, t, lay["attn_groups"])
+    overhead = estimate_non_kv(shape, weights, t, lay["attention_backend"], lay["attn_groups"])
     non_kv = sum(b for _name, b, _how in overhead)
     if t["measured_kv_cache_bytes"]:
         kv_pool = int(t["measured_kv_cache_bytes"])
@@ -152,7 +156,8 @@ def _choose_context(t, shape, lay, blocks, kv_pool):
 
 def size(t, shape, weights):
     """The memory ledger of the targets ``t`` for this model: KV layout, budget, pool, blocks and the
-    context chosen. Returns (ledger, warnings, lay, kv_pool)."""
+    context chosen. Returns (ledger, warnings, lay, kv_pool); ``t`` is left as it was (the KV
+    layout ``lay`` carries what the flags and the container environment read: _kv_layout)."""
     lay = _kv_layout(shape, t)
     requested, overhead, non_kv, kv_pool, kv_how = _memory(shape, weights, t, lay)
     g = lay["groups"]
@@ -174,7 +179,7 @@ def size(t, shape, weights):
             "only %.2f requests of the full %d tokens fit at once; beyond that vLLM preempts "
             "(or offloads, with kv_offloading_gib) while all %d sessions are long"
             % (max_conc, ctx, t["concurrency"]))
-    if t["attention_backend"] == "FLASHINFER" and not any(
+    if lay["attention_backend"] == "FLASHINFER" and not any(
             n == "attention_workspace" for n, _b, _h in overhead):
         ws, _per = flashinfer_workspace(shape, t, lay["attn_groups"])
         headroom = t["gpu_total_bytes"] - requested
@@ -216,9 +221,8 @@ def size(t, shape, weights):
         "estimate_band": band,
         "kv_dtype": lay["kv_dtype"],
         "kv_dtype_how": ("checkpoint kv_cache_scheme (auto -> %s)" % lay["kv_dtype"])
-        if t["kv_from_scheme"] else ("model dtype" if t["kv_cache_dtype"] == "auto"
-                                     else "asked"),
-        "attention_backend": t["attention_backend"],
+        if lay["kv_from_scheme"] else ("model dtype" if t["kv_cache_dtype"] == "auto" else "asked"),
+        "attention_backend": lay["attention_backend"],
         "compute_capability": "%d.%d" % t["cc"],
         "model_family": shape["family"],
         "prefix_caching": lay["prefix"],

@@ -175,17 +175,17 @@ def _encoder_peak(shape, t):
     return enc_peak, how, enc_cache
 
 
-def estimate_non_kv(shape, weights, t, attn_groups=1):
+def estimate_non_kv(shape, weights, t, backend, attn_groups=1):
     """Named components of what vLLM profiles as non-KV memory (gpu_worker.py:541):
-    weights + non-torch + torch peak transient + CUDA-graph estimate. Returns a list of
-    (key, bytes, how) tuples, per GPU."""
+    weights + non-torch + torch peak transient + CUDA-graph estimate, with the attention
+    ``backend`` vLLM picks (attention_backend). Returns a list of (key, bytes, how) tuples, per GPU."""
     tp = t["tp"]
     items = [("weights", weights["loaded"] // tp, weights["how"])]
     non_torch = CUDA_CONTEXT_BYTES + (TP_COMM_BYTES if tp > 1 else 0)
     items.append(("non_torch", non_torch, "CUDA context + cuBLAS workspaces %s%s" % (
         fmt_gib(CUDA_CONTEXT_BYTES), (" + NCCL/all-reduce %s" % fmt_gib(TP_COMM_BYTES))
         if tp > 1 else "")))
-    if t["attention_backend"] == "FLASHINFER" and flashinfer_workspace_profiled(t):
+    if backend == "FLASHINFER" and flashinfer_workspace_profiled(t):
         ws, per = flashinfer_workspace(shape, t, attn_groups)
         items.append(("attention_workspace", ws,
                       "FlashInfer workspace max(394 MiB, tokens x heads x head_dim x 16) = %s "

@@ -123,11 +123,11 @@ def plan(params, config=None, weight_bytes=None, weight_source=None):
     t = targets(params)
     shape, weights = model_weights(t, config, weight_bytes, weight_source)
     ledger, warnings, lay, kv_pool = size(t, shape, weights)
-    flags = build_flags(t, ledger["max_model_len"], kv_pool)
+    flags = build_flags(t, ledger["max_model_len"], kv_pool, lay)
     opts, opt_reasons, gpu_env = container_options(
         t["kernel"], t["docker_version"], t["kv_offloading_gib"], t["tp"], t["gpu_ids"],
         t["log_max_size"], t["log_max_file"], t["docker_log_driver"])
-    env, env_reasons = plan_env(t["attention_backend"], gpu_env)
+    env, env_reasons = plan_env(lay["attention_backend"], gpu_env)
     if t["gpu_ids"] and t["tp"] < len(t["gpu_ids"]):
         warnings.append("tensor_parallel_size %d uses %d of the %d selected GPUs; the others sit idle"
                         % (t["tp"], t["tp"], len(t["gpu_ids"])))

@@ -370,7 +370,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._planner import (
     plan,
     render_ledger,
 )
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm import render_tradeoff_markdown
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm_report import render_tradeoff_markdown
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_tradeoff import tradeoff
 
 

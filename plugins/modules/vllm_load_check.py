@@ -168,7 +168,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._loadcheck import (
     counter_delta, engine_settings, parse_counters, planned_from_report, profile_argv, profile_line, profile_settings,
     promise_counts, promises, render, render_promises, serving_facts, settings_problems, summarize,
     threshold_problems, timed, tool_outcome, vocab_size_of)
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm import render_markdown
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm_report import render_markdown
 
 RESULT_DIR = "/tmp"
 RESULT_FILE = "airgap-vllm-loadcheck.json"

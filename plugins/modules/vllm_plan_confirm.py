@@ -256,7 +256,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.airgap.vllm.plugins.module_utils._files import write_atomic
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import PlanError
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm import carry_promises, confirm, render_markdown
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm import confirm
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm_report import carry_promises, render_markdown
 
 
 def argument_spec():

@@ -188,6 +188,7 @@ def test_the_later_release_serves_the_plan_and_confirms_it(later_engine, tmp_pat
         pytest.skip("needs the test world's tiny model at %s (tests/world/build.sh)" % TINY)
     from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck as L
     from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm as PC
+    from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm_report as PR
     from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
     image, version = later_engine
     plan = P.plan(dict(model_dir=TINY, model_path="/models/qwen3-tiny", served_model_name="qwen3-tiny",
@@ -225,7 +226,7 @@ def test_the_later_release_serves_the_plan_and_confirms_it(later_engine, tmp_pat
         assert result["verdict"] == "confirmed", result
         assert result["measured"]["kv_cache_memory_bytes"] == P.GIB, result["measured"]
         assert result["measured"]["max_model_len"] == 16384, result["measured"]
-        assert PC.engine_release({"inputs": {"vllm_version": version + "+cpu"}})["known"]
+        assert PR.engine_release({"inputs": {"vllm_version": version + "+cpu"}})["known"]
         facts = {"port": 8000, "served_model_name": "qwen3-tiny", "model_dir": "/models/qwen3-tiny"}
         argv = L.bench_argv(facts, 4, 16, 128, 32, "/tmp", "bench.json")
         bench = docker("exec", "-e", "HF_HUB_OFFLINE=1", name, *argv)

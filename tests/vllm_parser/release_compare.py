@@ -7,8 +7,8 @@ of the test world, 0.27.1 and the later release: the planner's "0.27.1 rules" pr
 Each case plans a model with a measured KV budget (so no estimate is involved) and asks vLLM's
 get_kv_cache_configs / get_kv_cache_capacity the same question: block size, num_gpu_blocks, blocks per
 max-length request, "GPU KV cache size" tokens, and, where vLLM refuses, its "estimated maximum model
-length". The expected numbers hard-coded in tests/unit/plugins/module_utils/test__plan_models.py were
-taken from kv_reference.py's output.
+length". The expected numbers hard-coded in tests/unit/plugins/module_utils/test__plan_model.py and
+test__plan_memory.py were taken from kv_reference.py's output.
 """
 import json
 import os

@@ -6,6 +6,10 @@ _execute_module call runs the real bundle_stage module's main() (probe, append, 
 _transfer_file copies the chunk, so the whole protocol is exercised: chunking, resume after an
 interruption, check mode, all-or-nothing commit, and the failures raised before anything moves.
 """
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import hashlib
 import os
 import shutil

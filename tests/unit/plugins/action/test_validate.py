@@ -1,5 +1,9 @@
 # -*- coding: utf-8 -*-
 """The controller side of airgap.vllm.validate: reading the roles' argument specs."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import os
 
 import pytest

@@ -1,5 +1,9 @@
 """airgap.vllm.validate on a real ansible-playbook run: a wrong airgap_vllm_services list stops the play before
 anything runs, one line per problem, with the variable's place in the list; a good one passes."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import json
 import os
 import subprocess

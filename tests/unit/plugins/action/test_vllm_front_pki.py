@@ -1,4 +1,8 @@
 """The site CA and the host certificates (controller side): made once, renewed near expiry or for new names."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import datetime
 import os
 import stat

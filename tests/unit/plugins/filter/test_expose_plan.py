@@ -1,4 +1,8 @@
 """airgap.vllm.expose_plan as tasks/expose.yml calls it: registered loop results in, refusals as filter errors."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import pytest
 from ansible.errors import AnsibleFilterError
 

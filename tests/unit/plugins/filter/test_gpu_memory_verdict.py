@@ -1,4 +1,8 @@
 """airgap.vllm.gpu_memory_verdict as preflight's checks call it, on airgap.vllm.nvml_info's result shape."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import pytest
 
 GIB = 1024 ** 3

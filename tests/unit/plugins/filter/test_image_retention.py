@@ -1,5 +1,9 @@
 """airgap.vllm.image_retention as vllm_image's retain.yml calls it: the recorded stage state in, the new
 history and the images to remove out (the replaced image, keep earlier ones and protected IDs stay)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 
 EXPR = ("{{ state | airgap.vllm.image_retention(ref, base, keep, protect) }}")
 

@@ -1,4 +1,8 @@
 """airgap.vllm.preflight_verdicts as roles/preflight/tasks/checks.yml calls it (gathered facts + settings)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import pytest
 from ansible.errors import AnsibleFilterError
 

@@ -1,4 +1,8 @@
 """airgap.vllm.service_instances as site.yml calls it: what the host leaves unset takes the roles' defaults."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import pytest
 from ansible.errors import AnsibleFilterError
 

@@ -1,5 +1,9 @@
 """airgap.vllm.smoke_verdict as vllm_service's verify.yml calls it: the uri result of the smoke-test chat
 completion (its JSON body, or no body at all when the request failed) and whether tools were offered."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 
 EXPR = ("{{ smoke.json | default({'error': (smoke.status | default('') | string) ~ ' ' ~ (smoke.msg | default('no answer'))})"
         " | airgap.vllm.smoke_verdict('--enable-auto-tool-choice' in argv, max_tokens | int) }}")

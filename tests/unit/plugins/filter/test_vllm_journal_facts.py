@@ -1,4 +1,8 @@
 """airgap.vllm.vllm_journal_facts as vllm_service's start.yml calls it: vLLM 0.27.1's own start-up lines."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import pytest
 
 STARTED = (

@@ -1,5 +1,9 @@
 """airgap.vllm.vllm_observe_outputs as tasks/preflight.yml calls it: services, keyword options, refusals as filter
 errors."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import pytest
 from ansible.errors import AnsibleFilterError
 

@@ -1,5 +1,9 @@
 """airgap.vllm.vllm_refusal_record / vllm_refused_plan / vllm_plan_fingerprint as vllm_service's start.yml and
 playbooks/tasks/service_instance.yml call them (issue 24: a rollback that sticks)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 
 PLAN = {"argv": ["/models/m", "--max-model-len", "524288"], "docker_options": ["--gpus", "device=0"],
         "env": {"VLLM_NO_USAGE_STATS": "1"}, "ledger": {"max_model_len": 524288, "concurrency": 1}}

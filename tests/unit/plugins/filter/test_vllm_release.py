@@ -1,4 +1,8 @@
 """vllm_release: what the image's version read printed -> the release and the known rules for it (issue 30)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 from ansible_collections.airgap.vllm.plugins.filter.vllm_release import FilterModule
 
 F = FilterModule().filters()["vllm_release"]

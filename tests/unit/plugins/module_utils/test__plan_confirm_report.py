@@ -1,14 +1,20 @@
-"""The deployment report never contradicts itself: the KV pool against the plan, what the picture measured,
-the promises table and the planner's warnings."""
+"""The deployment report (plugins/module_utils/_plan_confirm_report.py) never contradicts itself: the KV pool
+against the plan, what the picture measured, the promises table and the planner's warnings."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck as L
 from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm as C
+from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm_report as R
+from ansible_collections.airgap.vllm.plugins.module_utils import _plan_tradeoff as T
 from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
+
+from .test__plan_confirm import ADA_48, FIXTURE, field_plan
+from .test__plan_confirm_parse import metrics
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 TINY = dict(config={"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 128,
@@ -29,13 +35,6 @@ def cpu_metrics(blocks=2048, block=128, pinned=1073741824):
     return ('vllm:cache_config_info{block_size="%d",cache_dtype="auto",enable_prefix_caching="True",engine="0",'
             'gpu_memory_utilization="0.92",kv_cache_max_concurrency="16.0",kv_cache_memory_bytes="%d",'
             'kv_cache_size_tokens="262144",num_gpu_blocks="%d",num_cpu_blocks="None"} 1.0\n' % (block, pinned, blocks))
-
-
-def test_the_real_cpu_engine_scrape_reads_as_the_fixture_says():
-    with open(os.path.join(os.path.dirname(__file__), "fixtures", "loadcheck",
-                           "metrics-0.27.1-cpu-shared-prefix.txt")) as fh:
-        info = C.parse_metrics(fh.read())["cache_config_info"]
-    assert info["kv_cache_memory_bytes"] == 1073741824 and info["num_gpu_blocks"] == 2048
 
 
 def test_a_pool_44x_smaller_is_not_simply_confirmed():
@@ -88,7 +87,7 @@ def test_promises_and_planner_warnings_in_the_report():
                                                                              "spec_acceptance_rate": 0.13}}},
                       None, report["tradeoff"])
     report["promises"] = rows
-    md = C.render_markdown(report)
+    md = R.render_markdown(report)
     assert "## Promises" in md and "## Planner warnings" in md and "vLLM issue 44879" in md
     mtp = [line for line in md.splitlines() if line.startswith("| speculative decoding pays")][0]
     assert "**MISSED**" in mtp and "vllm_plan_num_speculative_tokens: 0" in mtp
@@ -99,11 +98,31 @@ def test_a_converged_rerun_keeps_the_promises_of_the_same_deployment():
     c = C.confirm(simulated_plan(), cpu_metrics(), engine_env={"VLLM_CPU_KVCACHE_SPACE": "1"})
     old = dict(c["report"], promises=[{"key": "context", "status": "MET"}], loadcheck={"tools": {"wall_s": 1}})
     again = C.confirm(simulated_plan(), cpu_metrics(), engine_env={"VLLM_CPU_KVCACHE_SPACE": "1"})
-    kept, carried = C.carry_promises(old, again["report"])
+    kept, carried = R.carry_promises(old, again["report"])
     assert carried and kept["promises"] == old["promises"] and "promises" not in again["report"]
     other = C.confirm(P.plan(dict(gpu_total_bytes=49140 * P.MIB, compute_capability="8.9",
                                   gpu_memory_utilization=0.93, concurrency=2, context=16384, kv_cache_dtype="auto",
                                   enforce_eager=True), **TINY), cpu_metrics())
-    dropped, carried = C.carry_promises(old, other["report"])
+    dropped, carried = R.carry_promises(old, other["report"])
     assert not carried and "promises" not in dropped
-    assert C.carry_promises(None, again["report"]) == (again["report"], False)
+    assert R.carry_promises(None, again["report"]) == (again["report"], False)
+
+
+def test_report_markdown_svg_and_tradeoff():
+    r = field_plan()
+    params = dict(model_dir=FIXTURE, gpu_total_bytes=ADA_48, compute_capability="8.9",
+                  gpu_memory_utilization=0.93, num_speculative_tokens=3, concurrency=4,
+                  context=204800, prefix_caching=True, kv_cache_dtype="fp8_e4m3")
+    t = T.tradeoff(P.plan, params, title="RTX 6000 Ada 48 GB")
+    journal = ("Model loading took 28.71 GiB memory and 40.1 seconds\n"
+               "Available KV cache memory: 11.41 GiB\n")
+    c = C.confirm(r, metrics(220), journal, tradeoff_rows=t)
+    rep = c["report"]
+    assert rep["memory"]["measured"]["weights"] == int(28.71 * P.GIB)
+    assert rep["final"]["max_model_len"] == 204800
+    assert json.loads(json.dumps(rep)) == rep  # plain JSON
+    md = c["report_markdown"]
+    assert "| num_gpu_blocks | 248 | 220 |" in md and "Trade-off (RTX 6000 Ada 48 GB)" in md
+    assert c["report_svg"].startswith("<svg") and "kv_pool" in c["report_svg"]
+    assert t["single_len"] >= t["all_fit_len"] > 0
+    assert [row["length"] for row in t["typical"]] == [4096, 16384, 32768]

@@ -120,6 +120,7 @@ def test_the_planner_says_so_first():
 
 # ------------------------------------------------------------------ the plan and the report know the engine release
 from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm as PC  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm_report as PR  # noqa: E402
 
 TINY = dict(config={"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 128,
                     "intermediate_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
@@ -148,12 +149,12 @@ def planned(version=None):
     ("nonsense", "vLLM 'nonsense' (UNKNOWN: not a version)", False),
 ])
 def test_engine_release(version, text, known):
-    e = PC.engine_release(planned(version))
+    e = PR.engine_release(planned(version))
     assert e["text"] == text and e["known"] is known
 
 
 def test_a_plan_without_a_release_names_none():
-    assert PC.engine_release(planned()) is None and PC.engine_release({}) is None and PC.engine_release(None) is None
+    assert PR.engine_release(planned()) is None and PR.engine_release({}) is None and PR.engine_release(None) is None
     c = PC.confirm(planned(), METRICS)
     assert c["report"]["engine"] is None and "Engine:" not in c["report_markdown"]
     assert not c["summary"].startswith("vLLM release")

@@ -23,7 +23,7 @@ def base(**kw):
     return args
 
 
-def test_nvml_facts_replace_budget_and_capability(run_module, capsys):
+def test_nvml_facts_replace_budget_and_capability(run_module):
     r = run_module(M, **base())
     assert not r.get("failed") and not r["changed"]
     assert r["ledger"]["gpu_total_bytes"] == 51527024640 and r["ledger"]["compute_capability"] == "8.9"
@@ -35,7 +35,7 @@ def test_nvml_facts_replace_budget_and_capability(run_module, capsys):
     assert again["argv"] == r["argv"] and again["docker_options"] == r["docker_options"]
 
 
-def test_selection_tensor_parallel_and_extras(run_module, capsys):
+def test_selection_tensor_parallel_and_extras(run_module):
     r = run_module(M, **base(gpus=["0", "1"], extra_args=["--seed", "7"],
                              extra_docker_options=["--ulimit", "memlock=-1"]))
     assert r["gpus"]["tensor_parallel_size"] == 2
@@ -56,6 +56,6 @@ def test_refusals_are_clean_failures(run_module, kw, match):
     assert r["failed"] and match in r["msg"]
 
 
-def test_without_nvml_a_budget_is_required(run_module, capsys):
+def test_without_nvml_a_budget_is_required(run_module):
     r = run_module(M, **base(nvml_gpus=None))
     assert r["failed"] and "gpu_total_bytes is required" in r["msg"]

@@ -55,7 +55,7 @@ def test_the_load_checks_promises_survive_a_converged_rerun(run_module, tmp_path
     report["promises"] = [{"key": "context", "promise": "p", "expected": "1", "measured": "1", "status": "MET",
                            "advice": "", "source": "plan"}]
     (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
-    from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm import render_markdown
+    from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm_report import render_markdown
     (out / "report.md").write_text(render_markdown(report))
     again = run_module(M, plan=plan_result, metrics_text=METRICS, report_dir=str(out))
     assert not again["changed"] and again["report"]["promises"] == report["promises"]

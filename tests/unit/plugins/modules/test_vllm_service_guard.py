@@ -12,7 +12,7 @@ from ansible_collections.airgap.vllm.plugins.modules import vllm_service_guard a
 ARGV = ["/models/qwen3", "--served-model-name", "qwen3", "--port", "8000"]
 
 
-def test_accepted_options_get_the_profile_and_no_new_privileges(run_module, capsys):
+def test_accepted_options_get_the_profile_and_no_new_privileges(run_module):
     r = run_module(M, argv=ARGV, docker_options=["--security-opt", "seccomp=unconfined", "--shm-size", "4g"],
                    seccomp="profile", seccomp_profile="/etc/airgap-vllm/seccomp.json",
                    docker_security_options=["name=seccomp,profile=builtin"])
@@ -21,14 +21,14 @@ def test_accepted_options_get_the_profile_and_no_new_privileges(run_module, caps
                                    "--security-opt", "no-new-privileges"]
 
 
-def test_an_api_key_on_the_command_line_is_refused_and_masked(run_module, capsys):
+def test_an_api_key_on_the_command_line_is_refused_and_masked(run_module):
     secret = "sk-very-secret-value-123"
     r = run_module(M, argv=ARGV + ["--api-key", secret], seccomp="docker_default")
     assert r["failed"] and r["msg"].startswith("refused:") and "--api-key" in r["msg"]
     assert secret not in json.dumps(r)
 
 
-def test_exposure_unconfined_and_missing_profile(run_module, capsys):
+def test_exposure_unconfined_and_missing_profile(run_module):
     r = run_module(M, argv=ARGV, publish_host="0.0.0.0", seccomp="docker_default")
     assert r["failed"] and "0.0.0.0" in r["msg"]
     r = run_module(M, argv=ARGV, publish_host="0.0.0.0", expose_to_network=True, seccomp="unconfined")
@@ -38,7 +38,7 @@ def test_exposure_unconfined_and_missing_profile(run_module, capsys):
     assert r["failed"] and "needs the profile path" in r["msg"]
 
 
-def test_metrics_exposure_publishes_on_the_named_address(run_module, capsys):
+def test_metrics_exposure_publishes_on_the_named_address(run_module):
     r = run_module(M, argv=ARGV, seccomp="docker_default", metrics_expose=True,
                    metrics_address="10.20.0.15", metrics_port=9000, publish_port=8000, container_port=8000, has_api_keys=True)
     assert "failed" not in r and r["docker_options"][:2] == ["--publish", "10.20.0.15:9000:8000"]
@@ -49,7 +49,7 @@ def test_metrics_exposure_publishes_on_the_named_address(run_module, capsys):
 
 # ---------------------------------------------------------------- issue 24: allowlist, env values, API keys
 
-def test_env_values_are_checked_never_shown_and_do_not_mask_the_output(run_module, capsys):
+def test_env_values_are_checked_never_shown_and_do_not_mask_the_output(run_module):
     r = run_module(M, argv=ARGV, docker_options=["--gpus", "all", "--log-opt", "max-file=1"],
                    seccomp="docker_default", env={"HF_HUB_OFFLINE": "1"}, extra_env={"HF_TOKEN": "hf_secret_token_1"},
                    api_keys=["sk-key-number-one"])
@@ -58,7 +58,7 @@ def test_env_values_are_checked_never_shown_and_do_not_mask_the_output(run_modul
     assert "hf_secret_token_1" not in json.dumps(r) and "sk-key-number-one" not in json.dumps(r)
 
 
-def test_a_value_smuggling_a_second_line_is_refused_without_repeating_it(run_module, capsys):
+def test_a_value_smuggling_a_second_line_is_refused_without_repeating_it(run_module):
     r = run_module(M, argv=ARGV, seccomp="docker_default",
                    extra_env={"VLLM_CPU_KVCACHE_SPACE": "1\nVLLM_API_KEY=sk-smuggled-key"})
     assert r["failed"] and "control character" in r["msg"] and "sk-smuggled-key" not in json.dumps(r)
@@ -71,12 +71,12 @@ def test_api_keys_that_are_not_a_list_of_strings_fail_clearly_and_are_never_repe
     assert "sk-secret" not in json.dumps(r)
 
 
-def test_a_mapping_in_the_docker_options_is_refused_not_turned_into_text(run_module, capsys):
+def test_a_mapping_in_the_docker_options_is_refused_not_turned_into_text(run_module):
     r = run_module(M, argv=ARGV, docker_options=["--gpus", {"all": True}], seccomp="docker_default")
     assert r["failed"] and "vllm_service_docker_options[1] is a mapping" in r["msg"]
 
 
-def test_refused_options_name_the_opt_in_and_the_opt_in_allows_them(run_module, capsys):
+def test_refused_options_name_the_opt_in_and_the_opt_in_allows_them(run_module):
     r = run_module(M, argv=ARGV, docker_options=["--cap-add", "SYS_PTRACE"], seccomp="docker_default")
     assert r["failed"] and "--cap-add SYS_PTRACE" in r["msg"] and "vllm_service_allow_docker_options" in r["msg"]
     r = run_module(M, argv=ARGV, docker_options=["--cap-add", "SYS_PTRACE"], seccomp="docker_default",

@@ -9,7 +9,7 @@ import pytest
 from ansible_collections.airgap.vllm.plugins.modules import vllm_source_patch as M
 
 
-def test_catalogue_only_says_nothing_about_the_decision(run_module, capsys):
+def test_catalogue_only_says_nothing_about_the_decision(run_module):
     r = run_module(M)
     assert not r["changed"] and r["files"] == [] and "madvise_patch_needed" not in r
     assert r["catalogue"][0]["name"] == "madvise_populate_write"

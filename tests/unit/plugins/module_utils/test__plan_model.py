@@ -1,11 +1,11 @@
-"""Model families, backends and flags of the launch planner, checked against vLLM 0.27.1's own code.
+"""Model families of the launch planner (plugins/module_utils/_plan_model.py): config.json read into the model
+shape and its weights, and what each family's layout plans to, checked against vLLM 0.27.1's own code.
 
 How the expected numbers were obtained: every KV figure below (block size, num_gpu_blocks, blocks per
 request, "GPU KV cache size" tokens, the refusal and its "estimated maximum model length") was computed
 by vLLM 0.27.1's own functions in the CPU venv (tests/vllm_parser/setup-venv.sh) through
 tests/vllm_parser/kv_reference.py, which builds the real FullAttentionSpec / SlidingWindowSpec / MambaSpec
-and calls vllm.v1.core.kv_cache_utils.get_kv_cache_configs + get_kv_cache_capacity. The backend
-priority lists come from vllm.platforms.cuda._get_backend_priorities run in the same venv; the
+and calls vllm.v1.core.kv_cache_utils.get_kv_cache_configs + get_kv_cache_capacity; the
 kv_cache_scheme results from CompressedTensorsConfig.from_config / get_kv_cache_quant_algo_string.
 tests/vllm_parser/test_planner_vs_vllm.py recomputes all of them live and compares with the planner.
 """
@@ -19,6 +19,8 @@ import os
 
 import pytest
 
+from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
+from ansible_collections.airgap.vllm.plugins.module_utils import _plan_model as MD
 from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
@@ -181,57 +183,7 @@ def test_vision_defaults_from_vllm_config_class():
     assert P.vision_tower_bytes(shape["vision"]) == P.vision_tower_bytes(full["vision"])
 
 
-# --- 2. backends -------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("cc,kv,backend", [
-    ("8.9", "bfloat16", "FLASH_ATTN"), ("8.9", "fp8_e4m3", "FLASHINFER"),
-    ("9.0", "fp8_e4m3", "FLASH_ATTN"), ("9.0", "fp8_e5m2", "FLASHINFER"),
-    ("10.0", "bfloat16", "FLASHINFER"), ("10.0", "fp8_e4m3", "FLASHINFER"),
-    ("12.0", "bfloat16", "FLASH_ATTN"), ("12.0", "fp8_e4m3", "FLASHINFER"),
-])
-def test_backend_per_capability(cc, kv, backend):
-    """Priority order from vllm.platforms.cuda._get_backend_priorities (venv): 10.x FlashInfer
-    first, else FlashAttention first; FlashAttention takes fp8 only as FA3 on 9.x / FA4 on 10.x
-    (fa_utils.py:296), never fp8_e5m2; FlashInfer covers 8.0-12.1 with fp8_e5m2."""
-    assert P.attention_backend(cc, kv, 256) == backend
-
-
-def test_blackwell_fp8_plan():
-    """RTX PRO 6000 (SM 12.0), fixture, fp8, MTP 3, prefix caching: FlashInfer (vLLM's
-    _get_backend_priorities puts FlashAttention first on 12.x, but FA takes fp8 only on 9.x/10.x),
-    use_trtllm_attention false in the argv. With MTP its workspace is not in the pre-KV
-    measurement (PIECEWISE graphs); without MTP it is: max(394 MiB, 8192 x 24 x 256 x 16 = 768 MiB).
-    KV from vLLM (case blackwell-fp8, 58 GiB): block 1600, 1117 blocks, 143 per 204800 request
-    (128 + 3 x 5 align), 1,599,731 tokens."""
-    r = plan(fixture_config(), measured_kv_cache_bytes=58 * P.GIB, context=204800,
-             kv_cache_dtype="fp8_e4m3", num_speculative_tokens=3, prefix_caching=True)
-    L = r["ledger"]
-    assert L["attention_backend"] == "FLASHINFER"
-    assert not [c for c in L["components"] if c["name"] == "attention_workspace"]
-    no_mtp = plan(fixture_config(), context=204800, kv_cache_dtype="fp8_e4m3")["ledger"]
-    ws = [c["bytes"] for c in no_mtp["components"] if c["name"] == "attention_workspace"]
-    assert ws == [8192 * 24 * 256 * 16]
-    assert (L["block_size"], L["num_gpu_blocks"], L["blocks_per_full_request"]) == (1600, 1117, 143)
-    assert L["gpu_kv_cache_tokens"] == 1599731
-    argv = r["argv"]
-    assert json.loads(argv[argv.index("--attention-config") + 1]) == {"use_trtllm_attention": False}
-    assert r["env"]["FLASHINFER_NO_DOWNLOAD"] == "1"
-    assert "FlashInfer" in r["env_reasons"]["FLASHINFER_NO_DOWNLOAD"]
-
-
-def test_hopper_fp8_e5m2_plan():
-    """H200 (SM 9.0), bf16 checkpoint, fp8_e5m2 KV: FlashAttention refuses e5m2, so FlashInfer.
-    vLLM (case hopper-e5m2, 20 GiB, MTP 3, no prefix caching): block 1600, 385 blocks,
-    94 per 131072-token request (82 + 3 x 4), 536,837 tokens."""
-    r = plan(bf16_qwen35(), gpu_total_bytes=H200, compute_capability="9.0",
-             measured_kv_cache_bytes=20 * P.GIB, context=131072, kv_cache_dtype="fp8_e5m2",
-             num_speculative_tokens=3)
-    L = r["ledger"]
-    assert L["attention_backend"] == "FLASHINFER"
-    assert (L["block_size"], L["num_gpu_blocks"], L["blocks_per_full_request"]) == (1600, 385, 94)
-    assert L["gpu_kv_cache_tokens"] == 536837
-    assert "--attention-config" in r["argv"]
-
+# --- 2. fp8_e5m2 KV and an fp8 checkpoint ---------------------------------------------------------
 
 def test_fp8_e5m2_with_fp8_checkpoint_refused_as_vllm_does():
     """attention.py:198-213 raises 'fp8_e5m2 kv-cache is not supported with fp8 checkpoints.'"""
@@ -240,45 +192,7 @@ def test_fp8_e5m2_with_fp8_checkpoint_refused_as_vllm_does():
     assert "fp8_e5m2 kv-cache is not supported with fp8 checkpoints" in str(exc.value)
 
 
-# --- 3. every ledger input reaches the argv ----------------------------------------------------
-
-def test_enforce_eager_and_image_pixels_reach_argv():
-    r = plan(fixture_config(), context=32768, enforce_eager=True, max_image_pixels=4194304)
-    argv = r["argv"]
-    assert "--enforce-eager" in argv
-    assert json.loads(argv[argv.index("--mm-processor-kwargs") + 1]) == {"max_pixels": 4194304}
-    assert not [c for c in r["ledger"]["components"] if c["name"] == "cuda_graphs"]
-    lmo = plan(fixture_config(), context=32768, language_model_only=True, max_image_pixels=1)
-    assert "--mm-processor-kwargs" not in lmo["argv"]  # no encoder, nothing to bound
-
-
-def test_prefix_caching_flag_only_when_asked():
-    unset = plan(fixture_config(), context=32768)["argv"]
-    assert "--no-enable-prefix-caching" not in unset and "--enable-prefix-caching" not in unset
-    assert "--no-enable-prefix-caching" in plan(fixture_config(), context=32768,
-                                                prefix_caching=False)["argv"]
-    assert "--enable-prefix-caching" in plan(fixture_config(), context=32768,
-                                             prefix_caching=True)["argv"]
-
-
-def test_pin_needs_a_measured_budget():
-    with pytest.raises(P.TargetsError) as exc:
-        plan(fixture_config(), context=32768, pin_kv_cache_memory=True)
-    assert "measured_kv_cache_bytes" in str(exc.value)
-    r = plan(fixture_config(), context=32768, pin_kv_cache_memory=True,
-             measured_kv_cache_bytes=30 * P.GIB)
-    argv = r["argv"]
-    assert argv[argv.index("--kv-cache-memory-bytes") + 1] == str(30 * P.GIB)
-
-
 # --- issue 12 item 9: clear errors, never a traceback or --max-model-len 0 ----------------------
-
-@pytest.mark.parametrize("cc", ["abc", "", "8", "8.x", "9.0.1", "sm_90"])
-def test_non_numeric_compute_capability(cc):
-    with pytest.raises(P.TargetsError) as exc:
-        plan(fixture_config(), context=32768, compute_capability=cc)
-    assert "compute_capability" in str(exc.value) and "8.9" in str(exc.value)
-
 
 @pytest.mark.parametrize("config", [
     dict(QWEN3_SCHEME, num_attention_heads=0),
@@ -293,15 +207,7 @@ def test_zero_or_bad_attention_heads(config):
     assert "num_attention_heads" in str(exc.value) or "num_key_value_heads" in str(exc.value)
 
 
-@pytest.mark.parametrize("config", [QWEN3_SCHEME, fixture_config()])
-@pytest.mark.parametrize("ctx", [0, "0", "0K", -5])
-def test_context_zero_refused(config, ctx):
-    with pytest.raises(P.TargetsError) as exc:
-        plan(config, context=ctx)
-    assert "context" in str(exc.value)
-
-
-# --- issue 24: attention sinks, as vLLM 0.27.1's selector sees them --------------------------------
+# --- issue 24: which models carry attention sinks (the backend they get: test__plan_memory.py) ---------
 
 # openai/gpt-oss-20b config.json (the keys the planner reads); not a family the planner knows, so its
 # layers are declared with layer_layout. Its attention carries sinks (gpt_oss.py:168 OAIAttention).
@@ -313,42 +219,6 @@ GPT_OSS = {
     "layer_types": ["sliding_attention", "full_attention"] * 12,
 }
 GPT_OSS_LAYOUT = {"full_attention": 12, "sliding_attention": 12, "sliding_window": 128}
-
-
-@pytest.mark.parametrize("cc,kv,plain,sinks", [
-    ("8.9", "bfloat16", "FLASH_ATTN", "TRITON_ATTN"),    # FA2 on 8.x: no sinks
-    ("8.9", "fp8_e4m3", "FLASHINFER", "TRITON_ATTN"),    # FlashInfer sinks only via TRT-LLM on SM100
-    ("9.0", "bfloat16", "FLASH_ATTN", "FLASH_ATTN"),     # FA3 takes sinks
-    ("9.0", "fp8_e5m2", "FLASHINFER", "TRITON_ATTN"),    # FA never takes e5m2; FlashInfer no sinks
-    ("10.0", "bfloat16", "FLASHINFER", "FLASH_ATTN"),    # FlashInfer first, without TRT-LLM no sinks: FA4
-    ("10.0", "fp8_e4m3", "FLASHINFER", "FLASH_ATTN"),
-    ("12.0", "bfloat16", "FLASH_ATTN", "TRITON_ATTN"),
-    ("12.0", "fp8_e4m3", "FLASHINFER", "TRITON_ATTN"),
-])
-def test_backend_with_attention_sinks(cc, kv, plain, sinks):
-    """backend.py:357 validate_configuration drops a backend whose supports_sink() is false:
-    flash_attn.py:195 -> fa_utils.py:323 flash_attn_supports_sinks (FA 3 or 4 only; fa_utils.py:140
-    get_flash_attn_version: FA3 on 9.x, FA4 on 10.x, FA2 elsewhere); flashinfer.py:473 (only the SM100
-    TRT-LLM path, which needs NVIDIA's artifact server: utils/flashinfer.py:374); triton_attn.py:394
-    always. Before #24 the planner ignored sinks and chose ``plain``."""
-    assert P.attention_backend(cc, kv, 64) == plain
-    assert P.attention_backend(cc, kv, 64, has_sinks=True) == sinks
-
-
-def test_gpt_oss_plan_has_no_flashinfer_workspace():
-    """On 12.0 with fp8 KV the planner used to pick FlashInfer for gpt-oss and count its workspace
-    (394 MiB+) before the KV pool; vLLM runs Triton there and allocates no such workspace."""
-    r = plan(GPT_OSS, context=32768, kv_cache_dtype="fp8_e4m3", layer_layout=GPT_OSS_LAYOUT,
-             weight_bytes=13 * P.GIB)
-    assert r["ledger"]["attention_backend"] == "TRITON_ATTN"
-    assert not any(c["name"] == "attention_workspace" for c in r["ledger"]["components"])
-    assert "--attention-config" not in r["argv"]
-    # SM 10.x: FlashAttention 4; the TRT-LLM probe vLLM would make for FlashInfer's sinks is switched off.
-    r = plan(GPT_OSS, context=32768, layer_layout=GPT_OSS_LAYOUT, weight_bytes=13 * P.GIB,
-             compute_capability="10.0", gpu_total_bytes=H200)
-    assert r["ledger"]["attention_backend"] == "FLASH_ATTN"
-    assert r["argv"][r["argv"].index("--attention-config") + 1] == '{"use_trtllm_attention":false}'
-    assert not any(c["name"] == "attention_workspace" for c in r["ledger"]["components"])
 
 
 def test_which_models_carry_sinks():
@@ -401,23 +271,36 @@ def test_bad_layer_layout_is_refused(layout):
     assert "layer_layout" in str(exc.value)
 
 
-@pytest.mark.parametrize("name", ["qwen\n[Service]\nExecStartPre=/bin/sh", "qwen\r", "qwen\x00",
-                                  "qw\x1ben", "   ", " qwen"])
-def test_served_model_name_with_control_characters_is_refused(name):
-    """It reaches the systemd unit and argv: a newline would add a line to the unit."""
-    with pytest.raises(P.PlanError) as exc:
-        plan(QWEN3, context=8192, served_model_name=name)
-    assert "served_model_name" in str(exc.value)
+# --- reading config.json: the model shape and its weights ----------------------------------------
+
+def test_describe_nested_hybrid(shape):
+    assert (shape["num_full_layers"], shape["num_linear_layers"]) == (16, 48)
+    assert shape["mtp_layers"] == 1 and shape["mamba_ssm_dtype"] == "float32"
+    assert shape["quant_method"] == "fp8" and shape["vision"]["depth"] == 27
 
 
-def test_served_model_name_plain_is_kept():
-    r = plan(QWEN3, context=8192, served_model_name="qwen3-8b:v2")
-    assert r["argv"][r["argv"].index("--served-model-name") + 1] == "qwen3-8b:v2"
+def test_layer_types_list_equals_interval():
+    text = {"architectures": ["Qwen3NextForCausalLM"],
+            "hidden_size": 64, "num_hidden_layers": 8, "num_attention_heads": 4,
+            "layer_types": ["linear_attention"] * 3 + ["full_attention"] + ["linear_attention"] * 3
+            + ["full_attention"], "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+            "linear_key_head_dim": 8, "linear_value_head_dim": 8, "linear_conv_kernel_dim": 4}
+    a = MD.describe_model(text)
+    b = MD.describe_model(dict(text, layer_types=None, full_attention_interval=4))
+    assert (a["num_full_layers"], a["num_linear_layers"]) == (2, 6)
+    assert (b["num_full_layers"], b["num_linear_layers"]) == (2, 6)
 
 
-@pytest.mark.parametrize("tokens", [0, -1, "x"])
-def test_max_num_batched_tokens_zero_is_refused(tokens):
-    """0 used to mean vLLM's default silently (``0 or default``)."""
-    with pytest.raises(P.PlanError) as exc:
-        plan(QWEN3, context=8192, max_num_batched_tokens=tokens)
-    assert "max_num_batched_tokens" in str(exc.value)
+def test_bad_config_is_typed_error(tmp_path):
+    with pytest.raises(CM.ModelConfigError):
+        MD.describe_model({"hidden_size": 1})
+    with pytest.raises(CM.ModelConfigError):
+        MD.read_model_dir(str(tmp_path))
+
+
+def test_fixture_index_matches_architecture(shape):
+    with open(os.path.join(FIXTURE, "model.safetensors.index.json")) as fh:
+        total = json.load(fh)["metadata"]["total_size"]
+    est = MD.estimate_weight_bytes(shape)["total"]
+    assert abs(est - total) / float(total) < 0.01  # two independent countings agree
+    assert 29e9 < total < 31e9

@@ -1,0 +1,315 @@
+# -*- coding: utf-8 -*-
+# Copyright: airgap.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The engine confirms the plan, part three: the deployment report (report.json, report.md, memory.svg)
+and the summary at the end of a playbook, from _plan_confirm's comparison.
+
+Pure functions, stdlib only, Python 3.7-clean. The report never contradicts itself: "confirmed" only
+when the KV pool is the planned one too (verdict_text, from _plan_confirm.pool_check's result).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import json
+
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import (
+    GIB,
+    fmt_gib,
+    fmt_tokens,
+    release_rules,
+)
+
+__metaclass__ = type
+
+
+def engine_release(plan_result):
+    """The vLLM release the plan was made for (the image's, vllm_launch_plan's ``vllm_version`` kept in its
+    ``inputs``): {"version", "known", "rules", "relation", "text"}, or None when the plan was made without one."""
+    version = ((plan_result or {}).get("inputs") or {}).get("vllm_version")
+    if not version or not str(version).strip():
+        return None
+    try:
+        r = release_rules(str(version))
+    except ValueError:
+        return {"version": str(version), "known": False, "rules": None, "relation": "unreadable",
+                "text": "vLLM %r (UNKNOWN: not a version)" % str(version)}
+    rules = r["rules"]["release"]
+    text = "vLLM %s" % r["version"]
+    if not r["known"]:
+        text += " (UNKNOWN release, %s: planned with the rules of vLLM %s)" % (r["relation"], rules)
+    elif r["rules"].get("planner", rules) != rules:
+        text += " (known; sizing rules of vLLM %s)" % r["rules"]["planner"]
+    return {"version": r["version"], "known": r["known"], "rules": rules, "relation": r["relation"], "text": text}
+
+
+def render_summary(result):
+    """One screen for the end of a playbook."""
+    p, m, r = result["planned"], result["measured"], result.get("replan")
+    engine = result.get("engine")
+    lines = ["vLLM plan %s%s" % (verdict_text(result), " -> restart once with the re-plan"
+                                 if result["restart"] else ""),
+             "  KV pool   planned %s, measured %s (%s)" % (
+                 fmt_gib(p["kv_cache_memory_bytes"]),
+                 fmt_gib(m["budget_bytes"]) if m.get("budget_bytes") is not None else "-",
+                 m.get("budget_how") or "-"),
+             "  blocks    planned %s, measured %s" % (p["num_gpu_blocks"],
+                                                      m.get("num_gpu_blocks")),
+             "  context   %s x %s requests planned (%.2f full-length fit)" % (
+                 p["max_model_len"], p["concurrency"], p["max_concurrency"] or 0)]
+    if r and r.get("feasible"):
+        lines.append("  re-plan   --max-model-len %d --kv-cache-memory-bytes %d: %.2f full-length "
+                     "requests, %s tokens" % (r["max_model_len"], r["kv_cache_memory_bytes"],
+                                              r["max_concurrency_at_len"],
+                                              "{:,}".format(r["gpu_kv_cache_tokens"])))
+    elif r:
+        lines.append("  re-plan   not feasible: %s" % r["reason"])
+    lines += ["  note      " + n for n in result.get("notes", [])]
+    if engine:
+        lines.insert(0, "vLLM release: %s" % engine["text"][len("vLLM "):])
+    return "\n".join(lines)
+
+
+def component_bytes(ledger, name):
+    """Bytes of the ledger's component ``name`` (0 when the ledger has none)."""
+    for c in ledger.get("components", []):
+        if c["name"] == name:
+            return c["bytes"]
+    return 0
+
+
+# --- report ----------------------------------------------------------------------------------
+
+def memory_bars(ledger, measured):
+    """weights | other | KV pool | free, per GPU, planned and measured (bytes)."""
+    total = int(ledger.get("gpu_total_bytes") or 0)
+    budget = int(ledger["budget_bytes"])
+    pw = component_bytes(ledger, "weights")
+    planned = {"total": total, "weights": pw, "other": budget - pw - ledger["kv_pool_bytes"],
+               "kv_pool": ledger["kv_pool_bytes"], "free": max(0, total - budget)}
+    bars = {"planned": planned, "measured": None}
+    if measured and measured.get("budget_bytes") is not None:
+        mw = measured.get("weights_bytes")
+        weights = mw if mw is not None else pw
+        kv = measured["budget_bytes"]
+        bars["measured"] = {"total": total, "weights": weights,
+                            "other": max(0, budget - weights - kv), "kv_pool": kv,
+                            "free": max(0, total - max(budget, weights + kv)),
+                            "weights_measured": mw is not None,
+                            # Only the KV pool (and the weights, from a journal) is the engine's number: the rest
+                            # of the bar is the plan's budget, not a measurement.
+                            "labels": {"weights": "weights" if mw is not None else "weights (planned)",
+                                       "other": "not measured", "kv_pool": "KV pool",
+                                       "free": "free (planned)"}}
+    return bars
+
+
+def deployment_report(plan_result, confirmation, tradeoff_rows=None):
+    ledger = plan_result["ledger"]
+    final = confirmation.get("replan") if confirmation.get("restart") else None
+    final_ctx = final["max_model_len"] if final else ledger["max_model_len"]
+    return {
+        "engine": engine_release(plan_result),
+        "verdict": confirmation["verdict"],
+        "restart": confirmation["restart"],
+        "is_replan": confirmation["is_replan"],
+        "planned": confirmation["planned"],
+        "measured": confirmation["measured"],
+        "delta": confirmation["delta"],
+        "replan": confirmation.get("replan"),
+        "final": {"max_model_len": final_ctx,
+                  "concurrency": ledger.get("concurrency"),
+                  "kv_cache_memory_bytes": final["kv_cache_memory_bytes"] if final else None,
+                  "max_concurrency_at_len": final["max_concurrency_at_len"] if final else (
+                      confirmation.get("measured_concurrency_at_len")
+                      or ledger["max_concurrency_at_len"])},
+        "memory": memory_bars(ledger, confirmation["measured"]),
+        "tradeoff": tradeoff_rows or plan_result.get("tradeoff"),
+        "notes": confirmation.get("notes", []),
+        "pool": confirmation.get("pool"),
+        "plan_warnings": plan_result.get("plan_warnings") or [],
+        "ledger": {"num_speculative_tokens": ledger.get("num_speculative_tokens"),
+                   "prefix_caching": ledger.get("prefix_caching"),
+                   "attention_backend": ledger.get("attention_backend"),
+                   "kv_dtype": ledger.get("kv_dtype"), "block_size": ledger["block_size"],
+                   "model_family": ledger.get("model_family")},
+    }
+
+
+def render_markdown(report):
+    p, m = report["planned"], report["measured"]
+
+    def g(b):
+        return fmt_gib(b) if isinstance(b, int) else "-"
+
+    def n(v):
+        return "{:,}".format(v) if isinstance(v, int) else ("-" if v is None else str(v))
+
+    rows = ["# vLLM deployment report", "",
+            "**Verdict: %s**%s" % (verdict_text(report),
+                                   " (restart with the re-plan)" if report["restart"] else ""), ""] + (
+        ["Engine: %s." % report["engine"]["text"], ""] if report.get("engine") else []) + [
+            "| | planned | measured |", "|---|---|---|",
+            "| KV pool | %s | %s |" % (g(p["kv_cache_memory_bytes"]), g(m.get("budget_bytes"))),
+            "| num_gpu_blocks | %s | %s |" % (n(p["num_gpu_blocks"]), n(m.get("num_gpu_blocks"))),
+            "| block size | %s | %s |" % (n(p["block_size"]), n(m.get("block_size"))),
+            "| GPU KV cache size (tokens) | %s | %s |" % (n(p["kv_cache_size_tokens"]),
+                                                          n(m.get("kv_cache_size_tokens"))),
+            "| weights | %s | %s |" % (g(p["weights_bytes"]), g(m.get("weights_bytes"))),
+            "| max_model_len | %s | %s |" % (n(p["max_model_len"]), n(m.get("max_model_len"))),
+            "| full-length requests at once | %s | %s |" % (
+                p["max_concurrency"], m.get("max_concurrency") if m.get(
+                    "max_concurrency") is not None else "-"),
+            "", "Measured from: %s; budget: %s." % (", ".join(m.get("source") or ["-"]),
+                                                    m.get("budget_how") or "-"), ""]
+    r = report.get("replan")
+    if r and r.get("feasible"):
+        rows += ["## Re-plan from the measured budget", "",
+                 "`--kv-cache-memory-bytes %d` (%s), `--max-model-len %d` (%s): %s blocks, "
+                 "%.2f full-length requests, %s tokens." % (
+                     r["kv_cache_memory_bytes"], fmt_gib(r["kv_cache_memory_bytes"]),
+                     r["max_model_len"], r["max_model_len_how"], n(r["num_gpu_blocks"]),
+                     r["max_concurrency_at_len"], n(r["gpu_kv_cache_tokens"])), ""]
+    elif r:
+        rows += ["## Re-plan", "", "Not feasible: %s." % r["reason"], ""]
+    f = report["final"]
+    rows += ["Final: context %s x %s requests (%.2f full-length requests fit)." % (
+        n(f["max_model_len"]), n(f["concurrency"]), f["max_concurrency_at_len"] or 0), ""]
+    t = report.get("tradeoff")
+    if t:
+        rows += render_tradeoff_markdown(t) + [""]
+    if report.get("promises"):
+        rows += render_promises_markdown(report["promises"]) + [""]
+    if report.get("plan_warnings"):
+        rows += ["## Planner warnings", ""]
+        for w in report["plan_warnings"]:
+            rows.append("- **%s**: %s (%s)" % (w.get("id"), w.get("message"), w.get("source")))
+        rows.append("")
+    for note in report.get("notes", []):
+        rows.append("- " + note)
+    rows += ["", "![memory](memory.svg)"]
+    return "\n".join(rows) + "\n"
+
+
+def render_tradeoff_markdown(t):
+    rows = ["## Trade-off (%s)" % t.get("title", "this card"), "",
+            "| question | answer |", "|---|---|",
+            "| longest context where %d requests all fit | %s |" % (
+                t["concurrency"], fmt_tokens(t["all_fit_len"]) if t["all_fit_len"] else "none"),
+            "| longest single request (`--max-model-len`) | %s |" % (
+                fmt_tokens(t["single_len"]) if t["single_len"] else "none")]
+    for row in t["typical"]:
+        rows.append("| requests of %s that fit at once (then vLLM preempts) | %d |" % (
+            fmt_tokens(row["length"]), row["fit"]))
+    for row in t.get("batched_tokens", []):
+        rows.append("| `--max-num-batched-tokens %d` | %s x %d requests, KV pool %s%s |" % (
+            row["max_num_batched_tokens"], fmt_tokens(row["all_fit_len"]) if row[
+                "all_fit_len"] else "none", t["concurrency"], fmt_gib(row["kv_pool_bytes"]),
+            row.get("note", "")))
+    for row in t.get("speculative", []):
+        rows.append("| MTP %d speculative tokens | %s x %d requests, %s blocks of %d%s |" % (
+            row["num_speculative_tokens"], fmt_tokens(row["all_fit_len"]) if row[
+                "all_fit_len"] else "none", t["concurrency"], "{:,}".format(row["blocks"]),
+            row["block_size"], row.get("note", "")))
+    return rows
+
+
+def render_svg(report, width=640):
+    """Two stacked bars, planned and measured: weights | other | KV pool | free."""
+    colors = (("weights", "#4e79a7"), ("other", "#f28e2b"), ("kv_pool", "#59a14f"),
+              ("free", "#d0d0d0"))
+    bars = report["memory"]
+    total = max(1, bars["planned"]["total"] or sum(bars["planned"][k] for k, _c in colors))
+    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="180" '
+           'font-family="sans-serif" font-size="11">' % (width + 120)]
+    y = 10
+    for label in ("planned", "measured"):
+        bar_bytes = bars.get(label)
+        out.append('<text x="0" y="%d">%s</text>' % (y + 17, label))
+        if not bar_bytes:
+            out.append('<text x="80" y="%d">not measured</text>' % (y + 17))
+            y += 40
+            continue
+        x = 80.0
+        for key, color in colors:
+            w = width * max(0, bar_bytes[key]) / float(total)
+            name = (bar_bytes.get("labels") or {}).get(key) or key.replace("_", " ")
+            fill = "#bbbbbb" if name == "not measured" else color
+            out.append('<rect x="%.1f" y="%d" width="%.1f" height="24" fill="%s">'
+                       '<title>%s: %s %s</title></rect>' % (x, y, w, fill, key, name, fmt_gib(bar_bytes[key])))
+            if w > 50:
+                out.append('<text x="%.1f" y="%d" fill="#fff">%s %.1f</text>'
+                           % (x + 3, y + 16, name, bar_bytes[key] / float(GIB)))
+            x += w
+        y += 40
+    x = 80
+    for key, color in colors:
+        out.append('<rect x="%d" y="%d" width="10" height="10" fill="%s"/>'
+                   '<text x="%d" y="%d">%s</text>' % (x, y, color, x + 14, y + 9,
+                                                      key.replace("_", " ")))
+        x += 110
+    captions = ["GiB per GPU of %.1f GiB" % (total / float(GIB))]
+    if bars.get("measured"):
+        captions.append("measured: the KV pool (vllm:cache_config_info)%s; the rest of that bar is the plan's"
+                        % (" and the weights (journal)" if bars["measured"].get("weights_measured") else ""))
+    pool = report.get("pool") or {}
+    if pool.get("explained_by"):
+        captions.append(pool["explained_by"].split(": ")[0])
+    for i, caption in enumerate(captions):
+        out.append('<text x="80" y="%d">%s</text>' % (y + 30 + 14 * i, _xml(caption)))
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _xml(text):
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+# --- the report never contradicts itself ------------------------------------------------------------
+
+def verdict_text(report):
+    """The verdict as the report states it: 'confirmed' only when the pool is the planned one too."""
+    verdict = report.get("verdict")
+    pool = report.get("pool") or {}
+    if verdict != "confirmed" or pool.get("status") in (None, "as_planned", "not_measured"):
+        return verdict
+    planned = report.get("planned") or {}
+    held = "context %s x %s requests held" % (planned.get("max_model_len"), planned.get("concurrency"))
+    if pool.get("explained_by"):
+        return "%s; KV pool not as planned (%s than planned, explained by a test setting)" % (held, pool["status"])
+    return "%s; KV pool NOT as planned (%s than planned)" % (held, pool["status"])
+
+
+def render_promises_markdown(rows):
+    """The promises table of report.md."""
+    out = ["## Promises", "",
+           "| promise | expected | measured | status | advice | source |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append("| %s | %s | %s | %s | %s | %s |" % tuple(
+            ("-" if v in (None, "") else str(v)).replace("|", "\\|") for v in (
+                r.get("promise"), r.get("expected"), r.get("measured"),
+                "**%s**" % r.get("status") if r.get("status") == "MISSED" else r.get("status"),
+                r.get("advice"), r.get("source"))))
+    return out
+
+
+CARRIED = ("promises", "loadcheck")
+
+
+def carry_promises(old_report, new_report):
+    """The new report with the load check's promises of the old one (report.json on the host) when both describe
+    the same deployment (planned and final equal): a converged re-run that confirms again keeps them, and so
+    leaves report.md unchanged; a changed plan drops them (its load check writes new ones). Returns the report
+    (a copy when something was carried) and whether it was."""
+    if not isinstance(old_report, dict) or not isinstance(new_report, dict):
+        return new_report, False
+    if not any(old_report.get(k) for k in CARRIED):
+        return new_report, False
+    same = all(json.dumps(old_report.get(k), sort_keys=True, default=str)
+               == json.dumps(new_report.get(k), sort_keys=True, default=str) for k in ("planned", "final"))
+    if not same:
+        return new_report, False
+    out = dict(new_report)
+    for key in CARRIED:
+        if old_report.get(key):
+            out[key] = old_report[key]
+    return out, True
