@@ -1,5 +1,9 @@
 """airgap.vllm.driver_summary: the rows and the table (pure functions), and the callback over Ansible's own stats
 as a run leaves them (set_stats per host, failures, rescues), printing after the recap."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import yaml
 from ansible.executor.stats import AggregateStats
 from ansible.executor.task_result import TaskResult
