@@ -25,7 +25,7 @@ import re
 import stat
 
 PAYLOAD_DIRS = ("artifacts", "collections", "wheels")
-KINDS = ("driver", "toolkit", "image", "model", "collection", "wheel", "file")
+KINDS = ("driver", "fabricmanager", "toolkit", "image", "model", "collection", "wheel", "file")
 _SHA = re.compile(r"^[0-9a-f]{64}$")
 
 
