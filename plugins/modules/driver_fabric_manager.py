@@ -15,8 +15,8 @@ version_added: 0.3.0
 description:
   - Reads the unit's C(ActiveState) (C(systemctl show)) and each GPU's C(Fabric) section of C(nvidia-smi -q) and fails,
     naming the GPUs, unless the unit is active and every GPU says State C(Completed), Status C(Success).
-  - GPUs whose NVML reports no fabric state (C(N/A); A100 and older) are verified by Fabric Manager's own log instead:
-    its last start must have logged that all NVSwitches were configured.
+  - GPUs whose NVML reports no fabric state (C(N/A); A100 and older) are verified by Fabric Manager's own log instead,
+    where its last start must have logged that all NVSwitches were configured.
   - Asks again for up to O(wait) seconds while registration is in progress; a failed unit or a Completed state with
     an error status fails at once.
   - The decision is module_utils/_fabric_manager.py's.

@@ -127,7 +127,7 @@ options:
           - Whether the host needs NVIDIA Fabric Manager (C(auto) decides from the NVSwitches on the PCI bus and reads
             the bus even without O(pci)); when it does, its RPMs are kept from the driver clean-up. The decision is
             module_utils/_fabric_manager.py's.
-          - C(auto), C(true) or C(false) (a YAML boolean or its words: yes, no, on, off).
+          - C(auto), C(true) or C(false) (a YAML boolean or its words yes, no, on, off).
         type: str
         default: 'false'
 extends_documentation_fragment:
