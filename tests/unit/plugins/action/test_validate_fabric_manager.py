@@ -20,6 +20,10 @@ PLAY = """
         check_connection: false
 """
 FM_RPM = "nvidia-fabric-manager-580.65.06-1.x86_64.rpm"
+RUN_FILE = "NVIDIA-Linux-x86_64-580.65.06.run"
+pytestmark = pytest.mark.skipif(
+    not os.path.isdir(os.path.join(ROOT, "build", "collections", "ansible_collections", "airgap")),
+    reason="the collection is not linked (bash tests/link-collection.sh)")
 
 
 def bundle(root, files):
@@ -48,11 +52,9 @@ def host_bus(tmp_path, monkeypatch, nvswitches):
     monkeypatch.setenv("FAKE_NVML_STATE", str(state))
 
 
-@pytest.mark.skipif(not os.path.isdir(os.path.join(ROOT, "build", "collections", "ansible_collections", "airgap")),
-                    reason="the collection is not linked (bash tests/link-collection.sh)")
 def test_an_nvswitch_host_with_a_bundle_without_fabric_manager_is_refused(tmp_path, monkeypatch):
     host_bus(tmp_path, monkeypatch, nvswitches=4)
-    without = bundle(tmp_path / "b1", [("NVIDIA-Linux-x86_64-580.65.06.run", "driver")])
+    without = bundle(tmp_path / "b1", [(RUN_FILE, "driver")])
     rc, r = run(tmp_path, None, play=PLAY, bundle_path=without)
     assert rc != 0 and r.get("failed") is True
     assert ("bundle_path: got a bundle without %s (%s/manifest.yml: it carries no fabricmanager artifact); wants the "
@@ -60,7 +62,7 @@ def test_an_nvswitch_host_with_a_bundle_without_fabric_manager_is_refused(tmp_pa
             "class 0680): 0000:05:00.0 GH100 [H100 NVSwitch] [10de:22a3]" % (FM_RPM, without)) in r["msg"], r["msg"]
     assert "Add it to bundle_build_artifacts as kind fabricmanager" in r["msg"]
 
-    with_fm = bundle(tmp_path / "b2", [("NVIDIA-Linux-x86_64-580.65.06.run", "driver"), (FM_RPM, "fabricmanager")])
+    with_fm = bundle(tmp_path / "b2", [(RUN_FILE, "driver"), (FM_RPM, "fabricmanager")])
     rc, r = run(tmp_path, None, play=PLAY, bundle_path=with_fm)
     assert rc == 0, r.get("msg")
     # Forced off, the same host passes without it (the operator's word).
@@ -68,12 +70,9 @@ def test_an_nvswitch_host_with_a_bundle_without_fabric_manager_is_refused(tmp_pa
     assert rc == 0, r.get("msg")
 
 
-@pytest.mark.skipif(not os.path.isdir(os.path.join(ROOT, "build", "collections", "ansible_collections", "airgap")),
-                    reason="the collection is not linked (bash tests/link-collection.sh)")
 def test_a_host_without_nvswitches_needs_no_fabric_manager_and_a_bad_setting_is_named(tmp_path, monkeypatch):
     host_bus(tmp_path, monkeypatch, nvswitches=0)
-    without = bundle(tmp_path / "b", [("NVIDIA-Linux-x86_64-580.65.06.run", "driver")])
-    rc, r = run(tmp_path, None, play=PLAY, bundle_path=without)
-    assert rc == 0, r.get("msg")
-    rc, r = run(tmp_path, None, play=PLAY, bundle_path=without, nvidia_driver_fabric_manager="sometimes")
+    plain = bundle(tmp_path / "b", [(RUN_FILE, "driver")])
+    assert run(tmp_path, None, play=PLAY, bundle_path=plain)[0] == 0
+    rc, r = run(tmp_path, None, play=PLAY, bundle_path=plain, nvidia_driver_fabric_manager="sometimes")
     assert rc != 0 and "nvidia_driver_fabric_manager: got 'sometimes' (a string); wants auto, true or false" in r["msg"]
