@@ -27,6 +27,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest impor
     load_manifest,
     medium_size,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._fabric_manager import decision, normalize_setting
 from ansible_collections.airgap.vllm.plugins.module_utils._services import HOST_VALUES, resolve, service_advisories, service_problems
 from ansible_collections.airgap.vllm.plugins.module_utils._validate import (
     STAGES,
@@ -94,7 +95,34 @@ class ActionModule(ActionBase):
             return None
         return out
 
-    def _bundle(self, values, options, stages, manage_driver, hint):
+    def _fabric_manager(self, task_vars, values, options, stages, manage_driver):
+        """(the host's Fabric Manager decision or None, [Problem]). auto reads the host's PCI bus (host_info pci, read
+        only), and only where a controller-side bundle is checked; an unreachable host is the reach check's."""
+        if "nvidia_driver" not in stages or not manage_driver:
+            return None, []
+        raw = effective("nvidia_driver_fabric_manager", values, options)
+        try:
+            setting = normalize_setting(raw)
+        except ValueError:
+            return None, [Problem("nvidia_driver_fabric_manager", describe_got(raw), "auto, true or false")]
+        if setting != "auto":
+            return decision(setting, None), []
+        if "bundle" not in stages or effective("bundle_source", values, options) != "controller":
+            return None, []
+        try:
+            res = self._execute_module(module_name="airgap.vllm.host_info", module_args=dict(docker=False, pci=True),
+                                       task_vars=task_vars)
+        except AnsibleError:
+            return None, []
+        if res.get("failed") or res.get("unreachable"):
+            return None, []
+        fabric = decision(setting, res.get("pci"))
+        if fabric["needed"] is None:
+            return fabric, [Problem("nvidia_driver_fabric_manager", describe_got(raw), "true or false on this host: "
+                                    + fabric["reason"])]
+        return fabric, []
+
+    def _bundle(self, values, options, stages, manage_driver, hint, fabric=None):
         if "bundle" not in stages:
             return []
         source = effective("bundle_source", values, options)
@@ -121,8 +149,8 @@ class ActionModule(ActionBase):
         for entry in staged:
             # A file split for FAT32 is on the medium as its parts.
             present[entry["path"]] = medium_size(path, entry)
-        need = needed_kinds(stages, values, options, manage_driver)
-        return bundle_problems(path, manifest, staged, present, need)
+        need = needed_kinds(stages, values, options, manage_driver, fabric_manager=fabric)
+        return bundle_problems(path, manifest, staged, present, need, fabric_reason=(fabric or {}).get("reason", ""))
 
     def _reach(self, task_vars, host, hint):
         connection = self._templar.template(task_vars.get("ansible_connection", "ssh"))
@@ -191,7 +219,9 @@ class ActionModule(ActionBase):
         # A rule about a variable the playbook wires itself (skip) is the playbook's to keep.
         problems.extend(p for p in cross_role_problems(stages, clean, options, manage_driver, services=resolved)
                         if p.variable not in bad and p.variable not in skip)
-        problems.extend(self._bundle(clean, options, stages, manage_driver, hints.get("bundle_path", "")))
+        fabric, fabric_problems = self._fabric_manager(task_vars, clean, options, stages, manage_driver)
+        problems.extend(fabric_problems)
+        problems.extend(self._bundle(clean, options, stages, manage_driver, hints.get("bundle_path", ""), fabric))
 
         warnings = advisories(clean)
         if "vllm_service" in stages:

@@ -29,7 +29,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import BU
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import (
     PAYLOAD_DIRS, BundleError, part_name, sha256sums_text, split_plan)
 
-ARTIFACT_KINDS = ("driver", "toolkit", "rpms", "image", "model", "file")
+ARTIFACT_KINDS = ("driver", "fabricmanager", "toolkit", "rpms", "image", "model", "file")
 # FAT32 keeps at most 4 GiB - 1 byte in one file; 1 MiB under 4 GiB leaves room and stays aligned.
 FAT32_SPLIT = 4 * 1024 ** 3 - 1024 ** 2
 

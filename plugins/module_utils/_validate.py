@@ -34,6 +34,7 @@ import re
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.six import string_types
 
+from ansible_collections.airgap.vllm.plugins.module_utils._fabric_manager import bundle_entry_problem, rpm_file_name
 from ansible_collections.airgap.vllm.plugins.module_utils._front import front_problems, front_warnings
 from ansible_collections.airgap.vllm.plugins.module_utils._names import service_name_problem
 from ansible_collections.airgap.vllm.plugins.module_utils._peer_fetch import peer_bind_problem
@@ -483,10 +484,17 @@ def gpu_set(extra_env):
     return frozenset(d.strip() for d in str(devices).split(",") if d.strip())
 
 
-def needed_kinds(stages, values, options, manage_driver=True):
-    """{kind: (stage, version or None)} the enabled stages take from the bundle."""
+def needed_kinds(stages, values, options, manage_driver=True, fabric_manager=None):
+    """{kind: (stage, version or None)} the enabled stages take from the bundle.
+
+    fabric_manager: the host's Fabric Manager decision (_fabric_manager.decision) or None (not known): when it says
+    needed, the driver stage also takes the `fabricmanager` RPM of the driver's version (unless
+    nvidia_driver_fabric_manager_rpm names a file of the operator's)."""
     stage_kinds = effective("bundle_stage_kinds", values, options) or []
     need = {}
+    if ("nvidia_driver" in stages and manage_driver and (fabric_manager or {}).get("needed")
+            and "nvidia_driver_fabric_manager_rpm" not in values and "fabricmanager" in stage_kinds):
+        need["fabricmanager"] = ("nvidia_driver", effective("nvidia_driver_version", values, options))
     for stage in stages:
         kind = STAGE_KINDS.get(stage)
         if not kind:
@@ -502,11 +510,11 @@ def needed_kinds(stages, values, options, manage_driver=True):
     return need
 
 
-def bundle_problems(bundle_path, manifest_file, entries, present, need, hint=""):
+def bundle_problems(bundle_path, manifest_file, entries, present, need, hint="", fabric_reason=""):
     """Problems of a controller-side bundle.
 
     entries: the manifest's artifacts (None when it could not be read); present: {path: size or None}
-    for the entries' files on disk; need: from needed_kinds().
+    for the entries' files on disk; need: from needed_kinds(); fabric_reason: why the host needs Fabric Manager.
     """
     problems = []
     for entry in entries:
@@ -525,6 +533,16 @@ def bundle_problems(bundle_path, manifest_file, entries, present, need, hint="")
     for entry in entries:
         kinds.setdefault(entry.get("kind"), set()).add(str(entry.get("version", "")))
     for kind, (stage, version) in sorted(need.items()):
+        if kind == "fabricmanager":
+            missing = bundle_entry_problem(entries, version)
+            if missing:
+                problems.append(Problem(
+                    "bundle_path", "a bundle without %s (%s: %s)" % (rpm_file_name(version), manifest_file, missing),
+                    "the Fabric Manager RPM of driver %s: this host needs it (%s), and Fabric Manager refuses to "
+                    "run beside a driver of another version" % (version, fabric_reason or "NVSwitch system"),
+                    "Add it to bundle_build_artifacts as kind fabricmanager and rebuild the bundle, or set "
+                    "nvidia_driver_fabric_manager: false for a host without NVSwitches"))
+            continue
         if kind not in kinds:
             problems.append(Problem(
                 "bundle_path", "a bundle whose %s has no %s artifact" % (manifest_file, kind),

@@ -31,7 +31,7 @@ options:
     required: true
   artifacts:
     description:
-      - Each C(kind) (driver, toolkit, rpms, image, model, file), C(name), C(version) and C(src) (a file or
+      - Each C(kind) (driver, fabricmanager, toolkit, rpms, image, model, file), C(name), C(version) and C(src) (a file or
         directory on this machine).
     type: list
     elements: dict

@@ -39,9 +39,10 @@ options:
     default: docker
   pci:
     description:
-      - List the NVIDIA GPUs on the PCI bus (C(lspci -D -mm -nn -d 10de:)), which works with no driver loaded.
-      - A GPU is a function of vendor 10de with a display-controller class (03xx); the rule lives in
-        module_utils/_pci.py.
+      - List the NVIDIA GPUs and NVSwitches on the PCI bus (C(lspci -D -mm -nn -d 10de:)), which works with no
+        driver loaded.
+      - A GPU is a function of vendor 10de with a display-controller class (03xx), an NVSwitch one of class 0680;
+        the rule lives in module_utils/_pci.py.
     type: bool
     default: false
   rpms:
@@ -121,6 +122,14 @@ options:
       blacklist_content: {description: "What O(nvidia_driver.blacklist_file) must hold.", type: str, default: ''}
       dnf_module_file: {description: "dnf's nvidia-driver module state file.", type: path,
                         default: /etc/dnf/modules.d/nvidia-driver.module}
+      fabric_manager:
+        description:
+          - Whether the host needs NVIDIA Fabric Manager (C(auto) decides from the NVSwitches on the PCI bus and reads
+            the bus even without O(pci)); when it does, its RPMs are kept from the driver clean-up. The decision is
+            module_utils/_fabric_manager.py's.
+          - C(auto), C(true) or C(false) (a YAML boolean or its words yes, no, on, off).
+        type: str
+        default: 'false'
 extends_documentation_fragment:
   - airgap.vllm.attributes.read_only
 author:
@@ -185,6 +194,10 @@ pci:
                 vendor_name: NVIDIA Corporation, device: 26b1, device_name: "AD102GL [RTX 6000 Ada Generation]"}]
     summary: {description: "One line per GPU for reports.", type: list, elements: str, returned: always,
               sample: ["0000:3b:00.0 AD102GL [RTX 6000 Ada Generation] [10de:26b1]"]}
+    nvswitches: {description: "One entry per NVSwitch function (class 0680), in bus order, shaped like RV(pci.gpus).",
+                 type: list, elements: dict, returned: always}
+    nvswitch_summary: {description: "One line per NVSwitch for reports.", type: list, elements: str, returned: always,
+                       sample: ["0000:07:00.0 GH100 [H100 NVSwitch] [10de:22a3]"]}
 rpms:
   description: Installed versions of the O(rpms) names (several when several are installed).
   returned: when O(rpms) is not empty
@@ -262,6 +275,11 @@ nvidia_driver:
     pending: {description: "Why the driver is not converged; empty when it is.", type: list, elements: str,
               returned: always}
     converged: {description: "Nothing left for the nvidia_driver role to change.", type: bool, returned: always}
+    fabric_manager:
+      description: Whether the host needs Fabric Manager (C(needed) true, false, or null when it cannot tell), why.
+      type: dict
+      returned: always
+      sample: {needed: true, reason: "lspci shows 1 NVSwitch(es) (vendor 10de, class 0680): ...", nvswitches: []}
 '''
 
 import os
@@ -271,6 +289,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli, DockerError
 from ansible_collections.airgap.vllm.plugins.module_utils._driver_state import (
     dkms_versions, dnf_module_reset, installer_version, pending)
+from ansible_collections.airgap.vllm.plugins.module_utils._fabric_manager import decision, keep_globs, normalize_setting
 from ansible_collections.airgap.vllm.plugins.module_utils._files import (
     free_space, path_state, paths_differing, read_text_report)
 from ansible_collections.airgap.vllm.plugins.module_utils._hostinfo import host_facts, parse_docker_info
@@ -361,9 +380,11 @@ def run_text(module, argv):
     return module.run_command([path] + argv[1:])
 
 
-def driver_facts(module, spec, installed, rpm_error):
+def driver_facts(module, spec, installed, rpm_error, pci):
+    fabric = decision(spec['fabric_manager'], pci)
     state = {'nvml': collect(driver_version_file=spec['version_file']), 'rpm_error': rpm_error,
-             'rpms': driver_packages(installed, spec['keep_rpms'], spec['extra_rpms'])}
+             'rpms': driver_packages(installed, keep_globs(spec['keep_rpms'], fabric['needed']), spec['extra_rpms']),
+             'fabric_manager': fabric}
     _rc, out, _err = run_text(module, ['dkms', 'status'])
     state['dkms_versions'] = dkms_versions(out)
     _rc, out, _err = run_text(module, ['nvidia-installer', '--version'])
@@ -411,6 +432,7 @@ def main():
                 blacklist_file=dict(type='path'),
                 blacklist_content=dict(type='str', default=''),
                 dnf_module_file=dict(type='path', default='/etc/dnf/modules.d/nvidia-driver.module'),
+                fabric_manager=dict(type='str', default='false'),
             )),
         ),
         supports_check_mode=True,
@@ -423,7 +445,12 @@ def main():
             module.warn(problem)
     result = host_facts(os_release, productinfo, p['kernel_release'] or platform.release(), platform.python_version())
     result['docker'] = docker_facts(module, p['docker_bin']) if p['docker'] else {'installed': None, 'running': None}
-    if p['pci']:
+    if p['nvidia_driver']:
+        try:
+            p['nvidia_driver']['fabric_manager'] = normalize_setting(p['nvidia_driver']['fabric_manager'])
+        except ValueError as e:
+            module.fail_json(msg=str(e))
+    if p['pci'] or (p['nvidia_driver'] and p['nvidia_driver']['fabric_manager'] == 'auto'):
         lspci = module.get_bin_path('lspci')  # PATH, then the sbin directories
         rc, out, err = module.run_command([lspci] + LSPCI_ARGS) if lspci else (None, '', '')
         result['pci'] = pci_facts(rc, out, err, lspci)
@@ -432,7 +459,8 @@ def main():
         if p['rpms']:
             result['rpms'] = dict((n, [version_release(v) for v in installed[n]]) for n in p['rpms'] if n in installed)
         if p['nvidia_driver']:
-            result['nvidia_driver'] = driver_facts(module, p['nvidia_driver'], installed, result['rpm_error'])
+            result['nvidia_driver'] = driver_facts(module, p['nvidia_driver'], installed, result['rpm_error'],
+                                                   result.get('pci'))
     if p['files']:
         result['files'] = dict((path, read_file(module, path)) for path in p['files'])
     if p['images']:

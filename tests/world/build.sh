@@ -201,16 +201,19 @@ stage_kylin() {
 
 # ----------------------------------------------------------------------------------------- artifacts
 # ARTIFACTS is shared with the stand-in vLLM image and the fake model: only our own entries are replaced.
-NVIDIA_ARTIFACTS=(NVIDIA-Linux-x86_64-$NEW_DRIVER.run old-driver nvidia-container-toolkit image nvidia.sha256)
+NVIDIA_ARTIFACTS=(NVIDIA-Linux-x86_64-$NEW_DRIVER.run old-driver nvidia-container-toolkit nvidia-fabric-manager image
+                  nvidia.sha256)
 build_artifacts() { # OUTDIR
     local out=$1
-    rm -rf "$out" && mkdir -p "$out/old-driver" "$out/nvidia-container-toolkit" "$out/image"
+    rm -rf "$out" && mkdir -p "$out/old-driver" "$out/nvidia-container-toolkit" "$out/nvidia-fabric-manager" "$out/image"
     bash "$HERE/fakes/rpm/build-rpms.sh" kylin-release "$KYLIN_KERNEL" "$out/image" >&2
     bash "$HERE/fakes/driver/make-run.sh" "$NEW_DRIVER" "$out" >&2
     bash "$HERE/fakes/rpm/build-rpms.sh" driver "$OLD_DRIVER" "$out/old-driver" >&2
     bash "$HERE/fakes/rpm/build-rpms.sh" toolkit "$TOOLKIT_VERSION-$TOOLKIT_RELEASE" \
         "$out/nvidia-container-toolkit" >&2
     createrepo_c -q "$out/nvidia-container-toolkit" >&2
+    # NVSwitch systems: Fabric Manager of the driver's version (nvidia-fabric-manager{,-devel}-$NEW_DRIVER-1.x86_64.rpm).
+    bash "$HERE/fakes/rpm/build-rpms.sh" fabricmanager "$NEW_DRIVER" "$out/nvidia-fabric-manager" >&2
     (cd "$out" && find . -type f ! -path '*/repodata/*' ! -name nvidia.sha256 | LC_ALL=C sort \
         | sed 's|^\./||' | xargs sha256sum >nvidia.sha256)
 }
@@ -218,7 +221,7 @@ build_artifacts() { # OUTDIR
 stage_artifacts() {
     local stamp=$ARTIFACTS/.nvidia.stamp e
     ARTIFACTS_HASH=$(hash_of "$OLD_DRIVER" "$NEW_DRIVER" "$TOOLKIT_VERSION-$TOOLKIT_RELEASE" "$KYLIN_KERNEL" \
-        "$(declare -f build_artifacts)" -- fakes/driver fakes/rpm fakes/toolkit fakes/nvml)
+        "$(declare -f build_artifacts)" -- fakes/driver fakes/rpm fakes/toolkit fakes/nvml fakes/fabricmanager)
     if [[ $(cat "$stamp" 2>/dev/null) != "$ARTIFACTS_HASH" ]]; then
         log "building artifacts into $ARTIFACTS"
         # Built aside and swapped in, so a failed build never leaves half an artifact set behind.

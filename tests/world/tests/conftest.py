@@ -40,7 +40,9 @@ def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("fakes-built")
     for cmd in (["bash", os.path.join(FAKES, "driver", "make-run.sh"), NEW_DRIVER, str(out)],
                 ["bash", os.path.join(FAKES, "rpm", "build-rpms.sh"), "driver", OLD_DRIVER, str(out / "driver")],
-                ["bash", os.path.join(FAKES, "rpm", "build-rpms.sh"), "toolkit", TOOLKIT, str(out / "toolkit")]):
+                ["bash", os.path.join(FAKES, "rpm", "build-rpms.sh"), "toolkit", TOOLKIT, str(out / "toolkit")],
+                ["bash", os.path.join(FAKES, "rpm", "build-rpms.sh"), "fabricmanager", NEW_DRIVER,
+                 str(out / "fabricmanager")]):
         p = sh(cmd)
         assert p.returncode == 0, p.stderr
     for fake in ("fake-reboot", "fake-kmod"):

@@ -221,6 +221,53 @@ def test_persistenced_holds_the_nvidia_module_as_the_kernel_counts_it(kylin):
     assert kylin.read("/etc/fake-nvidia/proc-modules") == ""
 
 
+def fabric_state(c):
+    out = c.run("nvidia-smi -q", check=True).stdout
+    return [line.split(":", 1)[1].strip() for line in out.splitlines() if line.strip().startswith("State ")]
+
+
+@pytest.mark.world
+def test_fabric_manager_needs_nvswitches_and_its_own_driver_version(kylin):
+    """nv-fabricmanager (the fake RPM) refuses a host without NVSwitches and a driver of another version in the real
+    daemon's words; on an HGX H100 it forks, logs its success line, NVML reports the fabric Completed while it runs
+    (Not Started otherwise, N/A on a GPU without NVSwitches) and the nvidia module is in use."""
+    remove_rpm_driver(kylin)
+    kylin.set_state(kernel_module_version=None)
+    kylin.run("sh %s %s --no-cc-version-check" % (RUN, GOOD_FLAGS), check=True)
+    kylin.run("ln -sfn /opt/fakes/fake-kmod /usr/local/sbin/rmmod && /opt/fakes/fake-reboot", check=True)
+    kylin.run("rpm -i /opt/fakes/fabricmanager/nvidia-fabric-manager-%s-1.x86_64.rpm" % NEW_DRIVER, check=True)
+    assert kylin.run("nv-fabricmanager --version", check=True).stdout.strip() == \
+        "Fabric Manager version is : %s" % NEW_DRIVER
+    assert fabric_state(kylin) == ["N/A"]
+    cfg = "/usr/share/nvidia/nvswitch/fabricmanager.cfg"
+    p = kylin.run("nv-fabricmanager -c %s" % cfg)
+    assert p.returncode == 1 and p.stderr.strip() == (
+        "request to query NVSwitch device information from NVSwitch driver failed with error:WARNING Nothing to do "
+        "[NV_WARN_NOTHING_TO_DO]")
+    gpu = dict(json.loads(kylin.read("/etc/fake-nvidia/state.json"))["gpus"][0], name="NVIDIA H100 80GB HBM3",
+               pci_device_id="0x233010DE", compute_capability=[9, 0])
+    kylin.set_state(gpus=[gpu], nvswitches=[{"pci_bus_id": "00000000:05:00.0", "pci_device_id": "0x22A310DE"}])
+    assert "GH100 [H100 NVSwitch] [10de:22a3]" in kylin.run("lspci -nn -d 10de::0680", check=True).stdout
+    assert fabric_state(kylin) == ["Not Started"]
+    kylin.run("nv-fabricmanager -c %s" % cfg, check=True)
+    assert fabric_state(kylin) == ["Completed"]
+    assert "Successfully configured all the available NVSwitches" in kylin.read("/var/log/fabricmanager.log")
+    p = kylin.run("nv-fabricmanager -c %s" % cfg)
+    assert p.returncode == 1 and "already in use" in p.stderr
+    for module in ("nvidia_drm", "nvidia_modeset", "nvidia_uvm"):
+        kylin.run("rmmod %s" % module, check=True)
+    p = kylin.run("rmmod nvidia")
+    assert p.returncode == 1 and p.stderr.strip() == "rmmod: ERROR: Module nvidia is in use"
+    kylin.run("pkill -x -f 'python3 /usr/bin/nv-fabricmanager -c %s'; sleep 1" % cfg)
+    assert fabric_state(kylin) == ["Not Started"]
+    kylin.run("rmmod nvidia", check=True)
+    kylin.set_state(kernel_module_version="570.172.08")
+    p = kylin.run("nv-fabricmanager -c %s" % cfg)
+    assert p.returncode == 1 and p.stderr.strip() == (
+        "fabric manager NVIDIA GPU driver interface version %s don't match with driver version 570.172.08. "
+        "Please update with matching NVIDIA driver package." % NEW_DRIVER)
+
+
 # ------------------------------------------------------------------------------------------------ nvidia-ctk
 def ctk(*args):
     return sh(["python3", CTK] + list(args))

@@ -252,6 +252,37 @@ def test_bundle_lacking_a_kind_or_the_driver_version():
     assert problems[1].hint != "H"  # its own advice wins over the inventory's
 
 
+def test_an_nvswitch_host_needs_the_fabric_manager_rpm_of_the_drivers_version():
+    hgx = {"needed": True, "reason": "lspci shows 4 NVSwitch(es) (vendor 10de, class 0680): ..."}
+    need = needed_kinds(ALL, {}, OPTIONS, fabric_manager=hgx)
+    assert need["fabricmanager"] == ("nvidia_driver", "580.65.06")
+    present = dict((e["path"], e["size"]) for e in MANIFEST)
+    problems = bundle_problems("/b", "/b/manifest.yml", MANIFEST, present, need, fabric_reason=hgx["reason"])
+    assert len(problems) == 1 and problems[0].variable == "bundle_path"
+    line = problems[0].line()
+    assert "a bundle without nvidia-fabric-manager-580.65.06-1.x86_64.rpm (/b/manifest.yml: it carries no "\
+        "fabricmanager artifact)" in line
+    assert "this host needs it (lspci shows 4 NVSwitch(es)" in line and "kind fabricmanager" in line
+    # The RPM of another driver version does not do: Fabric Manager refuses to run beside it.
+    old = MANIFEST + [{"kind": "fabricmanager", "version": "570.172.08", "size": 4,
+                       "path": "artifacts/nvidia-fabric-manager-570.172.08-1.x86_64.rpm"}]
+    problems = bundle_problems("/b", "/b/manifest.yml", old, dict((e["path"], e["size"]) for e in old), need)
+    assert len(problems) == 1 and "it carries nvidia-fabric-manager-570.172.08-1.x86_64.rpm" in problems[0].got
+    good = MANIFEST + [{"kind": "fabricmanager", "version": "580.65.06", "size": 4,
+                        "path": "artifacts/nvidia-fabric-manager-580.65.06-1.x86_64.rpm"}]
+    assert bundle_problems("/b", "/b/manifest.yml", good, dict((e["path"], e["size"]) for e in good), need) == []
+
+
+def test_a_host_without_nvswitches_or_unknown_needs_no_fabric_manager_rpm():
+    for fabric in (None, {"needed": False}, {"needed": None}):
+        assert "fabricmanager" not in needed_kinds(ALL, {}, OPTIONS, fabric_manager=fabric)
+    hgx = {"needed": True}
+    assert "fabricmanager" not in needed_kinds(ALL, {}, OPTIONS, manage_driver=False, fabric_manager=hgx)
+    assert "fabricmanager" not in needed_kinds(ALL, {"nvidia_driver_fabric_manager_rpm": "/x.rpm"}, OPTIONS,
+                                               fabric_manager=hgx)
+    assert "fabricmanager" not in needed_kinds(ALL, {"bundle_stage_kinds": ["driver"]}, OPTIONS, fabric_manager=hgx)
+
+
 def test_shared_machine_collisions():
     hosts = {
         "gpu0": {"machine": "10.0.0.1", "port": 8000, "name": "vllm", "gpus": frozenset(["0"])},

@@ -53,6 +53,43 @@ static int persistenced_running(void)
     return found;
 }
 
+/* nv-fabricmanager runs when a live process's command line is it (argv[0], or argv[1] for a script run by its
+ * interpreter); Fabric Manager writes no pid file. While it runs the Hopper GPUs of an NVSwitch system are registered
+ * with the NVLink fabric (State Completed); without it they stay Not Started. */
+#include <dirent.h>
+static int fabricmanager_running(void)
+{
+    DIR *dir = opendir("/proc");
+    struct dirent *e;
+    int found = 0;
+    if (!dir)
+        return 0;
+    while (!found && (e = readdir(dir)) != NULL) {
+        char file[300], buf[1024];
+        size_t n, off = 0;
+        int k;
+        FILE *f;
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(file, sizeof(file), "/proc/%s/cmdline", e->d_name);
+        f = fopen(file, "r");
+        if (!f)
+            continue;
+        n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        for (k = 0; k < 2 && off < n; k++) {
+            const char *arg = buf + off, *base = strrchr(arg, '/');
+            base = base ? base + 1 : arg;
+            if (!strcmp(base, "nv-fabricmanager"))
+                found = 1;
+            off += strlen(arg) + 1;
+        }
+    }
+    closedir(dir);
+    return found;
+}
+
 enum jtype { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ };
 
 struct jval {
@@ -267,7 +304,7 @@ int fake_state_load(struct fake_state *st, char *err, int errlen)
     long n;
     struct parser ps;
     struct jval *root, *gpus, *g;
-    int daemon;
+    int daemon, fm;
 
     memset(st, 0, sizeof(*st));
     if (!path || !*path)
@@ -298,6 +335,13 @@ int fake_state_load(struct fake_state *st, char *err, int errlen)
     st->cuda_driver_version = (int)as_ull(member(root, "cuda_driver_version"), 0);
     gpus = member(root, "gpus");
     daemon = persistenced_running();
+    {
+        struct jval *sw = member(root, "nvswitches"), *x;
+        st->nvswitches = 0;
+        for (x = sw && sw->type == J_ARR ? sw->child : NULL; x; x = x->next)
+            st->nvswitches++;
+    }
+    fm = st->nvswitches && fabricmanager_running();
     for (g = gpus && gpus->type == J_ARR ? gpus->child : NULL; g && st->ngpus < FAKE_MAX_GPUS; g = g->next) {
         struct fake_gpu *gp = &st->gpus[st->ngpus];
         struct jval *cc = member(g, "compute_capability"), *procs, *pr;
@@ -317,6 +361,7 @@ int fake_state_load(struct fake_state *st, char *err, int errlen)
         }
         /* The state's value is the mode without the daemon (preflight's scenarios set it); the daemon turns it on. */
         gp->persistence_mode = daemon || (int)as_ull(member(g, "persistence_mode"), 0);
+        gp->fabric_state = (!st->nvswitches || gp->cc_major < 9) ? 0 : fm ? 3 : 1;
         procs = member(g, "processes");
         for (pr = procs && procs->type == J_ARR ? procs->child : NULL; pr && gp->nprocs < FAKE_MAX_PROCS; pr = pr->next) {
             struct fake_proc *fp;

@@ -24,6 +24,8 @@ struct fake_gpu {
     unsigned long long memory_used;
     int cc_major, cc_minor;
     int persistence_mode;
+    /* NVML's nvmlGpuFabricState_t: 0 not supported (no NVSwitch, or pre-Hopper), 1 not started, 3 completed. */
+    int fabric_state;
     unsigned int nprocs;
     struct fake_proc procs[FAKE_MAX_PROCS];
 };
@@ -34,6 +36,7 @@ struct fake_state {
     int init_error;             /* 0 = none */
     int cuda_driver_version;
     unsigned int ngpus;
+    unsigned int nvswitches;    /* the state's "nvswitches": an HGX/DGX baseboard */
     struct fake_gpu gpus[FAKE_MAX_GPUS];
 };
 

@@ -359,6 +359,28 @@ EXPORT nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t d, int *mode)
     return NVML_SUCCESS;
 }
 
+/* nvml.h: nvmlGpuFabricInfo_t (v1) and nvmlDeviceGetGpuFabricInfo, Hopper and newer on NVSwitch systems; others
+ * NVML_ERROR_NOT_SUPPORTED (nvidia-smi -q prints N/A). */
+typedef struct {
+    unsigned char clusterUuid[16];
+    nvmlReturn_t status;
+    unsigned int cliqueId;
+    unsigned char state;
+} nvmlGpuFabricInfo_t;
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t d, nvmlGpuFabricInfo_t *info)
+{
+    NEED_DEVICE(d);
+    if (!info)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!d->fabric_state)
+        return NVML_ERROR_NOT_SUPPORTED;
+    memset(info, 0, sizeof(*info));
+    info->state = (unsigned char)d->fabric_state;
+    info->status = NVML_SUCCESS;
+    return NVML_SUCCESS;
+}
+
 /* nvml.h contract: *count too small -> NVML_ERROR_INSUFFICIENT_SIZE with *count set to what is needed. */
 static nvmlReturn_t procs_common(nvmlDevice_t d, unsigned int *count, void *infos, int v1)
 {

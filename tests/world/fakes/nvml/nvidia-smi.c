@@ -1,6 +1,7 @@
 /* Stand-in nvidia-smi: like the real one it dlopens libnvidia-ml.so.1 and prints what NVML says,
  * so a version mismatch or a missing driver shows up exactly as NVML reports it.
- * Supports: default table, -L, -i/--id, --query-gpu=, --query-compute-apps=, --format=csv[,noheader][,nounits]. */
+ * Supports: default table, -L, -q (its header, each GPU's name, persistence mode and Fabric section), -i/--id,
+ * --query-gpu=, --query-compute-apps=, --format=csv[,noheader][,nounits]. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,12 @@ typedef struct {
 typedef struct {
     unsigned long long total, free, used;
 } mem1_t;
+typedef struct {
+    unsigned char clusterUuid[16];
+    ret_t status;
+    unsigned int cliqueId;
+    unsigned char state;
+} fabric_t;
 typedef struct {
     unsigned int pid;
     unsigned long long usedGpuMemory;
@@ -233,6 +240,51 @@ static void query(char *spec, int apps, int id)
     }
 }
 
+/* -q: the real report's shape (580.159.04 on an H200: keys padded so ": " sits at column 55 at every depth), the
+ * parts the stand-in knows: the header, each GPU's name, persistence mode and Fabric section (with its Health). */
+static void query_all(int id)
+{
+    static const char *fstate[] = {"N/A", "Not Started", "In Progress", "Completed"};
+    static const char *health[] = {"Summary", "Bandwidth", "Route Recovery in progress", "Route Unhealthy",
+                                   "Access Timeout Recovery", "Incorrect Configuration", "Partition Assigned"};
+    char ts[64];
+    time_t now = time(NULL);
+    unsigned int i, k;
+    load();
+    strftime(ts, sizeof(ts), "%a %b %e %H:%M:%S %Y", localtime(&now));
+    printf("\n==============NVSMI LOG==============\n\n");
+    printf("%-55s: %s\n%-55s: %s\n%-55s: %d.%d\n\n", "Timestamp", ts, "Driver Version", driver, "CUDA Version",
+           cuda / 1000, (cuda % 1000) / 10);
+    printf("%-55s: %u\n", "Attached GPUs", ngpus);
+    for (i = 0; i < ngpus; i++) {
+        struct gpu *g = &gpus[i];
+        fabric_t f;
+        ret_t r;
+        int known;
+        if (!selected(id, g))
+            continue;
+        printf("GPU %s\n", g->pci.busId);
+        printf("    %-51s: %s\n", "Product Name", g->name);
+        printf("    %-51s: %s\n", "Persistence Mode", g->persist ? "Enabled" : "Disabled");
+        printf("    %-51s: %s\n", "GPU UUID", g->uuid);
+        printf("    Fabric\n");
+        memset(&f, 0, sizeof(f));
+        r = SYM(nvmlDeviceGetGpuFabricInfo)(g->h, &f);
+        known = !r && f.state <= 3;
+        printf("        %-47s: %s\n", "State", known ? fstate[f.state] : "N/A");
+        printf("        %-47s: %s\n", "Status", known && f.state == 3 ? (f.status ? errstr(f.status) : "Success") : "N/A");
+        if (known)
+            printf("        %-47s: %u\n        %-47s: 00000000-0000-0000-0000-000000000000\n", "CliqueId", f.cliqueId,
+                   "ClusterUUID");
+        else
+            printf("        %-47s: N/A\n        %-47s: N/A\n", "CliqueId", "ClusterUUID");
+        printf("        Health\n");
+        for (k = 0; k < sizeof(health) / sizeof(health[0]); k++)
+            printf("            %-43s: N/A\n", health[k]);
+        printf("    %-51s: %llu MiB\n\n", "FB Memory Usage Total", (g->mem.total + (1ULL << 20) - 1) >> 20);
+    }
+}
+
 static void table(int id)
 {
     const char *bar = "+-----------------------------------------------------------------------------------------+";
@@ -291,10 +343,11 @@ static void table(int id)
 int main(int argc, char **argv)
 {
     char *qgpu = NULL, *qapps = NULL;
-    int list = 0, id = -1, i, format_given = 0;
+    int list = 0, id = -1, i, format_given = 0, q = 0;
     for (i = 1; i < argc; i++) {
         char *a = argv[i];
         if (!strcmp(a, "-L") || !strcmp(a, "--list-gpus")) list = 1;
+        else if (!strcmp(a, "-q") || !strcmp(a, "--query")) q = 1;
         else if (!strncmp(a, "--query-gpu=", 12)) qgpu = a + 12;
         else if (!strncmp(a, "--query-compute-apps=", 21)) qapps = a + 21;
         else if (!strncmp(a, "--format=", 9)) {
@@ -319,6 +372,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (qgpu) query(qgpu, 0, id);
+    else if (q) query_all(id);
     else if (qapps) query(qapps, 1, id);
     else if (list) {
         unsigned int k;

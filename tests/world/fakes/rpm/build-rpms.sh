@@ -3,6 +3,7 @@
 # Usage: build-rpms.sh driver VERSION OUTDIR       -> nvidia-driver{,-libs,-cuda}, kmod-nvidia-latest-dkms
 #        build-rpms.sh toolkit VERSION-RELEASE OUTDIR -> libnvidia-container1, libnvidia-container-tools,
 #                                                      nvidia-container-toolkit-base, nvidia-container-toolkit
+#        build-rpms.sh fabricmanager VERSION OUTDIR  -> nvidia-fabric-manager{,-devel}-VERSION-1.x86_64.rpm
 #        build-rpms.sh kylin-release KERNEL OUTDIR -> kylin-release (release files + Provides for the image)
 set -euo pipefail
 KIND=${1:?usage: build-rpms.sh driver|toolkit VERSION OUTDIR}
@@ -42,6 +43,14 @@ toolkit)
         >"$src/config.toml"
     rpmbuild -bb --quiet --target x86_64 --define "_topdir $top" --define "tk_version $ver" \
         --define "tk_release $rel" "$HERE/nvidia-container-toolkit.spec" >&2
+    ;;
+fabricmanager)
+    sed "s/@VERSION@/$VERSION/" "$FAKES/fabricmanager/nv-fabricmanager" >"$src/nv-fabricmanager"
+    cp "$FAKES/fabricmanager/nvidia-fabricmanager.service" "$FAKES/fabricmanager/fabricmanager.cfg" "$src/"
+    printf '/* Fabric Manager %s API types (test-world stand-in) */
+' "$VERSION" >"$src/nv_fm_types.h"
+    rpmbuild -bb --quiet --target x86_64 --define "_topdir $top" --define "fm_version $VERSION" \
+        "$HERE/nvidia-fabric-manager.spec" >&2
     ;;
 kylin-release)
     # VERSION here is the Kylin kernel release the image pretends to run.
