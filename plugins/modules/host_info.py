@@ -283,7 +283,8 @@ nvidia_driver:
         - Not part of RV(nvidia_driver.converged), which is about the running driver.
       type: dict
       returned: when O(nvidia_driver.kernel_release) is set
-      sample: {action: build, kernel: 4.19.90-89.11.v2401.ky10.x86_64, how: "grubenv saved_entry 'e2f...-4.19.90-89.11.v2401.ky10.x86_64' -> BLS entry e2f...-4.19.90-89.11.v2401.ky10.x86_64",
+      sample: {action: build, kernel: 4.19.90-89.11.v2401.ky10.x86_64,
+               how: "grubenv saved_entry 'e2f...-4.19.90-89.11.v2401.ky10.x86_64' -> BLS entry e2f...-4.19.90-89.11.v2401.ky10.x86_64",
                method: dkms, source_path: /usr/src/kernels/4.19.90-89.11.v2401.ky10.x86_64,
                devel_package: kernel-devel-4.19.90-89.11.v2401.ky10.x86_64, needs_devel: false, module_version: null,
                module_path: null, reason: "..."}

@@ -31,7 +31,7 @@ ENTRIES = {"%s-%s" % (MID, K1): bls(K1), "%s-%s" % (MID, K2): bls(K2),
 
 # A grub.cfg as grub2-mkconfig writes it without BLS (GRUB_DISABLE_SUBMENU=true): the newest kernel first.
 GRUB_CFG_MENU = """### BEGIN /etc/grub.d/10_linux ###
-menuentry 'Kylin Linux Advanced Server (%(k2)s) V10 (Lance)' --class kylin --class gnu-linux --class gnu --class os --unrestricted $menuentry_id_option 'gnulinux-%(k2)s-advanced-3d2c' {
+menuentry 'Kylin Linux Advanced Server (%(k2)s) V10 (Lance)' --class kylin --unrestricted $menuentry_id_option 'gnulinux-%(k2)s-advanced-3d2c' {
 \tload_video
 \tset gfxpayload=keep
 \tinsmod xfs
