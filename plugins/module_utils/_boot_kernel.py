@@ -184,8 +184,8 @@ def default_kernel(grubenv_text, default_grub_text, bls_entries, grub_cfg_text, 
     menu = bls_menu(bls_entries) if use_bls else grub_cfg_menu(grub_cfg_text)
     item = pick(menu, name) if menu else None
     if item and item['kernel']:
-        return item['kernel'], '%s %r -> %s' % (how, name or '0', 'BLS entry ' + item['id'] if use_bls
-                                               else 'grub.cfg menuentry ' + repr(item['title']))
+        where = 'BLS entry ' + item['id'] if use_bls else 'grub.cfg menuentry ' + repr(item['title'])
+        return item['kernel'], '%s %r -> %s' % (how, name or '0', where)
     gk = kernel_of((grubby_out or '').strip().splitlines()[-1] if (grubby_out or '').strip() else '')
     if gk:
         return gk, 'grubby --default-kernel'

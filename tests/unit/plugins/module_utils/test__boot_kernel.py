@@ -67,7 +67,8 @@ def test_kernel_of():
     ("1.0a", "1.0", 1), ("1.0~rc1", "1.0", -1), ("1.0", "1.0a", -1), ("2", "a", 1), ("0-rescue-abc", K1, -1)])
 def test_rpmvercmp(a, b, want):
     assert B.rpmvercmp(a, b) == want
-    assert B.rpmvercmp(b, a) == -want
+    newer, older = b, a
+    assert B.rpmvercmp(newer, older) == -want
 
 
 def test_bls_menu_newest_first_and_ids():
