@@ -430,7 +430,8 @@ def next_kernel_facts(module, spec, state):
     if kernel is None and module.get_bin_path('grubby'):
         rc, out, _err = run_text(module, ['grubby', '--default-kernel'])
         kernel, how = default_kernel(*(args + [out if rc == 0 else None]))
-    version, path = built_module(kernel) if kernel else (None, None)
+    # The running kernel's module is the driver install's business (and a real nvidia.ko is tens of MB to read).
+    version, path = built_module(kernel) if kernel and kernel != spec['kernel_release'] else (None, None)
     plan = next_kernel_plan(
         kernel, how, spec['kernel_release'], spec['version'],
         bool(kernel) and os.path.isdir(os.path.join(MODULES_DIR, kernel)), version,
