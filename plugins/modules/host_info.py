@@ -130,6 +130,20 @@ options:
           - C(auto), C(true) or C(false) (a YAML boolean or its words yes, no, on, off).
         type: str
         default: 'false'
+      kernel_release:
+        description:
+          - The kernel the driver install builds its module for. Given, the next boot's kernel is read offline from
+            grub2's files (C(/boot/grub2/grubenv) next_entry/saved_entry, C(/etc/default/grub) GRUB_DEFAULT, the BLS
+            entries in C(/boot/loader/entries) or C(/boot/grub2/grub.cfg); C(grubby --default-kernel) only when
+            they name nothing) with the nvidia module built for it, and RV(nvidia_driver.next_kernel) says what
+            the role does about it (module_utils/_boot_kernel.py).
+        type: str
+      next_kernel:
+        description: "What to do when the next boot's kernel has no nvidia module of O(nvidia_driver.version): build
+          it, fail, or ignore it."
+        type: str
+        choices: [build, fail, ignore]
+        default: build
 extends_documentation_fragment:
   - airgap.vllm.attributes.read_only
 author:
@@ -274,6 +288,19 @@ nvidia_driver:
     smi_output: {description: "nvidia-smi output (its first 2000 characters).", type: str, returned: always}
     pending: {description: "Why the driver is not converged; empty when it is.", type: list, elements: str,
               returned: always}
+    next_kernel:
+      description:
+        - The next boot's kernel and what the role does about it (C(action) none, build, fail or ignore, C(kernel),
+          C(how) it was found, C(reason), C(method) dkms or run, C(source_path), C(devel_package), C(needs_devel)
+          when its kernel-devel tree is missing, C(module_version) and C(module_path) of the nvidia.ko built for it).
+        - Not part of RV(nvidia_driver.converged), which is about the running driver.
+      type: dict
+      returned: when O(nvidia_driver.kernel_release) is set
+      sample: {action: build, kernel: 4.19.90-89.11.v2401.ky10.x86_64,
+               how: "grubenv saved_entry 'e2f...-4.19.90-89.11.v2401.ky10.x86_64' -> BLS entry e2f...-4.19.90-89.11.v2401.ky10.x86_64",
+               method: dkms, source_path: /usr/src/kernels/4.19.90-89.11.v2401.ky10.x86_64,
+               devel_package: kernel-devel-4.19.90-89.11.v2401.ky10.x86_64, needs_devel: false, module_version: null,
+               module_path: null, reason: "..."}
     converged: {description: "Nothing left for the nvidia_driver role to change.", type: bool, returned: always}
     fabric_manager:
       description: Whether the host needs Fabric Manager (C(needed) true, false, or null when it cannot tell), why.
@@ -282,10 +309,16 @@ nvidia_driver:
       sample: {needed: true, reason: "lspci shows 1 NVSwitch(es) (vendor 10de, class 0680): ...", nvswitches: []}
 '''
 
+import glob
+import gzip
+import lzma
 import os
 import platform
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.airgap.vllm.plugins.module_utils._boot_kernel import (
+    BLS_DIR, DEFAULT_GRUB, GRUB_CFG, GRUBENV, KERNEL_SRC_DIR, MODULES_DIR, default_kernel, module_candidates,
+    module_version, next_kernel_plan)
 from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli, DockerError
 from ansible_collections.airgap.vllm.plugins.module_utils._driver_state import (
     dkms_versions, dnf_module_reset, installer_version, pending)
@@ -380,6 +413,53 @@ def run_text(module, argv):
     return module.run_command([path] + argv[1:])
 
 
+def first_of(module, paths):
+    """Content of the first existing path (globs allowed), None when none exists."""
+    for pattern in paths:
+        for path in sorted(glob.glob(pattern)):
+            return read_file(module, path)
+    return None
+
+
+def built_module(kernel):
+    """(version, path) of the nvidia.ko depmod would pick under /lib/modules/<kernel>, (None, None) without one."""
+    paths = []
+    for root, _dirs, files in os.walk(os.path.join(MODULES_DIR, kernel)):
+        paths.extend(os.path.join(root, f) for f in files if f.startswith('nvidia.ko'))
+    for path in module_candidates(paths):
+        opener = lzma.open if path.endswith('.xz') else gzip.open if path.endswith('.gz') else open
+        try:
+            with opener(path, 'rb') as f:
+                version = module_version(f.read())
+        except (IOError, OSError, lzma.LZMAError) as e:
+            version = None
+            path = '%s (unreadable: %s)' % (path, e)
+        if version:
+            return version, path
+    return None, None
+
+
+def next_kernel_facts(module, spec, state):
+    """The next boot's kernel, its nvidia module and module_utils/_boot_kernel.py's plan for it."""
+    args = [first_of(module, [GRUBENV, '/boot/efi/EFI/*/grubenv']), read_file(module, DEFAULT_GRUB),
+            dict((os.path.basename(p)[:-len('.conf')], read_file(module, p) or '')
+                 for p in sorted(glob.glob(os.path.join(BLS_DIR, '*.conf')))),
+            first_of(module, [GRUB_CFG, '/boot/efi/EFI/*/grub.cfg'])]
+    kernel, how = default_kernel(*args)
+    if kernel is None and module.get_bin_path('grubby'):
+        rc, out, _err = run_text(module, ['grubby', '--default-kernel'])
+        kernel, how = default_kernel(*(args + [out if rc == 0 else None]))
+    # The running kernel's module is the driver install's business (and a real nvidia.ko is tens of MB to read).
+    version, path = built_module(kernel) if kernel and kernel != spec['kernel_release'] else (None, None)
+    plan = next_kernel_plan(
+        kernel, how, spec['kernel_release'], spec['version'],
+        bool(kernel) and os.path.isdir(os.path.join(MODULES_DIR, kernel)), version,
+        bool(kernel) and os.path.isfile(os.path.join(KERNEL_SRC_DIR, kernel, 'Makefile')),
+        spec['version'] in state['dkms_versions'], spec['next_kernel'])
+    plan.update(module_version=version, module_path=path)
+    return plan
+
+
 def driver_facts(module, spec, installed, rpm_error, pci):
     fabric = decision(spec['fabric_manager'], pci)
     state = {'nvml': collect(driver_version_file=spec['version_file']), 'rpm_error': rpm_error,
@@ -397,6 +477,8 @@ def driver_facts(module, spec, installed, rpm_error, pci):
     state['pending'] = pending(state, spec['version'],
                                spec['blacklist_content'] if spec['blacklist_file'] else None)
     state['converged'] = not state['pending']
+    if spec['kernel_release']:
+        state['next_kernel'] = next_kernel_facts(module, spec, state)
     return state
 
 
@@ -433,6 +515,8 @@ def main():
                 blacklist_content=dict(type='str', default=''),
                 dnf_module_file=dict(type='path', default='/etc/dnf/modules.d/nvidia-driver.module'),
                 fabric_manager=dict(type='str', default='false'),
+                kernel_release=dict(type='str'),
+                next_kernel=dict(type='str', choices=['build', 'fail', 'ignore'], default='build'),
             )),
         ),
         supports_check_mode=True,
