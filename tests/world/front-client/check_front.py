@@ -263,20 +263,35 @@ def check_long_stream(f):
     """A long stream that outlives a proxy reload.
 
     When its first event arrives it prints {"stream_open": <epoch s>} at once (flushed), so that the caller reloads
-    the proxy while the stream is known to be open end to end, not at a time it guessed."""
+    the proxy while the stream is known to be open end to end, not at a time it guessed. With --long-stream-hold it
+    then stops reading until the caller says (SIGUSR1) that the reload happened: the stream cannot end before it,
+    however fast the engine or slow the reload (CI once saw a reload land only after an 8000-token stream ended)."""
     n = f.args.long_stream_tokens
+    hold = f.args.long_stream_hold
+    held = {}
+    # SIGUSR1 (docker kill -s USR1) ends the hold. Blocked from here on, so that one sent early stays pending; the
+    # handler keeps it from being dropped (this process is the container's PID 1).
+    signal.signal(signal.SIGUSR1, lambda *_signal: None)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
     started = time.time()
 
     def opened():
         print(json.dumps({"stream_open": round(time.time(), 3)}), flush=True)
+        if hold > 0:
+            # Stop reading: the connection stays open end to end (the engine's output waits in the socket buffers
+            # and the proxy), so the caller's reload lands while this stream is open whatever the engine's pace.
+            t = time.monotonic()
+            held["released"] = signal.sigtimedwait({signal.SIGUSR1}, hold) is not None
+            held["held_s"] = round(time.monotonic() - t, 2)
 
     r = stream_times(f, f.keys["good"], n, ignore_eos=True, on_first=opened)
     # Whole = every token asked for arrived and the stream closed with a finish reason. The reason is "length"
     # (ignore_eos), or "tool_calls" when the served tool parser read a tool call into the tiny model's random text
     # (vLLM 0.27.1 sets it then even though the length limit stopped the stream; seen in molecule).
-    ok = r["tokens"] == n and r["finish_reason"] in ("length", "tool_calls")
+    ok = r["tokens"] == n and r["finish_reason"] in ("length", "tool_calls") and held.get("released", True)
     return ok, {"events": len(r["times"]), "tokens": r["tokens"], "wanted": n, "finish_reason": r["finish_reason"],
-                "total_s": round(r["total"], 2), "started_at": round(started, 3), "ended_at": round(time.time(), 3)}
+                "total_s": round(r["total"], 2), "started_at": round(started, 3), "ended_at": round(time.time(), 3),
+                **held}
 
 
 def check_second_client(f):
@@ -591,6 +606,8 @@ def main(argv=None):
     p.add_argument("--request-timeout", type=float, default=10,
                    help="the proxy's timeout for a request's headers (slow client bound = this + 5 s)")
     p.add_argument("--long-stream-tokens", type=int, default=1500)
+    p.add_argument("--long-stream-hold", type=float, default=0,
+                   help="long_stream stops reading after its first event until SIGUSR1 or this many seconds")
     p.add_argument("--chat-timeout", type=float, default=120)
     p.add_argument("--io-timeout", type=float, default=15)
     p.add_argument("--deadline", type=float, default=600, help="the whole run, seconds")
