@@ -11,6 +11,15 @@ import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
+# A role's variables are prefixed with its name, except where operators already know them by another prefix: the
+# uninstall role keeps the names playbooks/uninstall.yml has always taken (-e airgap_vllm_uninstall_confirm=true).
+ROLE_PREFIXES = {"uninstall": "airgap_vllm_uninstall"}
+
+
+def role_prefix(role):
+    """The prefix of every variable of role (its name, or its entry of ROLE_PREFIXES), without the '_'."""
+    return ROLE_PREFIXES.get(role, role)
+
 
 def compare(role_dir):
     defaults_file = role_dir / "defaults" / "main.yml"
@@ -36,9 +45,10 @@ def compare(role_dir):
         problems.append("%s: %s is in defaults but not in argument_specs" % (role_dir.name, name))
     for name in sorted(options - defaults):
         problems.append("%s: %s is in argument_specs but not in defaults" % (role_dir.name, name))
+    prefix = role_prefix(role_dir.name)
     for name in sorted(defaults | options):
-        if not name.startswith(role_dir.name + "_"):
-            problems.append("%s: %s is not prefixed with the role name" % (role_dir.name, name))
+        if not name.startswith(prefix + "_"):
+            problems.append("%s: %s is not prefixed with %s_" % (role_dir.name, name, prefix))
     return problems
 
 
