@@ -20,6 +20,7 @@ import benchlib as B
 import dockertar as T
 
 B.import_collection()
+from ansible_collections.airgap.vllm.plugins.module_utils import _docker as dk  # noqa: E402
 from ansible_collections.airgap.vllm.plugins.module_utils import _docker_archive as DA  # noqa: E402
 
 NAME = "identity"
@@ -79,7 +80,7 @@ def headers(d, sizes, repeats):
 
 def against_docker(d, load_size, repeats, version):
     run_id = uuid.uuid4().hex[:12]
-    docker = DA.DockerCli(run=cli)
+    docker = dk.DockerCli(run=cli)
     for layout in LAYOUTS:
         key = layout.replace("+", "_")
         if layout == "oci" and major(version) < 25:
@@ -129,7 +130,7 @@ def docker_save_roundtrip(d, run_id):
         B.run_quiet(["docker", "load", "--input", src])
         B.run_quiet(["docker", "save", "--output", saved, ref])
         info = DA.read_archive(saved)
-        want = DA.DockerCli(run=cli).image_id(ref)
+        want = dk.DockerCli(run=cli).image_id(ref)
         ok = info["images"][0]["image_id"] == want and ref in info["images"][0]["repo_tags"]
         print("  docker save of %s (layout %s): header read gives %s, docker says %s" % (
             ref, info["layout"], info["images"][0]["image_id"][:19], (want or "")[:19]))

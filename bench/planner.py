@@ -13,11 +13,13 @@ import sys
 import benchlib as B
 
 B.import_collection()
+from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils import _plan_model as MD  # noqa: E402
 from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P  # noqa: E402
 
 NAME = "planner"
 FIXTURE = os.path.join(B.ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")
-FIELD = dict(model_dir=FIXTURE, gpu_total_bytes=49140 * P.MIB, compute_capability="8.9",
+FIELD = dict(model_dir=FIXTURE, gpu_total_bytes=49140 * CM.MIB, compute_capability="8.9",
              gpu_memory_utilization=0.93, num_speculative_tokens=3, concurrency=4, context=204800,
              prefix_caching=True, kv_cache_dtype="fp8_e4m3", reasoning_parser="qwen3",
              tool_call_parser="qwen3_coder")
@@ -36,7 +38,7 @@ def main():
     n = 5 if B.small() else 100
     first = P.plan(dict(FIELD))
     led = first["ledger"]
-    config, weight_bytes, source = P.read_model_dir(FIXTURE)
+    config, weight_bytes, source = MD.read_model_dir(FIXTURE)
     t_dir = per_call(lambda: P.plan(dict(FIELD)), n)
     t_cfg = per_call(lambda: P.plan(dict(FIELD), config=json.loads(json.dumps(config)),
                                     weight_bytes=weight_bytes, weight_source=source), n)

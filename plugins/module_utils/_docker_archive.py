@@ -24,8 +24,7 @@ import os
 import re
 import tarfile
 
-# The one Docker CLI helper; re-exported for the module and the tests.
-from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli, DockerError  # noqa: F401 # pylint: disable=unused-import
+from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerError
 
 BLOCK = 512
 # Small JSON members only: a config or manifest above this is not what we think it is.

@@ -16,8 +16,7 @@ __metaclass__ = type
 import json
 import os
 
-# The one Docker CLI helper (re-exported: the module and the tests construct it from here too).
-from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli, DockerError  # noqa: F401 # pylint: disable=unused-import
+from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerError
 from ansible_collections.airgap.vllm.plugins.module_utils._files import write_atomic
 
 SWARM_SERVICE_LABEL = 'com.docker.swarm.service.name'

@@ -12,109 +12,25 @@ Pure functions, stdlib only, Python 3.7-clean. ``plan()`` is a short composition
   _container_options docker run options and environment (not planning); the madvise rule is
                      _source_patch.needs_madvise_patch
   _plan_extras       the operator's extra arguments and docker options, merged after the plan
+  _plan_warnings     the release check and the plan's warnings (``plan_warnings``)
+This module defines ``plan()`` and nothing else; callers import every other planner name from the
+module that defines it (errors, units and the version: _plan_common; render_ledger: _plan_ledger; ...).
 Formulas cite the vLLM 0.27.1 wheel (paths inside the ``vllm/`` package). Anything vLLM measures
 at start-up instead of computing is an *estimate*; ``measured_kv_cache_bytes`` replaces it.
 """
 
 from __future__ import absolute_import, division, print_function
 
-# This module is the planner's facade: it re-exports the public names of the _plan_* modules so that
-# callers (modules, tests, bench/) can keep using ``_planner.NAME``; not every name is used here.
-# pylint: disable=unused-import
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import (  # noqa: F401
-    DTYPE_BYTES,
-    GIB,
-    KV_CACHE_DTYPES,
-    MIB,
-    VLLM_VERSION,
-    InfeasibleError,
-    ModelConfigError,
-    PlanError,
-    TargetsError,
-    cdiv,
-    dtype_bytes,
-    fmt_gib,
-    fmt_tokens,
-    parse_compute_capability,
-    parse_size,
-)
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_model import (  # noqa: F401
-    FAMILIES,
-    describe_model,
-    estimate_weight_bytes,
-    model_weights,
-    mtp_bytes,
-    read_model_dir,
-    safetensors_payload_bytes,
-    vision_tower_bytes,
-)
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_kv import (  # noqa: F401
-    DEFAULT_BLOCK_SIZE,
-    KERNEL_BLOCK_ALIGNMENT,
-    attn_bytes_per_token,
-    blocks_per_request,
-    gdn_blocks_per_request,
-    gdn_state_bytes,
-    group_layers,
-    hybrid_block_size,
-    longest_fitting_len,
-    max_in_flight_tokens,
-    num_gpu_blocks,
-)
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_memory import (  # noqa: F401
-    CUDA_CONTEXT_BYTES,
-    CUDAGRAPH_PER_GRAPH_BYTES,
-    DEFAULT_MAX_IMAGE_PIXELS,
-    FLASHINFER_PREFILL_BYTES_PER_ELEM,
-    FLASHINFER_WORKSPACE_BYTES,
-    GDN_CHUNK,
-    TP_COMM_BYTES,
-    attention_backend,
-    cudagraph_capture_sizes,
-    default_batched_tokens,
-    estimate_non_kv,
-    flashinfer_workspace,
-    flashinfer_workspace_profiled,
-    lm_token_transient_bytes,
-)
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_flags import (  # noqa: F401
-    REASONING_PARSERS,
-    TOOL_CALL_PARSERS,
-    api_key_config_yaml,
-    build_flags,
-)
-from ansible_collections.airgap.vllm.plugins.module_utils._container_options import (  # noqa: F401
-    OFFLINE_ENV,
-    SHM_BASELINE_GIB,
-    container_options,
-    docker_decisions,
-    plan_env,
-)
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_targets import (  # noqa: F401
-    DEFAULTS,
-    resolve_kv_dtype,
-    targets,
-)
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_ledger import (  # noqa: F401
-    CLEAN_LEN_MULTIPLE,
-    ESTIMATE_ERROR_HIGH,
-    ESTIMATE_ERROR_LOW,
-    render_ledger,
-    size,
-)
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_extras import (  # noqa: F401
-    merge_extras,
-)
-from ansible_collections.airgap.vllm.plugins.module_utils._source_patch import (  # noqa: F401
-    needs_madvise_patch,
-)
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_warnings import (  # noqa: F401
-    plan_warnings,
-    release_warnings,
-)
-# pylint: enable=unused-import
-
 __metaclass__ = type
+
+from ansible_collections.airgap.vllm.plugins.module_utils._container_options import container_options, plan_env
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_extras import merge_extras
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_flags import api_key_config_yaml, build_flags
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_ledger import size
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_model import model_weights
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_targets import targets
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_warnings import plan_warnings, release_warnings
+from ansible_collections.airgap.vllm.plugins.module_utils._source_patch import needs_madvise_patch
 
 
 def plan(params, config=None, weight_bytes=None, weight_source=None):

@@ -362,14 +362,14 @@ alternatives:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.airgap.vllm.plugins.module_utils._planner import (
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import (
     GIB,
     KV_CACHE_DTYPES,
     InfeasibleError,
     PlanError,
-    plan,
-    render_ledger,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_ledger import render_ledger
+from ansible_collections.airgap.vllm.plugins.module_utils._planner import plan
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm_report import render_tradeoff_markdown
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_tradeoff import tradeoff
 

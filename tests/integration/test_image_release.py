@@ -192,7 +192,7 @@ def test_the_later_release_serves_the_plan_and_confirms_it(later_engine, tmp_pat
     from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
     image, version = later_engine
     plan = P.plan(dict(model_dir=TINY, model_path="/models/qwen3-tiny", served_model_name="qwen3-tiny",
-                       gpu_total_bytes=80 * P.GIB, compute_capability="9.0", concurrency=4, context=16384,
+                       gpu_total_bytes=80 * C.GIB, compute_capability="9.0", concurrency=4, context=16384,
                        kv_cache_dtype="auto", enforce_eager=True, port=8000, reasoning_parser="qwen3",
                        tool_call_parser="qwen3_coder", vllm_version=version + "+cpu"))
     env = {"VLLM_CPU_KVCACHE_SPACE": "1"}
@@ -224,7 +224,7 @@ def test_the_later_release_serves_the_plan_and_confirms_it(later_engine, tmp_pat
         assert "version %s" % version in journal  # the engine's own banner names the release
         result = PC.confirm(plan, metrics, journal, engine_env=env)
         assert result["verdict"] == "confirmed", result
-        assert result["measured"]["kv_cache_memory_bytes"] == P.GIB, result["measured"]
+        assert result["measured"]["kv_cache_memory_bytes"] == C.GIB, result["measured"]
         assert result["measured"]["max_model_len"] == 16384, result["measured"]
         assert PR.engine_release({"inputs": {"vllm_version": version + "+cpu"}})["known"]
         facts = {"port": 8000, "served_model_name": "qwen3-tiny", "model_dir": "/models/qwen3-tiny"}

@@ -16,6 +16,9 @@ import subprocess
 
 import pytest
 
+from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
+from ansible_collections.airgap.vllm.plugins.module_utils import _plan_memory as MEM
+from ansible_collections.airgap.vllm.plugins.module_utils import _plan_model as MD
 from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -23,8 +26,8 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 KV_REFERENCE = os.path.join(HERE, "kv_reference.py")
 # The script the vllm_service role runs in the new image before a restart (issue 30).
 PARSE_ARGV = os.path.join(ROOT, "roles", "vllm_service", "files", "parse_argv.py")
-ADA_48 = 49140 * P.MIB
-PRO_96 = 97887 * P.MIB
+ADA_48 = 49140 * CM.MIB
+PRO_96 = 97887 * CM.MIB
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")
 GDN = {"k_heads": 16, "v_heads": 48, "k_dim": 128, "v_dim": 128, "conv_kernel": 4}
 
@@ -49,38 +52,38 @@ def fixture_config(bf16=False):
 
 # (id, config, planner params, vLLM case)
 CASES = [
-    ("gemma3-96", GEMMA3, dict(gpu_total_bytes=97887 * P.MIB, context=131072, kv_cache_dtype="auto",
-                               measured_kv_cache_bytes=40 * P.GIB),
+    ("gemma3-96", GEMMA3, dict(gpu_total_bytes=97887 * CM.MIB, context=131072, kv_cache_dtype="auto",
+                               measured_kv_cache_bytes=40 * CM.GIB),
      dict(full=10, sliding=52, window=1024, kv_heads=16, head_dim=128, kv_dtype="bfloat16",
           in_flight=16384)),
-    ("gemma3-48", GEMMA3, dict(gpu_total_bytes=49140 * P.MIB, context=131072, kv_cache_dtype="auto",
-                               measured_kv_cache_bytes=12 * P.GIB),
+    ("gemma3-48", GEMMA3, dict(gpu_total_bytes=49140 * CM.MIB, context=131072, kv_cache_dtype="auto",
+                               measured_kv_cache_bytes=12 * CM.GIB),
      dict(full=10, sliding=52, window=1024, kv_heads=16, head_dim=128, kv_dtype="bfloat16",
           in_flight=4096)),
-    ("gemma3-fp8-tp2", GEMMA3, dict(gpu_total_bytes=97887 * P.MIB, gpu_count=2, context=65536,
-                                    kv_cache_dtype="fp8_e4m3", measured_kv_cache_bytes=9 * P.GIB,
+    ("gemma3-fp8-tp2", GEMMA3, dict(gpu_total_bytes=97887 * CM.MIB, gpu_count=2, context=65536,
+                                    kv_cache_dtype="fp8_e4m3", measured_kv_cache_bytes=9 * CM.GIB,
                                     max_num_batched_tokens=4096),
      dict(full=10, sliding=52, window=1024, kv_heads=16, head_dim=128, kv_dtype="fp8", tp=2,
           in_flight=8192)),
-    ("dense-bf16", DENSE, dict(gpu_total_bytes=49140 * P.MIB, context=40960, kv_cache_dtype="auto",
-                               measured_kv_cache_bytes=7 * P.GIB),
+    ("dense-bf16", DENSE, dict(gpu_total_bytes=49140 * CM.MIB, context=40960, kv_cache_dtype="auto",
+                               measured_kv_cache_bytes=7 * CM.GIB),
      dict(full=36, kv_heads=8, head_dim=128, kv_dtype="bfloat16")),
     ("qwen35-fp8-mtp3-prefix", fixture_config(), dict(
-        gpu_total_bytes=49140 * P.MIB, context=204800, kv_cache_dtype="fp8_e4m3",
-        num_speculative_tokens=3, prefix_caching=True, measured_kv_cache_bytes=int(11.1 * P.GIB)),
+        gpu_total_bytes=49140 * CM.MIB, context=204800, kv_cache_dtype="fp8_e4m3",
+        num_speculative_tokens=3, prefix_caching=True, measured_kv_cache_bytes=int(11.1 * CM.GIB)),
      dict(full=17, linear=48, kv_heads=4, head_dim=256, kv_dtype="fp8", gdn=GDN, num_spec=3,
           mamba_cache_mode="align")),
     ("qwen35-bf16-refused", fixture_config(), dict(
-        gpu_total_bytes=49140 * P.MIB, context=204800, kv_cache_dtype="bfloat16",
-        num_speculative_tokens=3, prefix_caching=False, measured_kv_cache_bytes=int(11.1 * P.GIB)),
+        gpu_total_bytes=49140 * CM.MIB, context=204800, kv_cache_dtype="bfloat16",
+        num_speculative_tokens=3, prefix_caching=False, measured_kv_cache_bytes=int(11.1 * CM.GIB)),
      dict(full=17, linear=48, kv_heads=4, head_dim=256, kv_dtype="bfloat16", gdn=GDN, num_spec=3)),
     ("qwen35-tp2-nomtp", fixture_config(), dict(
-        gpu_total_bytes=97887 * P.MIB, gpu_count=2, context=262144, kv_cache_dtype="fp8_e4m3",
-        measured_kv_cache_bytes=30 * P.GIB),
+        gpu_total_bytes=97887 * CM.MIB, gpu_count=2, context=262144, kv_cache_dtype="fp8_e4m3",
+        measured_kv_cache_bytes=30 * CM.GIB),
      dict(full=16, linear=48, kv_heads=4, head_dim=256, kv_dtype="fp8", gdn=GDN, tp=2)),
     ("hopper-e5m2", fixture_config(bf16=True), dict(
-        gpu_total_bytes=143771 * P.MIB, compute_capability="9.0", context=131072,
-        kv_cache_dtype="fp8_e5m2", num_speculative_tokens=3, measured_kv_cache_bytes=20 * P.GIB),
+        gpu_total_bytes=143771 * CM.MIB, compute_capability="9.0", context=131072,
+        kv_cache_dtype="fp8_e5m2", num_speculative_tokens=3, measured_kv_cache_bytes=20 * CM.GIB),
      dict(full=17, linear=48, kv_heads=4, head_dim=256, kv_dtype="fp8_e5m2", gdn=GDN, num_spec=3)),
 ]
 
@@ -89,8 +92,8 @@ def _planner(config, params, release=None):
     base = dict(model_dir="/m", compute_capability="12.0", vllm_version=release)
     base.update(params)
     try:
-        return P.plan(base, config=config, weight_bytes=20 * P.GIB, weight_source="test")["ledger"]
-    except P.InfeasibleError as exc:
+        return P.plan(base, config=config, weight_bytes=20 * CM.GIB, weight_source="test")["ledger"]
+    except CM.InfeasibleError as exc:
         return {"refused": str(exc)}
 
 
@@ -156,18 +159,18 @@ def check_backends(results):
         prio = got["%d.%d" % cc]["priorities"]
         first = prio[0]
         # bf16 KV: the first priority is valid on every listed capability.
-        assert P.attention_backend("%d.%d" % cc, "bfloat16", 256) == first, (cc, prio)
-    assert P.describe_model(dict(DENSE, quantization_config=cases[len(ccs)][
+        assert MEM.attention_backend("%d.%d" % cc, "bfloat16", 256) == first, (cc, prio)
+    assert MD.describe_model(dict(DENSE, quantization_config=cases[len(ccs)][
         "quantization_config"]))["kv_cache_scheme_dtype"] == got["ct"]["auto_becomes"]
-    assert P.describe_model(dict(DENSE, quantization_config=cases[len(ccs) + 1][
+    assert MD.describe_model(dict(DENSE, quantization_config=cases[len(ccs) + 1][
         "quantization_config"]))["kv_cache_scheme_dtype"] == got["mo"]["auto_becomes"]
-    g3 = P.describe_model(GEMMA3)
+    g3 = MD.describe_model(GEMMA3)
     assert g3["num_full_layers"] == got["g3"]["layer_types"].count("full_attention")
-    g2 = P.describe_model(dict(GEMMA3, architectures=["Gemma2ForCausalLM"], model_type="gemma2",
-                               num_hidden_layers=46, sliding_window=4096))
+    g2 = MD.describe_model(dict(GEMMA3, architectures=["Gemma2ForCausalLM"], model_type="gemma2",
+                                num_hidden_layers=46, sliding_window=4096))
     assert g2["num_full_layers"] == got["g2"]["layer_types"].count("full_attention")
-    with pytest.raises(P.ModelConfigError):
-        P.describe_model(dict(DENSE, architectures=["Unknown"]))
+    with pytest.raises(CM.ModelConfigError):
+        MD.describe_model(dict(DENSE, architectures=["Unknown"]))
 
 
 def generated_plans():
@@ -183,23 +186,23 @@ def generated_plans():
         "ada48-fp8-keys-pinned": dict(base, kv_cache_dtype="fp8_e4m3", context="128K",
                                       api_keys_config_path="/etc/vllm/keys.yaml",
                                       pin_kv_cache_memory=True, host="127.0.0.1", port=9090,
-                                      measured_kv_cache_bytes=12 * P.GIB,
+                                      measured_kv_cache_bytes=12 * CM.GIB,
                                       prefix_caching=False, language_model_only=True),
         "pro96-50-max": dict(base, gpu_total_bytes=PRO_96, compute_capability="12.0",
                              gpu_memory_utilization=0.95, concurrency=50, context="max",
                              kv_cache_dtype="fp8_e4m3"),
-        "h200-tp2-auto": dict(base, gpu_total_bytes=143771 * P.MIB, gpu_count=2,
+        "h200-tp2-auto": dict(base, gpu_total_bytes=143771 * CM.MIB, gpu_count=2,
                               compute_capability="9.0", kv_cache_dtype="auto", context="max",
                               num_speculative_tokens=0, max_num_batched_tokens=4096,
                               enforce_eager=True, tool_call_parser=None, reasoning_parser=None,
                               max_image_pixels=4194304),
-        "b200-fp8-unset-prefix": dict(base, gpu_total_bytes=183359 * P.MIB,
+        "b200-fp8-unset-prefix": dict(base, gpu_total_bytes=183359 * CM.MIB,
                                       compute_capability="10.0", kv_cache_dtype="fp8_e4m3",
                                       context="128K", prefix_caching=None),
         "pro96-no-prefix-pinned": dict(base, gpu_total_bytes=PRO_96, compute_capability="12.0",
                                        kv_cache_dtype="fp8_e4m3", context="max", concurrency=50,
                                        prefix_caching=False, pin_kv_cache_memory=True,
-                                       measured_kv_cache_bytes=50 * P.GIB),
+                                       measured_kv_cache_bytes=50 * CM.GIB),
     }
     # The operator's extras, merged after the plan (vllm_plan_extra_args): one new option with a value, one that
     # replaces the planned --max-num-seqs (vllm_plan_override_flags), on two selected GPUs (tensor parallel 2).

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _argv_check as A
+from ansible_collections.airgap.vllm.plugins.module_utils import _docker as dk
 
 IMAGE = "sha256:" + "a" * 64
 ARGV = ["/models/m", "--max-model-len", "8192", "--swap-space", "4"]
@@ -189,7 +190,7 @@ def test_an_image_without_a_parser_is_unchecked_not_passed(tmp_path):
 @pytest.mark.parametrize("cli", [
     FakeCli("", rc=125, stderr="docker: Error response from daemon: OCI runtime create failed"),
     FakeCli("", rc=127, stderr='exec: "python3": executable file not found in $PATH'),
-    FakeCli(raises=A.DockerTimeout("docker run did not finish within 900s (killed)", stdout="INFO importing")),
+    FakeCli(raises=dk.DockerTimeout("docker run did not finish within 900s (killed)", stdout="INFO importing")),
 ])
 def test_a_check_that_did_not_run_fails_and_is_not_cached(tmp_path, cli):
     cache = str(tmp_path / "argv-check.json")
@@ -202,7 +203,7 @@ def test_no_image_no_check():
     with pytest.raises(A.ArgvCheckError, match="not in the local Docker"):
         A.check(FakeCli(image_id=None), "vllm/vllm-openai:v9", ARGV, SCRIPT)
     with pytest.raises(A.ArgvCheckError, match="cannot read image"):
-        A.check(FakeCli(image_id=A.DockerError("daemon down")), "x", ARGV, SCRIPT)
+        A.check(FakeCli(image_id=dk.DockerError("daemon down")), "x", ARGV, SCRIPT)
 
 
 @pytest.mark.parametrize("text", [None, "", "{not json", "[1, 2]"])

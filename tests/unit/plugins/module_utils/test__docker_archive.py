@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from ansible_collections.airgap.vllm.plugins.module_utils import _docker as dk
 from ansible_collections.airgap.vllm.plugins.module_utils import _docker_archive as da
 
 CONFIG = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []}},
@@ -249,7 +250,7 @@ def test_same_tag_other_image_triggers_load(legacy_tar):
 
 def test_load_that_does_not_produce_the_id_fails(legacy_tar):
     d = FakeDocker(archive_id="sha256:" + "2" * 64)
-    with pytest.raises(da.DockerError, match="not present"):
+    with pytest.raises(dk.DockerError, match="not present"):
         da.import_archive(legacy_tar, d)
 
 
@@ -264,10 +265,10 @@ def test_cli_image_id_parses_inspect():
             return 1, "[]\n", "Error: No such image: absent\n"
         return 1, "", "Cannot connect to the Docker daemon"
 
-    cli = da.DockerCli("/usr/bin/docker", run=run)
+    cli = dk.DockerCli("/usr/bin/docker", run=run)
     assert cli.image_id("present") == "sha256:abc"
     assert cli.image_id("absent") is None
-    with pytest.raises(da.DockerError, match="Cannot connect"):
+    with pytest.raises(dk.DockerError, match="Cannot connect"):
         cli.image_id("broken")
     assert calls[0][:4] == ["/usr/bin/docker", "image", "inspect", "--format"]
 
@@ -304,7 +305,7 @@ def test_real_docker_save_roundtrip(tmp_path):
                                check=False)
             return p.returncode, p.stdout, p.stderr
 
-        cli = da.DockerCli(run=run)
+        cli = dk.DockerCli(run=run)
         subprocess.run(["docker", "rmi", ref], check=True, stdout=subprocess.DEVNULL)
         r = da.import_archive(saved, cli, tag=ref + "-extra")
         assert r["loaded"] and r["tagged"] == [ref + "-extra"]

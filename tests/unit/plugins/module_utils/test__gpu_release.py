@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli, DockerError
 from ansible_collections.airgap.vllm.plugins.module_utils._gpu_release import (
-    DockerCli, DockerError, GpuReleaseError, classify, empty_state, load_state, plan_release, plan_restore)
+    GpuReleaseError, classify, empty_state, load_state, plan_release, plan_restore)
 
 
 def container(cid, name, running=True, policy='always', retries=0, service=None):

@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from ansible_collections.airgap.vllm.plugins.module_utils import _docker as dk
 from ansible_collections.airgap.vllm.plugins.module_utils import _gpu_release as g
 
 CID = 'c' * 64
@@ -53,7 +54,7 @@ def test_restore_while_swarm_node_pending_fails_and_keeps_the_record(tmp_path):
     path, state = recorded(tmp_path)
     fake = FakeDocker(swarm='pending')
     with pytest.raises(g.GpuReleaseError, match=r"swarm node is 'pending'.*llm_api.*record .*gpu-release.json is kept"):
-        g.restore_workloads(g.DockerCli(run=fake.run), state, path)
+        g.restore_workloads(dk.DockerCli(run=fake.run), state, path)
     assert os.path.exists(path) and g.read_state_file(path) == state
     assert fake.mutations == []
 
@@ -62,14 +63,14 @@ def test_restore_while_docker_info_fails_fails_and_keeps_the_record(tmp_path):
     path, state = recorded(tmp_path)
     fake = FakeDocker(info_rc=1)
     with pytest.raises(g.GpuReleaseError, match=r"docker info failed.*record .* is kept"):
-        g.restore_workloads(g.DockerCli(run=fake.run), state, path)
+        g.restore_workloads(dk.DockerCli(run=fake.run), state, path)
     assert os.path.exists(path) and fake.mutations == []
 
 
 def test_restore_with_swarm_active_scales_back_and_only_then_drops_the_record(tmp_path):
     path, state = recorded(tmp_path)
     fake = FakeDocker()
-    actions, gone = g.restore_workloads(g.DockerCli(run=fake.run), state, path)
+    actions, gone = g.restore_workloads(dk.DockerCli(run=fake.run), state, path)
     assert ['service', 'scale', '--detach', 'llm_api=2'] in fake.mutations
     assert ['start', CID] in fake.mutations and gone == []
     assert not os.path.exists(path)
@@ -86,7 +87,7 @@ def test_restore_failing_docker_command_keeps_the_record(tmp_path):
         return real(argv)
 
     with pytest.raises(g.GpuReleaseError, match='rpc error'):
-        g.restore_workloads(g.DockerCli(run=run), state, path)
+        g.restore_workloads(dk.DockerCli(run=run), state, path)
     assert os.path.exists(path)
 
 
@@ -94,7 +95,7 @@ def test_restore_of_containers_only_does_not_need_swarm(tmp_path):
     path, state = recorded(tmp_path)
     state['services'] = {}
     fake = FakeDocker(swarm='inactive')
-    g.restore_workloads(g.DockerCli(run=fake.run), state, path)
+    g.restore_workloads(dk.DockerCli(run=fake.run), state, path)
     assert ['start', CID] in fake.mutations and not os.path.exists(path)
 
 

@@ -11,7 +11,8 @@ import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _model_dir as md
 from ansible_collections.airgap.vllm.plugins.module_utils import _model_import as mi
-from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
+from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
+from ansible_collections.airgap.vllm.plugins.module_utils import _plan_model as MD
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")
@@ -59,7 +60,7 @@ def test_import_and_planner_read_the_same_weights(tmp_path):
     got = md.read_model_dir(d)
     assert got["shards"] == ["a.safetensors", "b.safetensors"]
     assert got["weight_bytes"] == 112 and got["weight_source"] == "sum of 2 safetensors headers"
-    config, weight, how = P.read_model_dir(d)
+    config, weight, how = MD.read_model_dir(d)
     assert (config, weight, how) == (got["config"], 112, got["weight_source"])
     # The import accepts an architectures-only config and a directory without model.safetensors,
     # like the planner (and vLLM, which globs *.safetensors).
@@ -72,8 +73,8 @@ def test_both_refuse_a_config_without_model_type_or_architectures(tmp_path):
     d = model(tmp_path, {"hidden_size": 8}, files={"model.safetensors": {"w": 8}})
     with pytest.raises(md.ModelDirError, match="neither model_type nor architectures"):
         mi.validate_model_dir(d)
-    with pytest.raises(P.ModelConfigError, match="neither model_type nor architectures"):
-        P.read_model_dir(d)
+    with pytest.raises(CM.ModelConfigError, match="neither model_type nor architectures"):
+        MD.read_model_dir(d)
 
 
 def test_both_refuse_a_bad_header(tmp_path):
@@ -82,8 +83,8 @@ def test_both_refuse_a_bad_header(tmp_path):
         f.write(struct.pack("<Q", 10 ** 6))  # longer than the file
     with pytest.raises(md.ModelDirError, match="does not fit"):
         mi.validate_model_dir(d)
-    with pytest.raises(P.ModelConfigError, match="does not fit"):
-        P.read_model_dir(d)
+    with pytest.raises(CM.ModelConfigError, match="does not fit"):
+        MD.read_model_dir(d)
     with open(os.path.join(d, "model.safetensors"), "r+b") as f:
         f.write(struct.pack("<Q", 4) + b"[1] ")  # JSON, but not an object
     with pytest.raises(md.ModelDirError, match="not a JSON object"):
@@ -95,7 +96,7 @@ def test_index_total_size_wins_and_the_planner_needs_no_shards(tmp_path):
     # insists on every shard the index names.
     index = {"metadata": {"total_size": 12345}, "weight_map": {"w": "model-1.safetensors"}}
     d = model(tmp_path, {"model_type": "qwen3"}, index=index)
-    assert P.read_model_dir(d)[1:] == (12345, "model.safetensors.index.json metadata.total_size")
+    assert MD.read_model_dir(d)[1:] == (12345, "model.safetensors.index.json metadata.total_size")
     with pytest.raises(md.ModelDirError, match="shard model-1.safetensors named in the index is missing"):
         mi.validate_model_dir(d)
     shard(os.path.join(d, "model-1.safetensors"), {"w": 8})
@@ -105,7 +106,7 @@ def test_index_total_size_wins_and_the_planner_needs_no_shards(tmp_path):
 def test_index_without_total_size_sums_the_shards(tmp_path):
     index = {"weight_map": {"w": "model-1.safetensors"}}
     d = model(tmp_path, {"model_type": "qwen3"}, files={"model-1.safetensors": {"w": 40}}, index=index)
-    assert P.read_model_dir(d)[1:] == (40, "sum of 1 safetensors headers")
+    assert MD.read_model_dir(d)[1:] == (40, "sum of 1 safetensors headers")
     assert mi.validate_model_dir(d)["total_size"] is None
 
 
@@ -119,17 +120,17 @@ def test_bad_index_is_refused_by_both(tmp_path, index, match):
     d = model(tmp_path, {"model_type": "qwen3"}, index=index)
     with pytest.raises(md.ModelDirError, match=match):
         mi.validate_model_dir(d)
-    with pytest.raises(P.ModelConfigError, match=match):
-        P.read_model_dir(d)
+    with pytest.raises(CM.ModelConfigError, match=match):
+        MD.read_model_dir(d)
 
 
 def test_no_weights_at_all(tmp_path):
     d = model(tmp_path, {"model_type": "qwen3"})
-    assert P.read_model_dir(d)[1:] == (None, None)  # the planner estimates from the architecture
+    assert MD.read_model_dir(d)[1:] == (None, None)  # the planner estimates from the architecture
     with pytest.raises(md.ModelDirError, match="nor any .safetensors file"):
         mi.validate_model_dir(d)
 
 
 def test_repository_fixture_plans_from_its_index():
-    config, weight, how = P.read_model_dir(FIXTURE)
+    config, weight, how = MD.read_model_dir(FIXTURE)
     assert config["architectures"] and weight > 20 * 1024 ** 3 and "total_size" in how

@@ -14,7 +14,9 @@ import os
 
 import pytest
 
+from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
 from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm as C
+from ansible_collections.airgap.vllm.plugins.module_utils import _plan_kv as K
 from ansible_collections.airgap.vllm.plugins.module_utils import _plan_tradeoff as T
 from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
 
@@ -22,8 +24,8 @@ from .test__plan_confirm_parse import ARGV_REFUSAL, BANNER, REFUSAL, STARTED_LIN
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")
-ADA_48 = 49140 * P.MIB
-PRO_96 = 97887 * P.MIB
+ADA_48 = 49140 * CM.MIB
+PRO_96 = 97887 * CM.MIB
 
 
 def field_plan(**kw):
@@ -35,7 +37,7 @@ def field_plan(**kw):
 
 
 def test_confirmed_when_the_engine_holds_the_plan():
-    r = field_plan(measured_kv_cache_bytes=int(11.41 * P.GIB))
+    r = field_plan(measured_kv_cache_bytes=int(11.41 * CM.GIB))
     L = r["ledger"]
     c = C.confirm(r, metrics(L["num_gpu_blocks"], tokens=L["gpu_kv_cache_tokens"]))
     assert c["verdict"] == "confirmed" and not c["restart"] and c["replan"] is None
@@ -80,8 +82,8 @@ def test_max_context_plan_shrinks_to_what_fits_for_all_users():
     new = c["replan"]
     assert new["max_model_len"] < L["max_model_len"] and new["max_model_len"] % 1024 == 0
     assert new["max_concurrency_at_len"] >= 50
-    g = P.group_layers(17, 48)
-    assert 50 * P.blocks_per_request(new["max_model_len"] + 1024, 1600, g, 3, False) > \
+    g = K.group_layers(17, 48)
+    assert 50 * K.blocks_per_request(new["max_model_len"] + 1024, 1600, g, 3, False) > \
         new["num_gpu_blocks"]
 
 
@@ -89,12 +91,12 @@ def test_refused_start_replans_from_the_journal():
     """bf16 KV at 204800 with vLLM's 11.1 GiB: vLLM refuses and estimates 160800; the
     re-plan from its own numbers pins 11.1 GiB rounded down and gives the same length."""
     r = field_plan(kv_cache_dtype="bfloat16", prefix_caching=False,
-                   measured_kv_cache_bytes=40 * P.GIB)  # a plan that (wrongly) expected room
+                   measured_kv_cache_bytes=40 * CM.GIB)  # a plan that (wrongly) expected room
     c = C.confirm(r, journal_text=REFUSAL)
     assert c["verdict"] == "refused" and c["restart"]
     new = c["replan"]
     assert new["max_model_len"] == 160800
-    assert new["kv_cache_memory_bytes"] <= int(11.1 * P.GIB)
+    assert new["kv_cache_memory_bytes"] <= int(11.1 * CM.GIB)
     assert any("160800" in n for n in c["notes"])
 
 
@@ -116,9 +118,9 @@ def test_report_tradeoff_recomputed_at_the_measured_budget():
     c = C.confirm(r, metrics(220))
     t = c["report"]["tradeoff"]
     assert t["title"] == "48 GB, measured" and t["measured"]
-    g = P.group_layers(17, 48)
-    assert 4 * P.blocks_per_request(t["all_fit_len"], 1600, g, 3, True) <= 220 < \
-        4 * P.blocks_per_request(t["all_fit_len"] + 1024, 1600, g, 3, True)
+    g = K.group_layers(17, 48)
+    assert 4 * K.blocks_per_request(t["all_fit_len"], 1600, g, 3, True) <= 220 < \
+        4 * K.blocks_per_request(t["all_fit_len"] + 1024, 1600, g, 3, True)
     assert r["tradeoff"]["all_fit_len"] > t["all_fit_len"]
     assert c["summary"].startswith("vLLM plan replan_needed -> restart once")
 
@@ -168,7 +170,7 @@ def test_tensor_parallel_budget_is_the_smallest_rank():
     assert facts["available_kv_gib"] == 9.10 and facts["available_kv_gib_by_rank"] == [9.10, 11.40]
     assert facts["model_loading_gib"] == 14.4
     m = C.measured_from(field_plan()["ledger"], None, facts)
-    assert m["budget_bytes"] <= int(9.10 * P.GIB)
+    assert m["budget_bytes"] <= int(9.10 * CM.GIB)
 
 
 # --- issue 24: a refused plan is not deployed again from an unchanged inventory -----------------

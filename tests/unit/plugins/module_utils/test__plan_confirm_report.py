@@ -8,6 +8,7 @@ import json
 import os
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck as L
+from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
 from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm as C
 from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm_report as R
 from ansible_collections.airgap.vllm.plugins.module_utils import _plan_tradeoff as T
@@ -26,7 +27,7 @@ TINY = dict(config={"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"
 
 def simulated_plan():
     """The simulated host's plan: a 48 GB card planned, the CPU engine serving the tiny Qwen3."""
-    return P.plan(dict(gpu_total_bytes=49140 * P.MIB, compute_capability="8.9", gpu_memory_utilization=0.93,
+    return P.plan(dict(gpu_total_bytes=49140 * CM.MIB, compute_capability="8.9", gpu_memory_utilization=0.93,
                        concurrency=4, context=16384, kv_cache_dtype="auto", enforce_eager=True), **TINY)
 
 
@@ -40,7 +41,7 @@ def cpu_metrics(blocks=2048, block=128, pinned=1073741824):
 def test_a_pool_44x_smaller_is_not_simply_confirmed():
     r = simulated_plan()
     planned = r["ledger"]["kv_pool_bytes"]
-    assert planned > 40 * P.GIB
+    assert planned > 40 * CM.GIB
     c = C.confirm(r, cpu_metrics())
     assert c["verdict"] == "confirmed"  # 16384 x 4 still fit in 1 GiB: no re-plan, no restart
     assert c["pool"]["status"] == "smaller" and c["pool"]["ratio"] < 0.03
@@ -74,7 +75,7 @@ def test_a_pool_as_planned_keeps_the_plain_verdict():
 
 def test_promises_and_planner_warnings_in_the_report():
     r = P.plan(dict(model_dir=os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8"),
-                    gpu_total_bytes=49140 * P.MIB, compute_capability="8.9", gpu_memory_utilization=0.93,
+                    gpu_total_bytes=49140 * CM.MIB, compute_capability="8.9", gpu_memory_utilization=0.93,
                     num_speculative_tokens=3, concurrency=4, context=204800, prefix_caching=True,
                     kv_cache_dtype="fp8_e4m3"))
     L_ = r["ledger"]
@@ -100,7 +101,7 @@ def test_a_converged_rerun_keeps_the_promises_of_the_same_deployment():
     again = C.confirm(simulated_plan(), cpu_metrics(), engine_env={"VLLM_CPU_KVCACHE_SPACE": "1"})
     kept, carried = R.carry_promises(old, again["report"])
     assert carried and kept["promises"] == old["promises"] and "promises" not in again["report"]
-    other = C.confirm(P.plan(dict(gpu_total_bytes=49140 * P.MIB, compute_capability="8.9",
+    other = C.confirm(P.plan(dict(gpu_total_bytes=49140 * CM.MIB, compute_capability="8.9",
                                   gpu_memory_utilization=0.93, concurrency=2, context=16384, kv_cache_dtype="auto",
                                   enforce_eager=True), **TINY), cpu_metrics())
     dropped, carried = R.carry_promises(old, other["report"])
@@ -118,7 +119,7 @@ def test_report_markdown_svg_and_tradeoff():
                "Available KV cache memory: 11.41 GiB\n")
     c = C.confirm(r, metrics(220), journal, tradeoff_rows=t)
     rep = c["report"]
-    assert rep["memory"]["measured"]["weights"] == int(28.71 * P.GIB)
+    assert rep["memory"]["measured"]["weights"] == int(28.71 * CM.GIB)
     assert rep["final"]["max_model_len"] == 204800
     assert json.loads(json.dumps(rep)) == rep  # plain JSON
     md = c["report_markdown"]

@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
 from ansible_collections.airgap.vllm.plugins.module_utils import _plan_extras as X
 from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
 
@@ -16,7 +17,7 @@ FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")
 
 @pytest.fixture(scope="module")
 def planned():
-    return P.plan(dict(model_dir=FIXTURE, gpu_total_bytes=49140 * P.MIB, compute_capability="8.9",
+    return P.plan(dict(model_dir=FIXTURE, gpu_total_bytes=49140 * CM.MIB, compute_capability="8.9",
                        gpu_memory_utilization=0.93, concurrency=4, kv_cache_dtype="fp8_e4m3",
                        num_speculative_tokens=3, prefix_caching=True, reasoning_parser="qwen3",
                        tool_call_parser="qwen3_coder", port=8000, docker_version="24.0.7", kernel="5.15.0"))
@@ -50,7 +51,7 @@ def test_extras_are_appended_after_the_plan(planned):
     (["--tool-call-parser", "hermes"], "--tool-call-parser qwen3_coder"),
 ])
 def test_a_duplicate_of_a_planned_flag_is_refused_naming_it(planned, extra, flag):
-    with pytest.raises(P.TargetsError) as err:
+    with pytest.raises(CM.TargetsError) as err:
         X.merge_extras(planned, extra)
     assert "duplicates the planned %s" % flag in str(err.value)
     assert X.OVERRIDE_VAR in str(err.value)
@@ -76,7 +77,7 @@ def test_an_unused_override_is_a_warning(planned):
 
 @pytest.mark.parametrize("extra", [["--api-key", "sk-x"], ["--api_key=sk-x"], ["--api-ke", "sk-x"]])
 def test_api_keys_are_pointed_at_the_key_variable(planned, extra):
-    with pytest.raises(P.TargetsError) as err:
+    with pytest.raises(CM.TargetsError) as err:
         X.merge_extras(planned, extra, override_flags=["--api-key"])
     assert "vllm_service_api_keys" in str(err.value) and "sk-x" not in str(err.value)
 
@@ -99,27 +100,27 @@ def test_api_keys_are_pointed_at_the_key_variable(planned, extra):
     (["--max-num", "8"], "abbreviates the planned --max-num-seqs"),
 ])
 def test_bad_extra_args_are_refused(planned, extra, match):
-    with pytest.raises(P.TargetsError, match=match):
+    with pytest.raises(CM.TargetsError, match=match):
         X.merge_extras(planned, extra)
 
 
 def test_docker_duplicates_and_overrides(planned):
-    with pytest.raises(P.TargetsError, match="duplicates the planned --shm-size 4g"):
+    with pytest.raises(CM.TargetsError, match="duplicates the planned --shm-size 4g"):
         X.merge_extras(planned, extra_docker_options=["--shm-size", "16g"])
-    with pytest.raises(P.TargetsError, match="duplicates the planned --shm-size 4g"):
+    with pytest.raises(CM.TargetsError, match="duplicates the planned --shm-size 4g"):
         X.merge_extras(planned, extra_docker_options=["--shm-size=16g"])
     out = X.merge_extras(planned, extra_docker_options=["--shm-size", "16g"], override_flags=["--shm-size"])
     assert out["docker_options"].count("--shm-size") == 1 and value(out["docker_options"], "--shm-size") == "16g"
     assert "--shm-size 4g" not in out["docker_option_reasons"]
     # --log-opt repeats: only the same key is a duplicate.
-    with pytest.raises(P.TargetsError, match="duplicates the planned --log-opt max-size=100m"):
+    with pytest.raises(CM.TargetsError, match="duplicates the planned --log-opt max-size=100m"):
         X.merge_extras(planned, extra_docker_options=["--log-opt", "max-size=1g"])
     out = X.merge_extras(planned, extra_docker_options=["--log-opt", "compress=true"])
     assert out["docker_options"][-2:] == ["--log-opt", "compress=true"]
     out = X.merge_extras(planned, extra_docker_options=["--log-opt", "max-size=1g"], override_flags=["--log-opt"])
     assert "max-size=1g" in out["docker_options"] and "max-size=100m" not in out["docker_options"]
     assert "max-file=5" in out["docker_options"]
-    with pytest.raises(P.TargetsError, match="duplicates the planned --gpus all"):
+    with pytest.raises(CM.TargetsError, match="duplicates the planned --gpus all"):
         X.merge_extras(planned, extra_docker_options=["--gpus", '"device=1"'])
 
 
@@ -130,16 +131,16 @@ def test_docker_duplicates_and_overrides(planned):
     (["--device", "/dev/x", "--device", "/dev/x"], "give each option once"),
 ])
 def test_bad_docker_options_are_refused(planned, extra, match):
-    with pytest.raises(P.TargetsError, match=match):
+    with pytest.raises(CM.TargetsError, match=match):
         X.merge_extras(planned, extra_docker_options=extra)
 
 
 def test_plan_merges_extras_from_its_params():
-    r = P.plan(dict(model_dir=FIXTURE, gpu_total_bytes=49140 * P.MIB, compute_capability="8.9",
+    r = P.plan(dict(model_dir=FIXTURE, gpu_total_bytes=49140 * CM.MIB, compute_capability="8.9",
                     concurrency=4, extra_args=["--seed", "7"], extra_docker_options=["--ulimit", "memlock=-1"]))
     assert r["argv"][-2:] == ["--seed", "7"] and r["docker_options"][-2:] == ["--ulimit", "memlock=-1"]
-    with pytest.raises(P.TargetsError, match="--max-num-seqs"):
-        P.plan(dict(model_dir=FIXTURE, gpu_total_bytes=49140 * P.MIB, compute_capability="8.9",
+    with pytest.raises(CM.TargetsError, match="--max-num-seqs"):
+        P.plan(dict(model_dir=FIXTURE, gpu_total_bytes=49140 * CM.MIB, compute_capability="8.9",
                     extra_args=["--max-num-seqs", "9"]))
 
 

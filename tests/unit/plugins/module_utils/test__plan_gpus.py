@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
 from ansible_collections.airgap.vllm.plugins.module_utils import _plan_gpus as G
 from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
 
@@ -35,7 +36,7 @@ def base(**kw):
 def test_no_selection_is_the_first_gpu_count_cards():
     sel = G.select_gpus([], NVML, 2)
     assert sel["ids"] == [] and [c["index"] for c in sel["cards"]] == [0, 1] and sel["count"] == 2
-    with pytest.raises(P.TargetsError, match="NVML lists 3 GPU"):
+    with pytest.raises(CM.TargetsError, match="NVML lists 3 GPU"):
         G.select_gpus(None, NVML, 4)
 
 
@@ -56,13 +57,13 @@ def test_selection_by_index_or_uuid():
     (["GPU-123"], "NVML index"),
 ])
 def test_bad_selections_are_refused(selection, match):
-    with pytest.raises(P.TargetsError, match=match):
+    with pytest.raises(CM.TargetsError, match=match):
         G.select_gpus(selection, NVML)
 
 
 def test_tensor_parallel_fits_the_selection():
     assert G.tensor_parallel(None, 2) == 2 and G.tensor_parallel(1, 2) == 1
-    with pytest.raises(P.TargetsError, match="does not fit the 2 GPU"):
+    with pytest.raises(CM.TargetsError, match="does not fit the 2 GPU"):
         G.tensor_parallel(4, 2)
 
 
@@ -84,7 +85,7 @@ def test_explicit_tensor_parallel_and_refusal():
     r = P.plan(base(gpus=["0", "1"], tensor_parallel_size=1))
     assert r["argv"][r["argv"].index("--tensor-parallel-size") + 1] == "1"
     assert any("sit idle" in w for w in r["warnings"])
-    with pytest.raises(P.TargetsError, match="does not fit"):
+    with pytest.raises(CM.TargetsError, match="does not fit"):
         P.plan(base(gpus=["0"], tensor_parallel_size=2))
 
 
@@ -97,9 +98,9 @@ def test_without_selection_the_plan_is_unchanged():
 
 
 def test_measured_pool_by_gpu_name():
-    r = P.plan(base(gpus=["0"], measured_kv_cache_bytes_by_gpu={"NVIDIA RTX 6000 Ada Generation": 12 * P.GIB},
+    r = P.plan(base(gpus=["0"], measured_kv_cache_bytes_by_gpu={"NVIDIA RTX 6000 Ada Generation": 12 * CM.GIB},
                     pin_measured_kv_cache=True))
-    assert r["ledger"]["kv_pool_measured"] and r["ledger"]["kv_pool_bytes"] == 12 * P.GIB
-    assert r["argv"][r["argv"].index("--kv-cache-memory-bytes") + 1] == str(12 * P.GIB)
+    assert r["ledger"]["kv_pool_measured"] and r["ledger"]["kv_pool_bytes"] == 12 * CM.GIB
+    assert r["argv"][r["argv"].index("--kv-cache-memory-bytes") + 1] == str(12 * CM.GIB)
     other = P.plan(base(gpus=["2"], measured_kv_cache_bytes_by_gpu={"NVIDIA RTX 6000 Ada Generation": 1}))
     assert not other["ledger"]["kv_pool_measured"]

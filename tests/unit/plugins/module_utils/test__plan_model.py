@@ -25,9 +25,9 @@ from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")
-ADA_48 = 49140 * P.MIB
-PRO_96 = 97887 * P.MIB
-H200 = 143771 * P.MIB
+ADA_48 = 49140 * CM.MIB
+PRO_96 = 97887 * CM.MIB
+H200 = 143771 * CM.MIB
 
 # Gemma 3 27B (google/gemma-3-27b-it config.json, trimmed to the keys vLLM's sizing reads).
 GEMMA3 = {
@@ -74,7 +74,7 @@ def plan(config, **kw):
     base = dict(model_dir="/models/m", gpu_total_bytes=PRO_96, compute_capability="12.0",
                 gpu_memory_utilization=0.92)
     base.update(kw)
-    return P.plan(base, config=config, weight_bytes=kw.pop("weight_bytes", 20 * P.GIB),
+    return P.plan(base, config=config, weight_bytes=kw.pop("weight_bytes", 20 * CM.GIB),
                   weight_source="test")
 
 
@@ -84,7 +84,7 @@ def test_gemma3_sliding_window_groups_like_vllm():
     """vLLM (kv_reference.py case gemma3-96): 10 full + 52 sliding layers -> 7 groups of 10
     (6 sliding groups, 8 padding layers), 40 GiB -> 32768 blocks of 16, 14726 blocks per
     131072-token request (8192 full + 6 x 1090 sliding, in flight 2 x 8192), 291,658 tokens."""
-    r = plan(GEMMA3, measured_kv_cache_bytes=40 * P.GIB, context=131072, concurrency=2,
+    r = plan(GEMMA3, measured_kv_cache_bytes=40 * CM.GIB, context=131072, concurrency=2,
              kv_cache_dtype="auto")
     L = r["ledger"]
     assert (L["full_attention_layers"], L["sliding_attention_layers"]) == (10, 52)
@@ -101,24 +101,24 @@ def test_gemma3_refusal_and_longest_length_like_vllm():
     """vLLM (case gemma3-48): 12 GiB, 2048 batched tokens (in flight 4096) refuses 131072
     and says "the estimated maximum model length is 126464". Sized as 62 full layers (the old
     planner) vLLM's own code gives 25360: the sliding groups are what makes Gemma 3 fit."""
-    with pytest.raises(P.InfeasibleError) as exc:
+    with pytest.raises(CM.InfeasibleError) as exc:
         plan(GEMMA3, gpu_total_bytes=ADA_48, compute_capability="8.9",
-             measured_kv_cache_bytes=12 * P.GIB, context=131072)
+             measured_kv_cache_bytes=12 * CM.GIB, context=131072)
     assert "Longest length that starts: 126464" in str(exc.value)
     r = plan(GEMMA3, gpu_total_bytes=ADA_48, compute_capability="8.9",
-             measured_kv_cache_bytes=12 * P.GIB, context="max")
+             measured_kv_cache_bytes=12 * CM.GIB, context="max")
     assert r["ledger"]["longest_single_request"] == 126464
 
 
 def test_gemma_layer_types_follow_transformers_defaults():
     """transformers Gemma3TextConfig(num_hidden_layers=62, sliding_window=1024).layer_types and
     Gemma2Config(num_hidden_layers=46).layer_types, read in the vLLM venv."""
-    g3 = P.describe_model(GEMMA3)
+    g3 = MD.describe_model(GEMMA3)
     assert (g3["num_full_layers"], g3["num_sliding_layers"], g3["sliding_window"]) == (10, 52, 1024)
     g2 = {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "hidden_size": 4608,
           "intermediate_size": 36864, "num_attention_heads": 32, "num_key_value_heads": 16,
           "head_dim": 128, "num_hidden_layers": 46, "sliding_window": 4096}
-    d = P.describe_model(g2)
+    d = MD.describe_model(g2)
     assert (d["num_full_layers"], d["num_sliding_layers"]) == (23, 23)
 
 
@@ -126,7 +126,7 @@ def test_kv_cache_scheme_auto_becomes_fp8():
     """CompressedTensorsConfig.from_config(...).kv_cache_scheme is set, so attention.py:284 turns
     auto into fp8; vLLM (case qwen3-scheme): 36 layers x 8 kv heads x 256 x 1 B, 10 GiB ->
     9102 blocks, 2048 per 32768-token request, 145,632 tokens (bf16 would give half)."""
-    r = plan(QWEN3_SCHEME, measured_kv_cache_bytes=10 * P.GIB, context=32768,
+    r = plan(QWEN3_SCHEME, measured_kv_cache_bytes=10 * CM.GIB, context=32768,
              compute_capability="9.0")
     L = r["ledger"]
     assert L["kv_dtype"] == "fp8" and "kv_cache_scheme" in L["kv_dtype_how"]
@@ -142,18 +142,18 @@ def test_modelopt_kv_algo_becomes_fp8_e4m3():
     cfg = copy.deepcopy(QWEN3_SCHEME)
     cfg["quantization_config"] = {"quant_method": "modelopt",
                                   "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}
-    assert P.describe_model(cfg)["kv_cache_scheme_dtype"] == "fp8_e4m3"
+    assert MD.describe_model(cfg)["kv_cache_scheme_dtype"] == "fp8_e4m3"
 
 
 def test_mla_refused_with_the_reason():
     cfg = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
            "hidden_size": 7168, "num_hidden_layers": 61, "num_attention_heads": 128,
            "kv_lora_rank": 512, "qk_rope_head_dim": 64}
-    with pytest.raises(P.ModelConfigError) as exc:
+    with pytest.raises(CM.ModelConfigError) as exc:
         plan(cfg, context=32768)
     assert "multi-head latent attention" in str(exc.value)
     # declaring a layout does not make MLA plannable: its page is a latent, not K and V
-    with pytest.raises(P.ModelConfigError):
+    with pytest.raises(CM.ModelConfigError):
         plan(cfg, context=32768, layer_layout={"full_attention": 61})
 
 
@@ -161,14 +161,14 @@ def test_unknown_architecture_refused_unless_layout_declared():
     cfg = {"architectures": ["FancyNewForCausalLM"], "model_type": "fancy", "hidden_size": 4096,
            "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
            "head_dim": 128, "vocab_size": 32000}
-    with pytest.raises(P.ModelConfigError) as exc:
+    with pytest.raises(CM.ModelConfigError) as exc:
         plan(cfg, context=8192)
     assert "FancyNewForCausalLM" in str(exc.value) and "layer_layout" in str(exc.value)
     r = plan(cfg, context=8192, layer_layout={"full_attention": 32},
-             measured_kv_cache_bytes=10 * P.GIB, compute_capability="9.0")
+             measured_kv_cache_bytes=10 * CM.GIB, compute_capability="9.0")
     assert r["ledger"]["model_family"] == "declared by layer_layout"
-    assert r["ledger"]["num_gpu_blocks"] == 10 * P.GIB // (16 * 8 * 256 * 2) // 32
-    with pytest.raises(P.ModelConfigError):
+    assert r["ledger"]["num_gpu_blocks"] == 10 * CM.GIB // (16 * 8 * 256 * 2) // 32
+    with pytest.raises(CM.ModelConfigError):
         plan(cfg, context=8192, layer_layout={"full_attention": 30})  # 30 != 32 layers
 
 
@@ -176,18 +176,18 @@ def test_vision_defaults_from_vllm_config_class():
     """transformers_utils/configs/qwen3_5.py Qwen3_5VisionConfig: intermediate_size 4304."""
     cfg = fixture_config()
     del cfg["vision_config"]["intermediate_size"]
-    shape = P.describe_model(cfg)
+    shape = MD.describe_model(cfg)
     assert shape["vision"]["intermediate_size"] == 4304
     assert shape["vision"]["_defaulted"] == ["intermediate_size"]
-    full = P.describe_model(fixture_config())
-    assert P.vision_tower_bytes(shape["vision"]) == P.vision_tower_bytes(full["vision"])
+    full = MD.describe_model(fixture_config())
+    assert MD.vision_tower_bytes(shape["vision"]) == MD.vision_tower_bytes(full["vision"])
 
 
 # --- 2. fp8_e5m2 KV and an fp8 checkpoint ---------------------------------------------------------
 
 def test_fp8_e5m2_with_fp8_checkpoint_refused_as_vllm_does():
     """attention.py:198-213 raises 'fp8_e5m2 kv-cache is not supported with fp8 checkpoints.'"""
-    with pytest.raises(P.TargetsError) as exc:
+    with pytest.raises(CM.TargetsError) as exc:
         plan(fixture_config(), compute_capability="9.0", kv_cache_dtype="fp8_e5m2", context=8192)
     assert "fp8_e5m2 kv-cache is not supported with fp8 checkpoints" in str(exc.value)
 
@@ -202,7 +202,7 @@ def test_fp8_e5m2_with_fp8_checkpoint_refused_as_vllm_does():
     dict(QWEN3_SCHEME, num_attention_heads="many"),
 ])
 def test_zero_or_bad_attention_heads(config):
-    with pytest.raises(P.ModelConfigError) as exc:
+    with pytest.raises(CM.ModelConfigError) as exc:
         plan(config, context=8192)
     assert "num_attention_heads" in str(exc.value) or "num_key_value_heads" in str(exc.value)
 
@@ -239,7 +239,7 @@ QWEN3.pop("quantization_config")
 
 @pytest.mark.parametrize("weight_bytes", [0, -5])
 def test_zero_or_negative_total_size_is_refused(weight_bytes):
-    with pytest.raises(P.PlanError) as exc:
+    with pytest.raises(CM.PlanError) as exc:
         plan(QWEN3, context=8192, weight_bytes=weight_bytes)
     assert "total_size" in str(exc.value)
 
@@ -250,7 +250,7 @@ def test_zero_or_negative_total_size_in_the_index_is_refused(tmp_path):
     for total in (0, -1):
         (tmp_path / "model.safetensors.index.json").write_text(json.dumps(
             {"metadata": {"total_size": total}, "weight_map": {"a": "model-00001.safetensors"}}))
-        with pytest.raises(P.PlanError) as exc:
+        with pytest.raises(CM.PlanError) as exc:
             P.plan(dict(model_dir=str(tmp_path), gpu_total_bytes=PRO_96, compute_capability="12.0",
                         context=8192))
         assert "total_size" in str(exc.value)
@@ -266,7 +266,7 @@ def test_zero_or_negative_total_size_in_the_index_is_refused(tmp_path):
 ])
 def test_bad_layer_layout_is_refused(layout):
     """Negative counts used to balance the sum (40 + -4 = 36 layers) and plan a model of -4 layers."""
-    with pytest.raises(P.PlanError) as exc:
+    with pytest.raises(CM.PlanError) as exc:
         plan(dict(QWEN3, architectures=["FancyNewForCausalLM"]), context=8192, layer_layout=layout)
     assert "layer_layout" in str(exc.value)
 

@@ -19,7 +19,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")
-ADA_48 = 49140 * P.MIB
+ADA_48 = 49140 * C.MIB
 sys.path.insert(0, os.path.join(ROOT, "tests", "vllm_parser"))
 import release_compare as R  # noqa: E402
 
@@ -243,4 +243,4 @@ def test_max_context_passes_the_start_check_of_the_release():
         need = -(-ledger["max_model_len"] // ledger["block_size"])
         limit = ledger["num_gpu_blocks"] - (1 if release == "0.30.0" else 0)
         assert need <= limit, (release, ledger["max_model_len"], ledger["num_gpu_blocks"])
-    assert P.VLLM_VERSION == "0.27.1"
+    assert C.VLLM_VERSION == "0.27.1"

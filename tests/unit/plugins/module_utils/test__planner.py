@@ -7,11 +7,12 @@ __metaclass__ = type
 
 import os
 
+from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
 from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")
-ADA_48 = 49140 * P.MIB
+ADA_48 = 49140 * CM.MIB
 
 
 def field(kv, **kw):

@@ -351,4 +351,5 @@ def test_madvise_patch_rule(offload, kernel, needed):
 
 def test_planner_and_image_role_share_the_madvise_rule():
     from ansible_collections.airgap.vllm.plugins.module_utils import _planner
+    # The name plan() looks up (its module's global, imported from _source_patch) is the image role's rule.
     assert _planner.needs_madvise_patch is sp.needs_madvise_patch

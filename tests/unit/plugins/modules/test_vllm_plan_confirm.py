@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
 from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
 from ansible_collections.airgap.vllm.plugins.modules import vllm_plan_confirm as M
 
@@ -19,7 +20,7 @@ METRICS = ('vllm:cache_config_info{block_size="1600",num_gpu_blocks="220",'
 
 @pytest.fixture(scope="module")
 def plan_result():
-    return P.plan(dict(model_dir=FIXTURE, gpu_total_bytes=49140 * P.MIB, compute_capability="8.9",
+    return P.plan(dict(model_dir=FIXTURE, gpu_total_bytes=49140 * CM.MIB, compute_capability="8.9",
                        gpu_memory_utilization=0.93, num_speculative_tokens=3, concurrency=4,
                        context=204800, prefix_caching=True, kv_cache_dtype="fp8_e4m3"))
 
