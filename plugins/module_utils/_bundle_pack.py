@@ -34,6 +34,25 @@ ARTIFACT_KINDS = ("driver", "fabricmanager", "toolkit", "rpms", "image", "model"
 FAT32_SPLIT = 4 * 1024 ** 3 - 1024 ** 2
 
 
+def kind_problem(artifact, index=0):
+    """None when the artifact (a bundle_build_artifacts entry) has one of ARTIFACT_KINDS, else why not: the one
+    check of the kind, for plan_artifacts and for the bundle_build role's preflight (filter
+    airgap.vllm.bundle_artifact_kinds), before anything is read or saved."""
+    if not isinstance(artifact, dict):
+        return "artifact #%d is not a mapping (kind, name, version, src)" % index
+    kind = artifact.get("kind")
+    if kind in ARTIFACT_KINDS:
+        return None
+    label = artifact.get("src") or artifact.get("image") or artifact.get("name") or "#%d" % index
+    return "artifact %s: kind %r is not one of %s" % (label, kind, ", ".join(ARTIFACT_KINDS))
+
+
+def kind_check(artifacts):
+    """{'kinds': [ARTIFACT_KINDS], 'problems': [kind_problem() of each artifact with one]}."""
+    problems = [kind_problem(a, i) for i, a in enumerate(artifacts or [])]
+    return dict(kinds=list(ARTIFACT_KINDS), problems=[p for p in problems if p])
+
+
 def plan_artifacts(artifacts):
     """[(src file, bundle-relative path, artifact)] for the artifact list, sorted by path.
 
@@ -45,8 +64,9 @@ def plan_artifacts(artifacts):
     for i, a in enumerate(artifacts or []):
         if not isinstance(a, dict) or not a.get("src"):
             raise BundleError("artifact #%d needs src (a file or directory)" % i)
-        if a.get("kind") not in ARTIFACT_KINDS:
-            raise BundleError("artifact %s: kind %r is not one of %s" % (a["src"], a.get("kind"), ", ".join(ARTIFACT_KINDS)))
+        problem = kind_problem(a, i)
+        if problem:
+            raise BundleError(problem)
         src = os.path.normpath(os.path.expanduser(str(a["src"])))
         top = "artifacts/" + os.path.basename(src)
         if os.path.isdir(src):

@@ -25,6 +25,8 @@ PACKAGE = 'nvidia-fabric-manager'
 UNIT = 'nvidia-fabricmanager.service'
 # The driver clean-up keeps these on a host that needs Fabric Manager (older names: nvidia-fabricmanager-<branch>).
 KEEP_GLOBS = ('nvidia-fabric-manager*', 'nvidia-fabricmanager*', 'libnvidia-nscq*')
+# RPMs that may travel in the bundle's fabricmanager artifacts beside FM itself: never the one the role installs.
+OTHER_RPMS = ('nvidia-fabric-manager-devel', 'libnvidia-nscq')
 # What FM writes when it has set up the fabric (its log and syslog), and the line it starts each run's log with.
 SUCCESS_LINE = 'Successfully configured all the available NVSwitches to route GPU NVLink traffic'
 START_LINE = re.compile(r'Fabric Manager version \S+ is running')
@@ -96,11 +98,47 @@ def pick_rpm(paths, version):
     return None
 
 
+def pick_entry(entries, version):
+    """The `fabricmanager` artifact entry ({'path', 'version', ...}) that holds the Fabric Manager RPM of `version`,
+    or None: the one whose file name is NVIDIA's for that version (pick_rpm), else, for a renamed file, the first
+    whose `version` is that version and whose name is not one of the RPMs that travel beside it (-devel, NSCQ).
+
+    The one rule for both readers of the bundle: airgap.vllm.validate (the manifest's entries, bundle_entry_problem)
+    and the nvidia_driver role (the bundle role's staged entries, rpm_choice), so they cannot disagree on a file.
+    """
+    entries = [e for e in entries or [] if isinstance(e, dict)]
+    by_name = pick_rpm([e.get('path') or '' for e in entries], version)
+    if by_name:
+        return [e for e in entries if (e.get('path') or '') == by_name][0]
+    for e in entries:
+        name = (e.get('path') or '').rstrip('/').rsplit('/', 1)[-1]
+        if name and '%s' % e.get('version', '') == '%s' % version and not name.startswith(OTHER_RPMS):
+            return e
+    return None
+
+
+def rpm_choice(setting, staged, version, stage_dir):
+    """{'path', 'file_name', 'source'} of the Fabric Manager RPM the nvidia_driver role installs.
+
+    setting: nvidia_driver_fabric_manager_rpm ('' or None: derive it); staged: the bundle role's `bundle_staged`
+    fact (kind to entries) or None; stage_dir: the directory the bundle stages artifacts to. path is the setting when
+    set (source 'setting'), else the staged entry pick_entry finds ('staged'), else <stage_dir>/rpm_file_name(version)
+    ('default'); file_name is NVIDIA's name of the RPM of `version`, for messages.
+    """
+    file_name = rpm_file_name(version)
+    if setting not in (None, ''):
+        return dict(path='%s' % setting, file_name=file_name, source='setting')
+    entry = pick_entry((staged or {}).get('fabricmanager') or [], version)
+    if entry and entry.get('path'):
+        return dict(path=entry['path'], file_name=file_name, source='staged')
+    return dict(path='%s/%s' % (('%s' % stage_dir).rstrip('/'), file_name), file_name=file_name, source='default')
+
+
 def bundle_entry_problem(entries, version):
-    """None when the manifest's `fabricmanager` entries carry the Fabric Manager RPM of `version`, else what is there
-    (for validate's message). entries: manifest entries ({'kind', 'path', 'version'})."""
+    """None when the manifest's `fabricmanager` entries carry the Fabric Manager RPM of `version` (pick_entry), else
+    what is there (for validate's message). entries: manifest entries ({'kind', 'path', 'version'})."""
     fm = [e for e in entries or [] if e.get('kind') == 'fabricmanager']
-    if pick_rpm([e.get('path', '') for e in fm], version):
+    if pick_entry(fm, version):
         return None
     have = sorted(set(e.get('path', '').rsplit('/', 1)[-1] for e in fm))
     return 'it carries %s' % (', '.join(have) if have else 'no fabricmanager artifact')

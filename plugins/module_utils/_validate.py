@@ -489,11 +489,11 @@ def needed_kinds(stages, values, options, manage_driver=True, fabric_manager=Non
 
     fabric_manager: the host's Fabric Manager decision (_fabric_manager.decision) or None (not known): when it says
     needed, the driver stage also takes the `fabricmanager` RPM of the driver's version (unless
-    nvidia_driver_fabric_manager_rpm names a file of the operator's)."""
+    nvidia_driver_fabric_manager_rpm names a file of the operator's; empty, its default, means the bundle's)."""
     stage_kinds = effective("bundle_stage_kinds", values, options) or []
     need = {}
     if ("nvidia_driver" in stages and manage_driver and (fabric_manager or {}).get("needed")
-            and "nvidia_driver_fabric_manager_rpm" not in values and "fabricmanager" in stage_kinds):
+            and not values.get("nvidia_driver_fabric_manager_rpm") and "fabricmanager" in stage_kinds):
         need["fabricmanager"] = ("nvidia_driver", effective("nvidia_driver_version", values, options))
     for stage in stages:
         kind = STAGE_KINDS.get(stage)

@@ -124,6 +124,21 @@ def test_bad_artifacts_are_refused(tmp_path, art, msg):
         P.pack(str(tmp_path / "bundle"), [art])
 
 
+def test_the_kind_check_is_the_one_list_for_the_module_and_the_roles_preflight():
+    """Issue 32: bundle_build's preflight (filter airgap.vllm.bundle_artifact_kinds) and pack() share kind_problem."""
+    good = [{"kind": k, "src": "/x/" + k} for k in P.ARTIFACT_KINDS]
+    assert P.kind_check(good) == {"kinds": list(P.ARTIFACT_KINDS), "problems": []}
+    bad = [{"kind": "weights", "src": "/x/w"}, {"image": "vllm:1"}, {"kind": "model", "src": "/m"}, "oops"]
+    assert P.kind_check(bad)["problems"] == [
+        "artifact /x/w: kind 'weights' is not one of driver, fabricmanager, toolkit, rpms, image, model, file",
+        "artifact vllm:1: kind None is not one of driver, fabricmanager, toolkit, rpms, image, model, file",
+        "artifact #3 is not a mapping (kind, name, version, src)"]
+    assert P.kind_check(None)["problems"] == []
+    with pytest.raises(M.BundleError) as e:
+        P.plan_artifacts([bad[0]])
+    assert str(e.value) == P.kind_problem(bad[0])
+
+
 def test_two_sources_on_one_path_are_refused(tmp_path, downloads):
     d, arts = downloads
     other = tmp_path / "other"

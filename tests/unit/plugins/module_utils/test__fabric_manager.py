@@ -7,7 +7,7 @@ import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils._fabric_manager import (
     KEEP_GLOBS, SUCCESS_LINE, bundle_entry_problem, decision, keep_globs, last_run_log, normalize_setting,
-    parse_smi_fabric, pick_rpm, report, rpm_file_name)
+    parse_smi_fabric, pick_entry, pick_rpm, report, rpm_choice, rpm_file_name)
 from ansible_collections.airgap.vllm.plugins.module_utils._nvidia_rpms import driver_packages
 
 HGX = {'error': None, 'nvswitches': [{}, {}],
@@ -76,6 +76,43 @@ def test_bundle_entries_with_and_without_the_rpm():
     assert bundle_entry_problem(good, '590.10.01') == 'it carries nvidia-fabric-manager-580.65.06-1.x86_64.rpm'
     assert bundle_entry_problem([{'kind': 'driver', 'path': 'artifacts/x.run'}], '580.65.06') == (
         'it carries no fabricmanager artifact')
+
+
+FM = 'nvidia-fabric-manager-580.65.06-1.x86_64.rpm'
+
+
+def test_a_renamed_rpm_is_found_by_its_version_by_the_role_and_by_validate_alike():
+    """Issue 32: the role (bundle_staged) and validate (the manifest) pick with the one pick_entry."""
+    renamed = {'kind': 'fabricmanager', 'path': 'artifacts/fm-580.rpm', 'version': '580.65.06'}
+    assert pick_entry([renamed], '580.65.06') == renamed
+    assert bundle_entry_problem([renamed], '580.65.06') is None
+    staged = {'fabricmanager': [dict(renamed, path='/stage/artifacts/fm-580.rpm')]}
+    assert rpm_choice('', staged, '580.65.06', '/stage/artifacts')['path'] == '/stage/artifacts/fm-580.rpm'
+    # Renamed and of another version: neither takes it.
+    other = dict(renamed, version='570.172.08')
+    assert pick_entry([other], '580.65.06') is None
+    assert bundle_entry_problem([other], '580.65.06') == 'it carries fm-580.rpm'
+    assert rpm_choice('', {'fabricmanager': [other]}, '580.65.06', '/s')['source'] == 'default'
+
+
+def test_nvidias_file_name_wins_over_a_version_label_and_devel_or_nscq_never_count():
+    named = {'path': 'artifacts/fm/' + FM, 'version': 'wrong-label'}
+    devel = {'path': 'artifacts/fm/nvidia-fabric-manager-devel-580.65.06-1.x86_64.rpm', 'version': '580.65.06'}
+    nscq = {'path': 'artifacts/fm/libnvidia-nscq-580-580.65.06-1.x86_64.rpm', 'version': '580.65.06'}
+    assert pick_entry([devel, nscq, named], '580.65.06') == named
+    assert pick_entry([devel, nscq], '580.65.06') is None
+    assert pick_entry(None, '580.65.06') is None
+
+
+def test_the_roles_rpm_is_the_setting_else_the_staged_one_else_the_default_name():
+    staged = {'fabricmanager': [{'path': '/stage/artifacts/' + FM, 'version': '580.65.06'}]}
+    assert rpm_choice('/opt/my.rpm', staged, '580.65.06', '/stage/artifacts') == dict(
+        path='/opt/my.rpm', file_name=FM, source='setting')
+    assert rpm_choice('', staged, '580.65.06', '/stage/artifacts') == dict(
+        path='/stage/artifacts/' + FM, file_name=FM, source='staged')
+    for nothing in (None, {}, {'fabricmanager': []}):
+        assert rpm_choice(None, nothing, '580.65.06', '/stage/artifacts/') == dict(
+            path='/stage/artifacts/' + FM, file_name=FM, source='default')
 
 
 # `nvidia-smi -q` of an HGX H100 (its shape; other sections cut), a GPU registering and an A100 (no fabric state).

@@ -271,6 +271,10 @@ def test_an_nvswitch_host_needs_the_fabric_manager_rpm_of_the_drivers_version():
     good = MANIFEST + [{"kind": "fabricmanager", "version": "580.65.06", "size": 4,
                         "path": "artifacts/nvidia-fabric-manager-580.65.06-1.x86_64.rpm"}]
     assert bundle_problems("/b", "/b/manifest.yml", good, dict((e["path"], e["size"]) for e in good), need) == []
+    # A renamed file of the driver's version: the role installs it (pick_entry), so validate takes it too.
+    renamed = MANIFEST + [{"kind": "fabricmanager", "version": "580.65.06", "size": 4, "path": "artifacts/fm.rpm"}]
+    assert bundle_problems("/b", "/b/manifest.yml", renamed, dict((e["path"], e["size"]) for e in renamed),
+                           need) == []
 
 
 def test_a_host_without_nvswitches_or_unknown_needs_no_fabric_manager_rpm():
@@ -280,6 +284,8 @@ def test_a_host_without_nvswitches_or_unknown_needs_no_fabric_manager_rpm():
     assert "fabricmanager" not in needed_kinds(ALL, {}, OPTIONS, manage_driver=False, fabric_manager=hgx)
     assert "fabricmanager" not in needed_kinds(ALL, {"nvidia_driver_fabric_manager_rpm": "/x.rpm"}, OPTIONS,
                                                fabric_manager=hgx)
+    # Empty (the default) means the bundle's RPM.
+    assert "fabricmanager" in needed_kinds(ALL, {"nvidia_driver_fabric_manager_rpm": ""}, OPTIONS, fabric_manager=hgx)
     assert "fabricmanager" not in needed_kinds(ALL, {"bundle_stage_kinds": ["driver"]}, OPTIONS, fabric_manager=hgx)
 
 
