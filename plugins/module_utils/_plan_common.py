@@ -45,7 +45,7 @@ KNOWN_RELEASES = (
 
 # Sizing rules that changed between releases, each with the first release it holds for: the one home the planner
 # asks (rule_holds). Found by asking each release's own sizing code the same questions (tests/vllm_parser/
-# release_compare.py, run in the test world's 0.27.1 and 0.30.0 engine images by tests/integration/
+# release_compare.py, run in the test world's 0.27.1 and 0.30.0 engine images by tests/system/
 # test_image_release.py) and confirmed in each release's source.
 SIZING_RULES = {
     # kv_cache_utils.check_enough_kv_cache_memory, "Reserve the null block BlockPool permanently holds back": from

@@ -4,7 +4,7 @@
 """Security decisions of the vllm_service role, as pure functions (airgap.vllm.vllm_service_guard).
 
 - API keys never on a command line: every spelling vLLM 0.27.1's parser turns into ``api_key``.
-  Checked against the real parser (tests/integration_wheel/test__service_guard_real_parser.py):
+  Checked against the real parser (tests/real_wheel/test__service_guard_real_parser.py):
   ``FlexibleArgumentParser`` has argparse's ``allow_abbrev`` on and rewrites ``_`` to ``-`` in option
   names, so ``--api-key``, ``--api_key``, ``--api-key=K``, ``--api_key=K`` and the unambiguous
   prefixes ``--api-k``, ``--api-ke`` (and their ``_``/``=`` forms) all set it; ``--api`` and

@@ -1,7 +1,7 @@
 """What the planner must agree on with a vLLM release, asked of that release's own code: KV sizing and backend
 choices (kv_reference.py) and the argv of every generated plan (the role's parse_argv.py). The cases and the
 checks have one home here for both callers: tests/vllm_parser/test_planner_vs_vllm.py (the cached
-vLLM 0.27.1 venv) and tests/integration/test_image_release.py (kv_reference.py run inside each real engine image
+vLLM 0.27.1 venv) and tests/system/test_image_release.py (kv_reference.py run inside each real engine image
 of the test world, 0.27.1 and the later release: the planner's "0.27.1 rules" proven for that release too).
 
 Each case plans a model with a measured KV budget (so no estimate is involved) and asks vLLM's

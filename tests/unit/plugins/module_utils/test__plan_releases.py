@@ -2,7 +2,7 @@
 known rules for an unknown release and a loud warning in the plan; the sizing rules that changed between releases
 (_plan_common.SIZING_RULES) as the planner applies them. Their numbers are what each release's own sizing code
 answered for the same pool (tests/vllm_parser/kv_reference.py run in the test world's engine images by
-tests/integration/test_image_release.py): 0.27.1 names 126464 as the longest Gemma 3 request that starts in 12 GiB,
+tests/system/test_image_release.py): 0.27.1 names 126464 as the longest Gemma 3 request that starts in 12 GiB,
 0.30.0 names 126448 (it keeps the null block out of the check)."""
 from __future__ import absolute_import, division, print_function
 

@@ -38,7 +38,7 @@ def accepted(**kw):
 # ---------------------------------------------------------------- 2. API keys never on a command line
 
 # Every spelling vLLM 0.27.1's parser turns into api_key (checked against the real parser in
-# tests/integration_wheel/test__service_guard_real_parser.py).
+# tests/real_wheel/test__service_guard_real_parser.py).
 KEY_SPELLINGS = [
     ["--api-key", KEY], ["--api_key", KEY], ["--api-key=" + KEY], ["--api_key=" + KEY],
     ["--api-k", KEY], ["--api-ke", KEY], ["--api_k", KEY], ["--api_ke", KEY], ["--api-k=" + KEY],

@@ -1,7 +1,7 @@
 """vllm_source_patch logic on the real files of every vLLM release 0.27.1..0.33.0.
 
 Only the two patched files (and RECORD, to check their sha256) are read from each PyPI wheel, by HTTP
-range requests (tests/integration_wheel/wheel_files.py); they are cached outside the repository.
+range requests (tests/real_wheel/wheel_files.py); they are cached outside the repository.
 """
 import difflib
 import glob
