@@ -3,6 +3,7 @@
 The cases and the checks are release_compare.py's (tests/system/test_image_release.py asks each engine image of
 the test world the same questions).
 """
+
 import os
 import sys
 

@@ -3,6 +3,7 @@
 Slow group: builds (once, cached) the CPU venv with tests/vllm_parser/setup-venv.sh. The plans and the checks are
 release_compare.py's (tests/system/test_image_release.py asks each engine image of the test world the same).
 """
+
 import os
 import sys
 

@@ -1,4 +1,5 @@
 """airgap.vllm.service_instances as site.yml calls it: what the host leaves unset takes the roles' defaults."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -13,14 +14,19 @@ def test_an_empty_list_is_the_host_service_with_the_role_defaults(render):
     r = render(EXPR, services=[], host={"vllm_service_name": None, "vllm_service_port": None, "vllm_plan_gpus": None})
     assert r["preflight"] == [{"name": "vllm", "port": 8000, "gpus": [], "gpu_memory_utilization": 0.93}]
     del r["preflight"]
-    assert r == {"services": [{"name": "vllm", "port": 8000, "gpus": [], "gpu_memory_utilization": 0.93,
-                               "settings": {}}], "variables": [], "gpu_memory_utilization": 0.93,
-                 "kv_offloading": False}  # the role defaults: 0.93, no offload
+    assert r == {
+        "services": [{"name": "vllm", "port": 8000, "gpus": [], "gpu_memory_utilization": 0.93, "settings": {}}],
+        "variables": [],
+        "gpu_memory_utilization": 0.93,
+        "kv_offloading": False,
+    }  # the role defaults: 0.93, no offload
 
 
 def test_a_service_without_a_port_takes_the_host_port(render):
-    services = [{"vllm_service_name": "a", "vllm_plan_gpus": ["0"]},
-                {"vllm_service_name": "b", "vllm_plan_gpus": ["1"], "vllm_service_port": 9001}]
+    services = [
+        {"vllm_service_name": "a", "vllm_plan_gpus": ["0"]},
+        {"vllm_service_name": "b", "vllm_plan_gpus": ["1"], "vllm_service_port": 9001},
+    ]
     r = render(EXPR, services=services, host={"vllm_service_port": 9000})
     assert [(s["name"], s["port"]) for s in r["services"]] == [("a", 9000), ("b", 9001)]
 
