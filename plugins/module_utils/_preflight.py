@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.airgap.vllm.plugins.module_utils._docker_daemon import runtime_listed
 from ansible_collections.airgap.vllm.plugins.module_utils._version import at_least as version_at_least
 
 CHECKS = ('os', 'gpu_present', 'driver_version', 'nvml', 'gpu_memory', 'docker_runtime', 'disk', 'port')
@@ -254,7 +255,8 @@ def docker_runtime_check(toolkit_installed, docker):
         status, detail = 'fail', 'Docker not running: %s' % docker.get('error')
     else:
         runtimes = docker.get('runtimes') or []
-        status = 'ok' if 'nvidia' in runtimes else 'fail'
+        # The nvidia_toolkit role's test too (its converged check and restart, module_utils/_docker_daemon.py).
+        status = 'ok' if runtime_listed(runtimes) else 'fail'
         detail = 'Docker %s, runtimes %s (default %s)' % (
             docker.get('server_version'),
             ', '.join(runtimes),
