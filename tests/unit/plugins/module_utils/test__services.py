@@ -120,7 +120,7 @@ def test_no_settings_shown_for_secrets():
 
 # instances(): what the vllm_plan and vllm_service roles loop over.
 HOST_VARS = {"vllm_service_name": "vllm", "vllm_service_port": 8000, "vllm_plan_gpus": [], "vllm_plan_concurrency": 4,
-        "vllm_service_api_keys": ["sk-host"], "vllm_plan_gpu_memory_utilization": 0.93}
+             "vllm_service_api_keys": ["sk-host"], "vllm_plan_gpu_memory_utilization": 0.93}
 
 
 def test_an_empty_list_is_the_hosts_one_service_with_its_own_variables():
