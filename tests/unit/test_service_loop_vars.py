@@ -61,3 +61,20 @@ def test_nothing_one_per_host_is_given_per_service():
     for role in ("vllm_plan", "vllm_service"):
         options = _options(role)
         assert "%s_instances" % role in options and "%s_instances" % role in HOST_WIDE
+
+
+def test_a_number_given_per_service_is_never_tested_for_truth_as_text():
+    """A listed service's numbers reach the role through a template, and Ansible's templating makes them text
+    ("0" is true): a number's `or omit` / `if` in the roles' tasks must go through | int or | float first
+    (molecule default's two services: ttft_p95_max_ms "0" reached the load check as a threshold of 0)."""
+    import glob
+    import re
+    for role in ("vllm_plan", "vllm_service"):
+        specs = _load("roles", role, "meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
+        numbers = [n for n, o in specs.items() if (o or {}).get("type") in ("int", "float") and n not in HOST_WIDE]
+        for path in glob.glob(os.path.join(ROOT, "roles", role, "tasks", "*.yml")):
+            with open(path) as handle:
+                text = handle.read()
+            for name in numbers:
+                bare = re.search(r"\b%s\s+(or|if|and)\b|\b(if|not)\s+%s\b" % (name, name), text)
+                assert not bare, "%s: %s is tested for truth as text" % (os.path.relpath(path, ROOT), name)
