@@ -23,9 +23,10 @@ options:
     required: true
   host_values:
     description:
-      - The host's own C(vllm_service_name), C(vllm_service_port), C(vllm_plan_gpus) and
-        C(vllm_plan_gpu_memory_utilization); one that is missing, null or empty takes the role's default (its
-        meta/argument_specs.yml).
+      - The host's own C(vllm_service_name), C(vllm_service_port), C(vllm_plan_gpus),
+        C(vllm_plan_gpu_memory_utilization) and C(vllm_plan_kv_offloading_gib), as the play sees them (site.yml
+        imports the vllm_plan and vllm_service roles, so their defaults are among them). A name that is missing,
+        null or empty is the default service's (C(vllm)); another value that is missing stays unknown (null).
     type: dict
     required: true
 '''
@@ -51,18 +52,13 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.airgap.vllm.plugins.action.validate import load_role_options
 from ansible_collections.airgap.vllm.plugins.module_utils._services import HOST_VALUES, resolve
-from ansible_collections.airgap.vllm.plugins.module_utils._validate import effective
 
 
 def _service_instances(services, host_values):
     # lookup('ansible.builtin.vars', name, default='') answers '' for a variable nobody set.
-    given = dict((k, v) for k, v in (host_values or {}).items() if v not in (None, ''))
-    options = {}
-    for opts in load_role_options(roles=["vllm_plan", "vllm_service"]).values():
-        options.update(opts)
-    values = dict((name, effective(name, given, options)) for name in HOST_VALUES)
+    values = dict((name, (host_values or {}).get(name)) for name in HOST_VALUES)
+    values = dict((k, None if v == '' else v) for k, v in values.items())
     try:
         return resolve(services or [], values)
     except ValueError as exc:

@@ -11,8 +11,11 @@ host's variables (what a host always ran).
 - service_problems(): everything wrong with the list, one Problem each (the validate action reports them
   with the other variables, before any host changes).
 - resolve(): the services of a host, in order, with the name, host port and GPUs each ends up with, and
-  `variables`, the variables any of them sets (site.yml captures the host's values of those once, so every
-  service starts from the host's, not from the service before it).
+  `variables`, the variables any of them sets; what the host-wide stages (preflight, image, front, observe) take
+  from all of them.
+- instances(): what the vllm_plan and vllm_service roles loop over: each service's variables (the host's, with
+  the service's own over them: no service inherits what the one before it set) and, for the service role, the
+  plan it runs (never another service's).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -39,6 +42,8 @@ HOST_WIDE = frozenset((
     "vllm_plan_gpu_facts", "vllm_plan_record_state", "vllm_service_config_dir", "vllm_service_image",
     "vllm_service_argv", "vllm_service_docker_options", "vllm_service_env", "vllm_service_plan",
     "vllm_service_model_version", "vllm_plan_service_name", "vllm_plan_vllm_version",
+    # The list itself, and the plans by service the service role picks each service's plan from.
+    "vllm_plan_instances", "vllm_service_instances", "vllm_service_plans",
 ))
 
 
@@ -109,7 +114,10 @@ def service_problems(services, host_values, options=None):
         else:
             names[name] = index
         port = service.get("vllm_service_port", host_values.get("vllm_service_port"))
-        if str(port) in ports:
+        # None: the port is not known where the list is read (a role that does not run the service).
+        if port is None:
+            pass
+        elif str(port) in ports:
             problems.append(Problem(_where(index, "vllm_service_port"), describe_got(port),
                                     "a host port no other service uses (%s has it)" % _where(ports[str(port)])))
         else:
@@ -211,3 +219,55 @@ def _with_preflight(resolved, services=(), host_values=None):
              **({"gpu_memory_utilization": s["gpu_memory_utilization"]} if s["gpu_memory_utilization"] is not None else {}))
         for s in resolved["services"]]
     return resolved
+
+
+def _skipped_plan(name):
+    return {"skipped": True, "skip_reason": "no plan recorded for %s" % name}
+
+
+def instance_plan(name, plans, own_plan, listed, own_argv=None):
+    """The plan a service runs: the one planned (or recorded) for its name; for the host's one service (not listed
+    in airgap_vllm_services) the role's own vllm_service_plan when none is, and no plan at all ({}) when the
+    role was given the engine's argv by hand; else a skipped result, so the role says the service has no plan
+    instead of running another service's."""
+    plan = (plans or {}).get(name) if isinstance(plans, dict) else None
+    if plan:
+        return plan
+    if not listed and isinstance(own_plan, dict) and own_plan:
+        return own_plan
+    if not listed and own_argv:
+        return {}
+    return _skipped_plan(name)
+
+
+def instances(services, host_vars, plans=None):
+    """What a role that runs every service of the host loops over: [{'name', 'vars', 'listed'[, 'plan']}].
+
+    services: airgap_vllm_services (empty: the host's one service, from host_vars alone); host_vars: the role's
+    variables as the role sees them ({name: value}, its defaults included); plans: {service name: plan} (the
+    vllm_service role; None for the vllm_plan role). 'vars' is host_vars with the service's own settings over
+    them and vllm_service_name set to the service's name. Raises ValueError with every problem of the list."""
+    host_vars = dict(host_vars or {})
+    resolved = resolve(services or [], dict((k, host_vars.get(k)) for k in HOST_VALUES))
+    listed = bool(services)
+    out = []
+    for service in resolved["services"]:
+        variables = dict(host_vars)
+        variables.update(service["settings"])
+        variables["vllm_service_name"] = service["name"]
+        item = dict(name=service["name"], vars=variables, listed=listed)
+        if plans is not None:
+            item["plan"] = instance_plan(service["name"], plans, host_vars.get("vllm_service_plan"), listed,
+                                         host_vars.get("vllm_service_argv"))
+        out.append(item)
+    return out
+
+
+def recorded_plans(plan_records):
+    """{service name: plan} from the plan stage's records by service (stage_state's instances.plan)."""
+    out = {}
+    for name, record in sorted((plan_records or {}).items()):
+        plan = ((record or {}).get("facts") or {}).get("vllm_plan_result") if isinstance(record, dict) else None
+        if isinstance(plan, dict) and plan:
+            out[name] = plan
+    return out

@@ -1,5 +1,5 @@
 """airgap.vllm.vllm_refusal_record / vllm_refused_plan / vllm_plan_fingerprint as vllm_service's start.yml and
-playbooks/tasks/service_instance.yml call them (issue 24: a rollback that sticks)."""
+roles/vllm_service/tasks/instance.yml call them (issue 24: a rollback that sticks)."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -18,7 +18,7 @@ JOURNAL = (
 # start.yml: "Note in the last good record that vLLM refused this plan"
 RECORD = ("{{ vllm_service_plan | airgap.vllm.vllm_refusal_record(journal | default(''), "
           "((state.instances.service | default({}))[name]) | default({})) }}")
-# service_instance.yml: "Fail fast on a plan vLLM already refused here"
+# vllm_service instance.yml: "Fail fast on a plan vLLM already refused here"
 CHECK = ("{{ vllm_plan_result | airgap.vllm.vllm_refused_plan("
          "(((state | default({})).instances | default({})).service | default({}))[name] | default({}), "
          "name, retry | default(false)) }}")  # the playbook adds '| bool' (Ansible's filter)

@@ -7,6 +7,7 @@ import pytest
 
 from ansible_collections.airgap.vllm.plugins.action.validate import load_role_options
 from ansible_collections.airgap.vllm.plugins.module_utils import _services as S
+from ansible_collections.airgap.vllm.plugins.module_utils._services import instance_plan, instances, recorded_plans
 
 HOST = {"vllm_service_name": "vllm", "vllm_service_port": 8000, "vllm_plan_gpus": []}
 
@@ -115,3 +116,54 @@ def test_no_settings_shown_for_secrets():
     got = "\n".join(lines(S.service_problems(services, HOST, options())))
     assert "vllm_service_api_keys" in got and "vllm_service_api_key:" in got
     assert "sk-secret-value" not in got and "sk-typo-value" not in got
+
+
+# instances(): what the vllm_plan and vllm_service roles loop over.
+HOST_VARS = {"vllm_service_name": "vllm", "vllm_service_port": 8000, "vllm_plan_gpus": [], "vllm_plan_concurrency": 4,
+             "vllm_service_api_keys": ["sk-host"], "vllm_plan_gpu_memory_utilization": 0.93}
+
+
+def test_an_empty_list_is_the_hosts_one_service_with_its_own_variables():
+    out = instances([], HOST_VARS)
+    assert out == [{"name": "vllm", "vars": HOST_VARS, "listed": False}]
+
+
+def test_each_listed_service_gets_the_hosts_variables_with_its_own_over_them_and_no_other_services():
+    services = [{"vllm_service_name": "a", "vllm_plan_gpus": ["0"], "vllm_plan_concurrency": 2},
+                {"vllm_service_name": "b", "vllm_plan_gpus": ["1"], "vllm_service_port": 8001}]
+    a, b = instances(services, HOST_VARS)
+    assert a["listed"] and b["listed"]
+    assert a["vars"]["vllm_plan_concurrency"] == 2 and b["vars"]["vllm_plan_concurrency"] == 4
+    assert a["vars"]["vllm_service_port"] == 8000 and b["vars"]["vllm_service_port"] == 8001
+    assert (a["vars"]["vllm_service_name"], b["vars"]["vllm_service_name"]) == ("a", "b")
+    assert b["vars"]["vllm_service_api_keys"] == ["sk-host"]
+    assert HOST_VARS["vllm_plan_concurrency"] == 4 and "vllm_plan_gpus" in HOST_VARS and HOST_VARS["vllm_plan_gpus"] == []
+
+
+def test_a_list_that_does_not_hold_raises_with_every_problem():
+    with pytest.raises(ValueError) as err:
+        instances([{"vllm_service_name": "a", "vllm_service_image": "x"}, {"vllm_service_name": "a"}], HOST_VARS)
+    assert "vllm_service_image" in str(err.value) and "airgap_vllm_services[1].vllm_service_name" in str(err.value)
+
+
+def test_each_service_runs_the_plan_made_for_its_name():
+    plans = {"a": {"argv": ["/m", "--port", "8000"]}, "vllm": {"argv": ["/m"]}}
+    services = [{"vllm_service_name": "a", "vllm_plan_gpus": ["0"]}, {"vllm_service_name": "b", "vllm_plan_gpus": ["1"], "vllm_service_port": 8001}]
+    a, b = instances(services, dict(HOST_VARS, vllm_service_plan={"argv": ["/other"]}), plans)
+    assert a["plan"] == plans["a"]
+    # b has none: a skipped result (the role says so), never the host's or another service's plan.
+    assert b["plan"] == {"skipped": True, "skip_reason": "no plan recorded for b"}
+
+
+def test_the_hosts_one_service_falls_back_to_its_own_plan_then_to_a_hand_given_argv():
+    assert instance_plan("vllm", {}, {"argv": ["/m"]}, listed=False) == {"argv": ["/m"]}
+    assert instance_plan("vllm", {"vllm": {"argv": ["/n"]}}, {"argv": ["/m"]}, listed=False) == {"argv": ["/n"]}
+    assert instance_plan("vllm", {}, {}, listed=False, own_argv=["/m"]) == {}
+    assert instance_plan("vllm", {}, {}, listed=False)["skipped"] is True
+    assert instance_plan("vllm", None, {"argv": ["/m"]}, listed=True)["skipped"] is True
+
+
+def test_recorded_plans_by_service_leave_out_records_without_a_plan():
+    records = {"vllm": {"facts": {"vllm_plan_result": {"argv": ["/m"]}}}, "b": {"facts": {}}, "c": None, "d": "x"}
+    assert recorded_plans(records) == {"vllm": {"argv": ["/m"]}}
+    assert recorded_plans(None) == {}

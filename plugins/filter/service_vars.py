@@ -1,0 +1,66 @@
+# -*- coding: utf-8 -*-
+# Copyright: airgap.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Each vLLM service's variables for the roles that loop over the services (module_utils/_services.py)."""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+name: service_vars
+short_description: Each vLLM service of a host with its variables, for the roles that run every service
+description:
+  - The vllm_plan and vllm_service roles run every service of the host (C(airgap_vllm_services)) in a loop of
+    their own. This filter gives each service its variables - the role's own (as the role sees them, its
+    defaults included) with the service's settings over them - so no service inherits what the one before it set.
+  - An empty list is the host's one service, from the role's variables alone.
+  - Fails with every problem of the list (a missing or repeated name, a host port or GPU two services share, a
+    variable that is one per host) in one message.
+options:
+  _input:
+    description: The C(airgap_vllm_services) list.
+    type: list
+    elements: dict
+    required: true
+  host_vars:
+    description: The role's variables as the role sees them (C(vllm_plan_*), C(vllm_service_*)).
+    type: dict
+    required: true
+  plans:
+    description:
+      - The plan of each service by name (the vllm_service role); each service then gets C(plan), its own plan
+        (for the host's one service its C(vllm_service_plan) when none is named), else a skipped result.
+    type: dict
+'''
+
+EXAMPLES = r'''
+instances: >-
+  {{ airgap_vllm_services | airgap.vllm.service_vars(
+       dict(names | zip(query('ansible.builtin.vars', *names))), vllm_service_plans) }}
+'''
+
+RETURN = r'''
+_value:
+  description:
+    - One item per service, in order - C(name), C(listed) (the service is one of C(airgap_vllm_services)),
+      C(vars) (every variable given, with the service's own over them and C(vllm_service_name) its name) and,
+      with O(plans), C(plan).
+  type: list
+  elements: dict
+'''
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.airgap.vllm.plugins.module_utils._services import instances
+
+
+def _service_vars(services, host_vars, plans=None):
+    try:
+        return instances(services or [], host_vars or {}, plans)
+    except ValueError as exc:
+        raise AnsibleFilterError("airgap_vllm_services does not hold: %s" % exc)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {'service_vars': _service_vars}
