@@ -4,7 +4,7 @@
 """Security decisions of the vllm_service role, as pure functions (airgap.vllm.vllm_service_guard).
 
 - API keys never on a command line: every spelling vLLM 0.27.1's parser turns into ``api_key``.
-  Checked against the real parser (tests/integration_wheel/test__service_guard_real_parser.py):
+  Checked against the real parser (tests/real_wheel/test__service_guard_real_parser.py):
   ``FlexibleArgumentParser`` has argparse's ``allow_abbrev`` on and rewrites ``_`` to ``-`` in option
   names, so ``--api-key``, ``--api_key``, ``--api-key=K``, ``--api_key=K`` and the unambiguous
   prefixes ``--api-k``, ``--api-ke`` (and their ``_``/``=`` forms) all set it; ``--api`` and
@@ -60,12 +60,21 @@ LOOPBACK = ("127.0.0.1", "::1", "[::1]", "localhost")
 SECCOMP_MODES = ("profile", "unconfined", "docker_default")
 ENOSYS = 38
 CLONE3_RULES = (
-    {"names": ["clone3"], "action": "SCMP_ACT_ALLOW", "excludes": {"minKernel": "5.3"},
-     "comment": "airgap.vllm: kernels before 5.3 have no clone3, so the kernel answers ENOSYS (glibc falls back "
-                "to clone); works on Docker < 20.10.10, which ignores errnoRet"},
-    {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": ENOSYS,
-     "includes": {"minKernel": "5.3"}, "excludes": {"caps": ["CAP_SYS_ADMIN"]},
-     "comment": "Docker >= 20.10.10: ENOSYS, as clone3's flags cannot be filtered"},
+    {
+        "names": ["clone3"],
+        "action": "SCMP_ACT_ALLOW",
+        "excludes": {"minKernel": "5.3"},
+        "comment": "airgap.vllm: kernels before 5.3 have no clone3, so the kernel answers ENOSYS (glibc falls back "
+        "to clone); works on Docker < 20.10.10, which ignores errnoRet",
+    },
+    {
+        "names": ["clone3"],
+        "action": "SCMP_ACT_ERRNO",
+        "errnoRet": ENOSYS,
+        "includes": {"minKernel": "5.3"},
+        "excludes": {"caps": ["CAP_SYS_ADMIN"]},
+        "comment": "Docker >= 20.10.10: ENOSYS, as clone3's flags cannot be filtered",
+    },
 )
 
 
@@ -132,14 +141,16 @@ def check_argv(argv, expose=False):
         problems.append(
             "vllm_service_argv[%d] %s puts an API key on the command line (visible in ps, the unit file and the "
             "journal): remove it and list the keys in vllm_service_api_keys (a root-only file read with --config)"
-            % (i, name))
+            % (i, name)
+        )
     if not expose:
         for i, name, value in host_args(argv):
             if value.strip() in ALL_INTERFACES:
                 problems.append(
                     "vllm_service_argv[%d] %s %r binds every interface: drop it (the container port is published "
                     "on vllm_service_host only), or set vllm_service_expose_to_network: true if the server is "
-                    "meant to be reachable from the network" % (i, name, value))
+                    "meant to be reachable from the network" % (i, name, value)
+                )
     return problems
 
 
@@ -166,19 +177,25 @@ def check_env_names(names, allow=()):
 def check_env(env=None, extra_env=None, allow=()):
     """Problems of the plan's environment and the operator's extras: names and one-line values."""
     allow_names, problems = words(allow, ENV_VAR)
-    return (problems + env_problems(env, "vllm_service_env", allow_names)
-            + env_problems(extra_env, EXTRA_ENV_VAR, allow_names))
+    return (
+        problems
+        + env_problems(env, "vllm_service_env", allow_names)
+        + env_problems(extra_env, EXTRA_ENV_VAR, allow_names)
+    )
 
 
 def check_publish_host(host, expose=False):
     if not isinstance(host, str) or not host or control_char(host) or host != host.strip():
-        return ["vllm_service_host %s: give one address, such as 127.0.0.1 (no spaces or control characters)"
-                % ("is " + _kind(host) if not isinstance(host, str) else repr(host))]
+        return [
+            "vllm_service_host %s: give one address, such as 127.0.0.1 (no spaces or control characters)"
+            % ("is " + _kind(host) if not isinstance(host, str) else repr(host))
+        ]
     if expose or host in LOOPBACK or host.startswith("127."):
         return []
-    return ["vllm_service_host %r is not a loopback address: the API would be reachable from the network; "
-            "put a TLS reverse proxy in front and keep 127.0.0.1, or set vllm_service_expose_to_network: true"
-            % (host,)]
+    return [
+        "vllm_service_host %r is not a loopback address: the API would be reachable from the network; "
+        "put a TLS reverse proxy in front and keep 127.0.0.1, or set vllm_service_expose_to_network: true" % (host,)
+    ]
 
 
 def seccomp_supported(security_options):
@@ -228,9 +245,24 @@ def effective_docker_options(options, seccomp="profile", profile_path=None, supp
     return out
 
 
-def guard(argv, docker_options, env_names=(), publish_host="127.0.0.1", expose=False, seccomp="profile",
-          profile_path=None, security_options=None, metrics=None, allow_options=(), allow_env=(), env=None,
-          extra_env=None, api_keys=None, mount_roots=(), unit_values=None):
+def guard(
+    argv,
+    docker_options,
+    env_names=(),
+    publish_host="127.0.0.1",
+    expose=False,
+    seccomp="profile",
+    profile_path=None,
+    security_options=None,
+    metrics=None,
+    allow_options=(),
+    allow_env=(),
+    env=None,
+    extra_env=None,
+    api_keys=None,
+    mount_roots=(),
+    unit_values=None,
+):
     """All checks; returns {'docker_options', 'secrets', 'warnings'} or raises GuardError listing every problem.
 
     `secrets` are the API key values found in argv (for the caller to mask in its output).
@@ -250,31 +282,53 @@ def guard(argv, docker_options, env_names=(), publish_host="127.0.0.1", expose=F
     key_problems = api_key_problems(api_keys)
     if api_keys is not None and not key_problems:
         metrics = dict(metrics, has_api_keys=len(api_keys) > 0)
-    problems = (check_argv(argv, expose) + check_docker_options(docker_options, expose, allow_options, mount_roots)
-                + check_env_names(env_names, allow_env) + check_env(env, extra_env, allow_env)
-                + key_problems + check_publish_host(publish_host, expose) + unit_value_problems(unit_values)
-                + check_metrics(metrics.get("expose"), metrics.get("address"), metrics.get("port"), publish_host,
-                                metrics.get("publish_port"), metrics.get("has_api_keys"), expose))
+    problems = (
+        check_argv(argv, expose)
+        + check_docker_options(docker_options, expose, allow_options, mount_roots)
+        + check_env_names(env_names, allow_env)
+        + check_env(env, extra_env, allow_env)
+        + key_problems
+        + check_publish_host(publish_host, expose)
+        + unit_value_problems(unit_values)
+        + check_metrics(
+            metrics.get("expose"),
+            metrics.get("address"),
+            metrics.get("port"),
+            publish_host,
+            metrics.get("publish_port"),
+            metrics.get("has_api_keys"),
+            expose,
+        )
+    )
     if problems:
         error = GuardError("refused: " + "; ".join(problems))
         error.secrets = secrets
         raise error
     warnings = []
     if seccomp == "unconfined":
-        warnings.append("vllm_service_seccomp: unconfined runs vLLM without any syscall filter; the shipped "
-                        "profile (Docker's default with clone3 -> ENOSYS) is enough for kernel 4.19 + Docker "
-                        "< 20.10.10")
+        warnings.append(
+            "vllm_service_seccomp: unconfined runs vLLM without any syscall filter; the shipped "
+            "profile (Docker's default with clone3 -> ENOSYS) is enough for kernel 4.19 + Docker "
+            "< 20.10.10"
+        )
     if expose:
         warnings.append("vllm_service_expose_to_network: true - the loopback-only checks are off")
     supported = seccomp_supported(security_options)
     if not supported and seccomp != "docker_default":
-        warnings.append("the Docker engine reports no seccomp support (docker info SecurityOptions %s): no seccomp "
-                        "option is passed" % (security_options,))
+        warnings.append(
+            "the Docker engine reports no seccomp support (docker info SecurityOptions %s): no seccomp "
+            "option is passed" % (security_options,)
+        )
     options = effective_docker_options(words(docker_options, DOCKER_VAR)[0], seccomp, profile_path, supported)
     try:
-        binding = publish_binding(metrics.get("expose"), metrics.get("address"), metrics.get("port"),
-                                  metrics.get("container_port") or 8000, publish_host,
-                                  metrics.get("publish_port") or 8000)
+        binding = publish_binding(
+            metrics.get("expose"),
+            metrics.get("address"),
+            metrics.get("port"),
+            metrics.get("container_port") or 8000,
+            publish_host,
+            metrics.get("publish_port") or 8000,
+        )
     except ExposeError as e:
         raise GuardError("refused: %s" % e)
     if binding:
@@ -283,6 +337,7 @@ def guard(argv, docker_options, env_names=(), publish_host="127.0.0.1", expose=F
 
 
 # ---------------------------------------------------------------- seccomp profile
+
 
 def _names(rule):
     return rule.get("names") or ([rule["name"]] if rule.get("name") else [])
