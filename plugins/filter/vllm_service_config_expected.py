@@ -4,6 +4,7 @@
 """The paths a vllm_service configuration writes, with what it writes there (module_utils/_service_config.py)."""
 
 from __future__ import absolute_import, division, print_function
+
 __metaclass__ = type
 
 DOCUMENTATION = r'''
@@ -82,11 +83,28 @@ _value:
 from ansible_collections.airgap.vllm.plugins.module_utils._service_config import expected_paths
 
 
-def vllm_service_config_expected(files, rendered, config_dir='', secret=None, part='all', seccomp='',
-                                 seccomp_profile='', seccomp_text=None, expected=None):
-    return expected_paths(config_dir, list(files or []), dict(rendered or {}), secret=list(secret or []), part=part,
-                          seccomp=seccomp or '', seccomp_profile=seccomp_profile or '', seccomp_text=seccomp_text,
-                          expected=list(expected or []))
+def vllm_service_config_expected(
+    files,
+    rendered,
+    config_dir='',
+    secret=None,
+    part='all',
+    seccomp='',
+    seccomp_profile='',
+    seccomp_text=None,
+    expected=None,
+):
+    return expected_paths(
+        config_dir,
+        list(files or []),
+        dict(rendered or {}),
+        secret=list(secret or []),
+        part=part,
+        seccomp=seccomp or '',
+        seccomp_profile=seccomp_profile or '',
+        seccomp_text=seccomp_text,
+        expected=list(expected or []),
+    )
 
 
 class FilterModule(object):

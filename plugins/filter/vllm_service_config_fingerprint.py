@@ -4,6 +4,7 @@
 """The fingerprint of a vllm_service configuration's files (module_utils/_service_config.py)."""
 
 from __future__ import absolute_import, division, print_function
+
 __metaclass__ = type
 
 DOCUMENTATION = r'''
@@ -76,12 +77,28 @@ _value:
 from ansible_collections.airgap.vllm.plugins.module_utils._service_config import config_fingerprint
 
 
-def vllm_service_config_fingerprint(probe, converged, files, secret=None, seccomp='', seccomp_profile='',
-                                    written=None, secret_written=None, seccomp_written=None):
-    return config_fingerprint(bool(converged), list(files or []), secret=list(secret or []), seccomp=seccomp or '',
-                              seccomp_profile=seccomp_profile or '', probe_paths=(probe or {}).get('paths') or {},
-                              written=written or {}, secret_written=list(secret_written or []),
-                              seccomp_written=seccomp_written or {})
+def vllm_service_config_fingerprint(
+    probe,
+    converged,
+    files,
+    secret=None,
+    seccomp='',
+    seccomp_profile='',
+    written=None,
+    secret_written=None,
+    seccomp_written=None,
+):
+    return config_fingerprint(
+        bool(converged),
+        list(files or []),
+        secret=list(secret or []),
+        seccomp=seccomp or '',
+        seccomp_profile=seccomp_profile or '',
+        probe_paths=(probe or {}).get('paths') or {},
+        written=written or {},
+        secret_written=list(secret_written or []),
+        seccomp_written=seccomp_written or {},
+    )
 
 
 class FilterModule(object):

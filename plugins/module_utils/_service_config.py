@@ -48,8 +48,9 @@ def config_files(files, secret=(), part='all'):
     return {'public': public, 'secret': hidden, 'all': public + hidden}[part]
 
 
-def expected_paths(config_dir, files, rendered, secret=(), part='all', seccomp='', seccomp_profile='',
-                   seccomp_text=None, expected=None):
+def expected_paths(
+    config_dir, files, rendered, secret=(), part='all', seccomp='', seccomp_profile='', seccomp_text=None, expected=None
+):
     """The paths the configuration writes, as airgap.vllm.host_info's ``paths`` option takes them.
 
     config_dir: the service's configuration directory (0700, with last-good/ 0700 below it). rendered: {src: the
@@ -64,8 +65,10 @@ def expected_paths(config_dir, files, rendered, secret=(), part='all', seccomp='
     else:
         if expected:
             raise ValueError("expected is the public part's list, given only with part='secret'")
-        out = [{'path': config_dir, 'type': 'directory', 'mode': '0700'},
-               {'path': config_dir + '/last-good', 'type': 'directory', 'mode': '0700'}]
+        out = [
+            {'path': config_dir, 'type': 'directory', 'mode': '0700'},
+            {'path': config_dir + '/last-good', 'type': 'directory', 'mode': '0700'},
+        ]
         if seccomp == 'profile':
             if not seccomp_profile or seccomp_text is None:
                 raise ValueError("seccomp 'profile' needs the profile's path and text")
@@ -84,8 +87,17 @@ def _entry(record, key):
     return '%s' % (record[key],) if key in record else ''
 
 
-def fingerprint_checksums(converged, files, secret=(), seccomp='', seccomp_profile='', probe_paths=None,
-                          written=None, secret_written=(), seccomp_written=None):
+def fingerprint_checksums(
+    converged,
+    files,
+    secret=(),
+    seccomp='',
+    seccomp_profile='',
+    probe_paths=None,
+    written=None,
+    secret_written=(),
+    seccomp_written=None,
+):
     """The files' checksums in the fingerprint's order: the public files, the secret ones, the seccomp profile.
 
     converged: from the probe (probe_paths: host_info's ``paths``, {path: state}); the seccomp slot is '' unless
@@ -105,9 +117,19 @@ def fingerprint_checksums(converged, files, secret=(), seccomp='', seccomp_profi
     return sums
 
 
-def config_fingerprint(converged, files, secret=(), seccomp='', seccomp_profile='', probe_paths=None,
-                       written=None, secret_written=(), seccomp_written=None):
+def config_fingerprint(
+    converged,
+    files,
+    secret=(),
+    seccomp='',
+    seccomp_profile='',
+    probe_paths=None,
+    written=None,
+    secret_written=(),
+    seccomp_written=None,
+):
     """SHA-256 (hex) of fingerprint_checksums joined with ',' - the value the last good record keeps."""
-    sums = fingerprint_checksums(converged, files, secret, seccomp, seccomp_profile, probe_paths, written,
-                                 secret_written, seccomp_written)
+    sums = fingerprint_checksums(
+        converged, files, secret, seccomp, seccomp_profile, probe_paths, written, secret_written, seccomp_written
+    )
     return hashlib.sha256(','.join(sums).encode('utf-8')).hexdigest()

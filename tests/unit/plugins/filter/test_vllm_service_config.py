@@ -1,6 +1,7 @@
 """airgap.vllm.vllm_service_config_expected and airgap.vllm.vllm_service_config_fingerprint as vllm_service's
 tasks/configure.yml calls them, checked against the Jinja they replaced (copied verbatim from the role before issue 32
 item 2): the same expected list (host_info's paths) and the same fingerprint (stored in hosts' state records)."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -25,10 +26,12 @@ FILES = [
     {"src": "container.env.j2", "dest": DIR + "/container.env", "mode": "0600"},
     {"src": "keys.yaml.j2", "dest": DIR + "/keys.yaml", "mode": "0600"},
 ]
-TEMPLATES = {"vllm.service.j2": "# Ansible managed\n[Unit]\nDescription=vLLM Qwen3\nExecStart=/usr/bin/docker run\n",
-             "logging.json.j2": "{\n  \"version\": 1\n}",
-             "container.env.j2": "# Ansible managed\nHF_TOKEN=hf_s3cret-\u00e9\nVLLM_USE_V1=1\n",
-             "keys.yaml.j2": "# Ansible managed\napi-key:\n  - \"sk-1\"\n"}
+TEMPLATES = {
+    "vllm.service.j2": "# Ansible managed\n[Unit]\nDescription=vLLM Qwen3\nExecStart=/usr/bin/docker run\n",
+    "logging.json.j2": "{\n  \"version\": 1\n}",
+    "container.env.j2": "# Ansible managed\nHF_TOKEN=hf_s3cret-\u00e9\nVLLM_USE_V1=1\n",
+    "keys.yaml.j2": "# Ansible managed\napi-key:\n  - \"sk-1\"\n",
+}
 FILE_LOOKUPS = {"seccomp-clone3-enosys.json": "{\"defaultAction\": \"SCMP_ACT_ERRNO\"}\n"}
 
 # The role's tasks before issue 32 item 2 (tasks/configure.yml), verbatim.
@@ -73,23 +76,29 @@ OLD_FINGERPRINT = yaml.safe_load(r"""
 """)["__vllm_service_config_fingerprint"]
 
 # The new tasks' expressions, as tasks/configure.yml has them.
-NEW_PUBLIC = ("{{ __vllm_service_files | airgap.vllm.vllm_service_config_expected("
-              " dict(__vllm_service_public_srcs | zip(query('ansible.builtin.template', *__vllm_service_public_srcs,"
-              " convert_data=false))),"
-              " config_dir=__vllm_service_dir, secret=__vllm_service_secret_files, part='public',"
-              " seccomp=vllm_service_seccomp, seccomp_profile=__vllm_service_seccomp_profile,"
-              " seccomp_text=lookup('ansible.builtin.file', 'seccomp-clone3-enosys.json', rstrip=false)) }}")
+NEW_PUBLIC = (
+    "{{ __vllm_service_files | airgap.vllm.vllm_service_config_expected("
+    " dict(__vllm_service_public_srcs | zip(query('ansible.builtin.template', *__vllm_service_public_srcs,"
+    " convert_data=false))),"
+    " config_dir=__vllm_service_dir, secret=__vllm_service_secret_files, part='public',"
+    " seccomp=vllm_service_seccomp, seccomp_profile=__vllm_service_seccomp_profile,"
+    " seccomp_text=lookup('ansible.builtin.file', 'seccomp-clone3-enosys.json', rstrip=false)) }}"
+)
 PUBLIC_SRCS = "{{ __vllm_service_files | map(attribute='src') | reject('in', __vllm_service_secret_files) | list }}"
-NEW_SECRET = ("{{ __vllm_service_files | airgap.vllm.vllm_service_config_expected("
-              " dict(__vllm_service_secret_files | zip(query('ansible.builtin.template', *__vllm_service_secret_files,"
-              " convert_data=false))),"
-              " secret=__vllm_service_secret_files, part='secret', expected=__vllm_service_config_expected) }}")
-NEW_FINGERPRINT = ("{{ __vllm_service_config_probe | airgap.vllm.vllm_service_config_fingerprint("
-                   " converged=__vllm_service_config_converged, files=__vllm_service_files,"
-                   " secret=__vllm_service_secret_files, seccomp=vllm_service_seccomp,"
-                   " seccomp_profile=__vllm_service_seccomp_profile, written=__vllm_service_written,"
-                   " secret_written=[__vllm_service_env_written, __vllm_service_keys_written],"
-                   " seccomp_written=__vllm_service_seccomp_written) }}")
+NEW_SECRET = (
+    "{{ __vllm_service_files | airgap.vllm.vllm_service_config_expected("
+    " dict(__vllm_service_secret_files | zip(query('ansible.builtin.template', *__vllm_service_secret_files,"
+    " convert_data=false))),"
+    " secret=__vllm_service_secret_files, part='secret', expected=__vllm_service_config_expected) }}"
+)
+NEW_FINGERPRINT = (
+    "{{ __vllm_service_config_probe | airgap.vllm.vllm_service_config_fingerprint("
+    " converged=__vllm_service_config_converged, files=__vllm_service_files,"
+    " secret=__vllm_service_secret_files, seccomp=vllm_service_seccomp,"
+    " seccomp_profile=__vllm_service_seccomp_profile, written=__vllm_service_written,"
+    " secret_written=[__vllm_service_env_written, __vllm_service_keys_written],"
+    " seccomp_written=__vllm_service_seccomp_written) }}"
+)
 
 
 def lookup(name, *terms, **kwargs):
@@ -119,15 +128,21 @@ def ansible_render():
 
 
 def role_vars(seccomp="profile"):
-    return {"__vllm_service_dir": DIR, "__vllm_service_files": [dict(f) for f in FILES],
-            "__vllm_service_secret_files": list(SECRET), "__vllm_service_seccomp_profile": PROFILE,
-            "vllm_service_seccomp": seccomp}
+    return {
+        "__vllm_service_dir": DIR,
+        "__vllm_service_files": [dict(f) for f in FILES],
+        "__vllm_service_secret_files": list(SECRET),
+        "__vllm_service_seccomp_profile": PROFILE,
+        "vllm_service_seccomp": seccomp,
+    }
 
 
 def old_expected(ansible_render, v):
     public = ansible_render(OLD_EXPECTED[0]["ansible.builtin.set_fact"]["__vllm_service_config_expected"], **v)
-    return ansible_render(OLD_EXPECTED[1]["ansible.builtin.set_fact"]["__vllm_service_config_expected"],
-                          **dict(v, __vllm_service_config_expected=public))
+    return ansible_render(
+        OLD_EXPECTED[1]["ansible.builtin.set_fact"]["__vllm_service_config_expected"],
+        **dict(v, __vllm_service_config_expected=public),
+    )
 
 
 def new_expected(ansible_render, v):
@@ -141,8 +156,10 @@ def sha1(text):
 
 
 def test_the_old_tasks_are_the_ones_the_role_had():
-    assert [t["name"] for t in OLD_EXPECTED] == ["Hash the configuration this run would write",
-                                                 "Hash the secret files this run would write (never shown)"]
+    assert [t["name"] for t in OLD_EXPECTED] == [
+        "Hash the configuration this run would write",
+        "Hash the secret files this run would write (never shown)",
+    ]
     assert OLD_EXPECTED[1]["no_log"] is True
 
 
@@ -153,7 +170,9 @@ def test_expected_list_identical_to_the_old_jinja(ansible_render, seccomp):
     assert full == old_expected(ansible_render, v)
     # The shown part carries no secret file; the list is host_info's paths option as it was.
     assert [e["path"] for e in public] == [DIR, DIR + "/last-good"] + ([PROFILE] if seccomp == "profile" else []) + [
-        "/etc/systemd/system/vllm.service", DIR + "/logging.json"]
+        "/etc/systemd/system/vllm.service",
+        DIR + "/logging.json",
+    ]
     assert full[-1] == {"path": DIR + "/keys.yaml", "mode": "0600", "sha1": sha1(TEMPLATES["keys.yaml.j2"])}
 
 
@@ -161,8 +180,7 @@ def converged_probe(v, expected):
     """host_info's answer when every path is as expected (paths: {path: state}; nothing differing)."""
     paths = {}
     for e in expected:
-        paths[e["path"]] = {"type": e.get("type", "file"), "mode": e["mode"], "uid": 0, "gid": 0,
-                            "sha1": e.get("sha1")}
+        paths[e["path"]] = {"type": e.get("type", "file"), "mode": e["mode"], "uid": 0, "gid": 0, "sha1": e.get("sha1")}
     return {"paths": paths, "paths_differing": [], "files": {DIR + "/metrics-firewalld.json": None}}
 
 
@@ -172,8 +190,11 @@ def written_results(seccomp, checksums=True):
         if checksums:
             r["checksum"] = sha1(TEMPLATES[src])
         return r
-    loop = {"changed": True, "results": [dict(written(f["src"]), item=f, ansible_loop_var="item")
-                                         for f in FILES if f["src"] not in SECRET]}
+
+    loop = {
+        "changed": True,
+        "results": [dict(written(f["src"]), item=f, ansible_loop_var="item") for f in FILES if f["src"] not in SECRET],
+    }
     env = dict(written("container.env.j2"), censored="the output has been hidden")
     keys = dict(written("keys.yaml.j2", changed=False))
     if seccomp == "profile":
@@ -185,9 +206,15 @@ def written_results(seccomp, checksums=True):
 
 def fingerprints(ansible_render, v, converged, probe, written):
     loop, env, keys, sec = written
-    facts = dict(v, __vllm_service_config_converged=converged, __vllm_service_config_probe=probe,
-                 __vllm_service_written=loop, __vllm_service_env_written=env, __vllm_service_keys_written=keys,
-                 __vllm_service_seccomp_written=sec)
+    facts = dict(
+        v,
+        __vllm_service_config_converged=converged,
+        __vllm_service_config_probe=probe,
+        __vllm_service_written=loop,
+        __vllm_service_env_written=env,
+        __vllm_service_keys_written=keys,
+        __vllm_service_seccomp_written=sec,
+    )
     return ansible_render(OLD_FINGERPRINT, **facts), ansible_render(NEW_FINGERPRINT, **facts)
 
 
@@ -195,8 +222,12 @@ def fingerprints(ansible_render, v, converged, probe, written):
 def test_fingerprint_identical_to_the_old_jinja_converged(ansible_render, seccomp):
     v = role_vars(seccomp)
     expected = new_expected(ansible_render, v)[1]
-    skipped = ({"skipped": True, "results": [{"skipped": True}] * 2}, {"skipped": True}, {"skipped": True},
-               {"skipped": True})
+    skipped = (
+        {"skipped": True, "results": [{"skipped": True}] * 2},
+        {"skipped": True},
+        {"skipped": True},
+        {"skipped": True},
+    )
     old, new = fingerprints(ansible_render, v, True, converged_probe(v, expected), skipped)
     assert new == old
     # Spelled out: today's list - the files' SHA-1s, the profile's or '' - joined with ',' and hashed.
@@ -218,8 +249,9 @@ def test_fingerprint_identical_to_the_old_jinja_written(ansible_render, seccomp,
     assert new == old
     if checksums:
         # Written and converged give the same fingerprint: a re-run after the writes copies nothing again.
-        conv_old, conv_new = fingerprints(ansible_render, v, True, converged_probe(v, expected),
-                                          written_results(seccomp))
+        conv_old, conv_new = fingerprints(
+            ansible_render, v, True, converged_probe(v, expected), written_results(seccomp)
+        )
         assert new == conv_new == conv_old
     else:
         # Writes that returned no checksum count as '' each (the profile's copy still returned one).
@@ -236,16 +268,33 @@ def test_fingerprint_of_an_empty_loop_result_identical(ansible_render):
 
 
 def test_the_filters_as_documented(render):
-    public = render("{{ files | airgap.vllm.vllm_service_config_expected(rendered, config_dir=dir, secret=secret,"
-                    " part='public') }}", files=FILES, rendered=TEMPLATES, dir=DIR, secret=SECRET)
-    assert [e["path"] for e in public] == [DIR, DIR + "/last-good", "/etc/systemd/system/vllm.service",
-                                           DIR + "/logging.json"]
-    assert render("{{ files | airgap.vllm.vllm_service_config_expected(rendered, config_dir=dir) }}",
-                  files=FILES, rendered=TEMPLATES, dir=DIR)[2:] == [
-        {"path": f["dest"], "mode": f["mode"], "sha1": sha1(TEMPLATES[f["src"]])} for f in FILES]
+    public = render(
+        "{{ files | airgap.vllm.vllm_service_config_expected(rendered, config_dir=dir, secret=secret,"
+        " part='public') }}",
+        files=FILES,
+        rendered=TEMPLATES,
+        dir=DIR,
+        secret=SECRET,
+    )
+    assert [e["path"] for e in public] == [
+        DIR,
+        DIR + "/last-good",
+        "/etc/systemd/system/vllm.service",
+        DIR + "/logging.json",
+    ]
+    assert render(
+        "{{ files | airgap.vllm.vllm_service_config_expected(rendered, config_dir=dir) }}",
+        files=FILES,
+        rendered=TEMPLATES,
+        dir=DIR,
+    )[2:] == [{"path": f["dest"], "mode": f["mode"], "sha1": sha1(TEMPLATES[f["src"]])} for f in FILES]
     with pytest.raises(ValueError, match="no rendered text for container.env.j2"):
-        render("{{ files | airgap.vllm.vllm_service_config_expected({}, secret=secret, part='secret') }}",
-               files=FILES, secret=SECRET)
-    fp = render("{{ probe | airgap.vllm.vllm_service_config_fingerprint(converged=false, files=files) }}",
-                probe={}, files=FILES)
+        render(
+            "{{ files | airgap.vllm.vllm_service_config_expected({}, secret=secret, part='secret') }}",
+            files=FILES,
+            secret=SECRET,
+        )
+    fp = render(
+        "{{ probe | airgap.vllm.vllm_service_config_fingerprint(converged=false, files=files) }}", probe={}, files=FILES
+    )
     assert fp == hashlib.sha256(b"").hexdigest()
