@@ -312,7 +312,7 @@ def main():
             model_dir=dict(type="str"),
             model_version=dict(type="str", default=""),
             service_dir=dict(type="str"),
-            api_keys_container_path=dict(type="str", default="/etc/vllm/keys.yaml"),
+            api_keys_container_path=dict(type="str", default="/etc/vllm/keys.yaml", no_log=False),
             selinux_relabel=dict(type="str", choices=list(SELINUX_RELABEL), default="auto"),
             selinux_enabled=dict(type="bool", default=False),
         ),

@@ -6,7 +6,6 @@ __metaclass__ = type
 import json
 import os
 
-import jinja2
 import pytest
 import yaml
 

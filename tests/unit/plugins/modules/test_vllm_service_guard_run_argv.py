@@ -125,8 +125,8 @@ CASES = ([(relabel, selinux, keys, version, i % len(ARGVS), i % len(DOCKER_OPTIO
               ("auto", "always", "never"), (None, "enabled", "disabled"), KEYS, ("", "20250101-abc")))]
          + [("auto", "enabled" if i % 2 else None, keys, "" if i % 3 else "v2", argv_i, opts_i,
              ("profile", "docker_default")[i % 2], (i // 3) % 2)
-            for i, (argv_i, keys, opts_i) in enumerate(itertools.product(range(len(ARGVS)), KEYS,
-                                                                          range(len(DOCKER_OPTIONS))))])
+            for i, (argv_i, keys, opts_i) in enumerate(
+                itertools.product(range(len(ARGVS)), KEYS, range(len(DOCKER_OPTIONS))))])
 HOSTS = [("127.0.0.1", 8000, "vllm", False), ("10.20.0.15", 18001, "vllm.b-2", True)]
 
 
