@@ -7,6 +7,7 @@ measured back to back (median of repeats) mostly cancel the noise.
 Results: each bench calls `result(...)`, which prints a human line and, when AIRGAP_BENCH_RESULTS
 names a file, appends a JSON line there; `python3 bench/benchlib.py summary FILE` prints the table.
 """
+
 from __future__ import print_function
 
 import hashlib
@@ -68,8 +69,10 @@ def need_space(path, nbytes, slack=2 * GIB):
     """Refuse (SystemExit with a message) rather than fill a shared disk."""
     free = free_bytes(path)
     if free < nbytes + slack:
-        raise SystemExit("%s: %s free, this bench needs %s (+%s slack); set AIRGAP_BENCH_DIR or use --small"
-                         % (path, human(free), human(nbytes), human(slack)))
+        raise SystemExit(
+            "%s: %s free, this bench needs %s (+%s slack); set AIRGAP_BENCH_DIR or use --small"
+            % (path, human(free), human(nbytes), human(slack))
+        )
 
 
 def human(n):
@@ -97,6 +100,7 @@ def run_quiet(cmd, **kw):
 
 
 # ---------------------------------------------------------------- data
+
 
 def fill_block(seed):
     """1 MiB of pseudo-random bytes, the same for the same seed (no os.urandom: reproducible sums)."""
@@ -173,6 +177,7 @@ def walk_files(root):
 
 
 # ---------------------------------------------------------------- /proc/<pid>/io
+
 
 def parse_proc_io(text):
     """`/proc/<pid>/io` text -> {'rchar': int, ...}. rchar: bytes asked of read() and friends (page
@@ -255,9 +260,18 @@ def ratio(ours, theirs):
 
 def result(bench, key, value, what, target=None, unit="x", detail=""):
     """Report one number (usually a ratio: `unit` 'x'); prints it and appends it to the results file."""
-    rec = {"bench": bench, "key": key, "value": value, "unit": unit, "what": what, "target": target,
-           "verdict": verdict(value, target), "margin": margin(value, target), "detail": detail,
-           "small": small()}
+    rec = {
+        "bench": bench,
+        "key": key,
+        "value": value,
+        "unit": unit,
+        "what": what,
+        "target": target,
+        "verdict": verdict(value, target),
+        "margin": margin(value, target),
+        "detail": detail,
+        "small": small(),
+    }
     if rec["small"] and rec["verdict"] in ("met", "missed"):
         # Tiny sizes measure start-up costs, not the thing the target is about: shown, never judged.
         rec["verdict"] = "not judged (small)"
@@ -273,8 +287,18 @@ def result(bench, key, value, what, target=None, unit="x", detail=""):
 
 
 def skipped(bench, key, why):
-    rec = {"bench": bench, "key": key, "value": None, "unit": "", "what": "skipped: " + why, "target": None,
-           "verdict": "skipped", "margin": None, "detail": "", "small": small()}
+    rec = {
+        "bench": bench,
+        "key": key,
+        "value": None,
+        "unit": "",
+        "what": "skipped: " + why,
+        "target": None,
+        "verdict": "skipped",
+        "margin": None,
+        "detail": "",
+        "small": small(),
+    }
     print("SKIPPED %s.%s: %s" % (bench, key, why))
     path = os.environ.get("AIRGAP_BENCH_RESULTS")
     if path:
@@ -320,9 +344,16 @@ def summary_table(records, markdown=False):
     rows = []
     for r in records:
         m = r.get("margin")
-        rows.append(["%s.%s" % (r["bench"], r["key"]), fmt_value(r.get("value"), r.get("unit", "")),
-                     r.get("target") or "-", r.get("verdict", "info"),
-                     fmt_margin(m), r.get("what", "")])
+        rows.append(
+            [
+                "%s.%s" % (r["bench"], r["key"]),
+                fmt_value(r.get("value"), r.get("unit", "")),
+                r.get("target") or "-",
+                r.get("verdict", "info"),
+                fmt_margin(m),
+                r.get("what", ""),
+            ]
+        )
     head = ["result", "value", "target", "verdict", "margin", "what"]
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -339,9 +370,16 @@ def main(argv):
         recs = load_results(argv[1])
         print(summary_table(recs, markdown="--markdown" in argv))
         missed = [r for r in recs if r.get("verdict") == "missed"]
-        print("%d results, %d met, %d missed, %d info, %d skipped" % (
-            len(recs), sum(r.get("verdict") == "met" for r in recs), len(missed),
-            sum(r.get("verdict") == "info" for r in recs), sum(r.get("verdict") == "skipped" for r in recs)))
+        print(
+            "%d results, %d met, %d missed, %d info, %d skipped"
+            % (
+                len(recs),
+                sum(r.get("verdict") == "met" for r in recs),
+                len(missed),
+                sum(r.get("verdict") == "info" for r in recs),
+                sum(r.get("verdict") == "skipped" for r in recs),
+            )
+        )
         return 0
     print("usage: python3 bench/benchlib.py summary RESULTS.jsonl [--markdown]", file=sys.stderr)
     return 2

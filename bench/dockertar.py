@@ -6,6 +6,7 @@ disk to make. With `real_digests=True` every layer blob is a valid tar whose sha
 zeros hashed in memory), so `docker load` accepts the archive; otherwise layer digests are labels
 (enough for airgap.vllm's header read, which only hashes the small config blob).
 """
+
 import hashlib
 import json
 import os
@@ -83,20 +84,27 @@ def image_pieces(layout, layer_sizes, repo, tag, nonce, real_digests=False):
     for i, size in enumerate(layer_sizes):
         # Every layer holds a small file naming the run (unique digests: a load is never a no-op) and a
         # big file of zeros.
-        body = tar_pieces([("airgap-bench/nonce-%d" % i, ("%s %d\n" % (nonce, i)).encode()),
-                           ("airgap-bench/big-%d.bin" % i, size)])
+        body = tar_pieces(
+            [("airgap-bench/nonce-%d" % i, ("%s %d\n" % (nonce, i)).encode()), ("airgap-bench/big-%d.bin" % i, size)]
+        )
         if real_digests:
             digest = pieces_sha256(body)
         else:
             digest = hashlib.sha256(("fake-layer %s %d %d" % (nonce, i, size)).encode()).hexdigest()
         layers.append((digest, body))
-    config = _blob_json({
-        "architecture": "amd64", "os": "linux", "created": "2026-11-30T00:00:00Z",
-        "config": {"Cmd": ["/bin/true"], "Labels": {"airgap-bench.nonce": nonce}},
-        "rootfs": {"type": "layers", "diff_ids": ["sha256:" + d for d, _b in layers]},
-        "history": [{"created": "2026-11-30T00:00:00Z", "created_by": "airgap-bench layer %d" % i}
-                    for i in range(len(layers))],
-    })
+    config = _blob_json(
+        {
+            "architecture": "amd64",
+            "os": "linux",
+            "created": "2026-11-30T00:00:00Z",
+            "config": {"Cmd": ["/bin/true"], "Labels": {"airgap-bench.nonce": nonce}},
+            "rootfs": {"type": "layers", "diff_ids": ["sha256:" + d for d, _b in layers]},
+            "history": [
+                {"created": "2026-11-30T00:00:00Z", "created_by": "airgap-bench layer %d" % i}
+                for i in range(len(layers))
+            ],
+        }
+    )
     config_hex = hashlib.sha256(config).hexdigest()
     ref = "%s:%s" % (repo, tag)
     members = []
@@ -106,22 +114,47 @@ def image_pieces(layout, layer_sizes, repo, tag, nonce, real_digests=False):
             members.append(("%s/json" % digest, _blob_json({"id": digest})))
             members.append(("%s/layer.tar" % digest, body))
         members.append(("%s.json" % config_hex, config))
-        entry = {"Config": "%s.json" % config_hex, "RepoTags": [ref], "Layers": ["%s/layer.tar" % d for d, _b in layers]}
+        entry = {
+            "Config": "%s.json" % config_hex,
+            "RepoTags": [ref],
+            "Layers": ["%s/layer.tar" % d for d, _b in layers],
+        }
         members.append(("manifest.json", _blob_json([entry])))
         members.append(("repositories", _blob_json({repo: {tag: layers[-1][0]}})))
         return tar_pieces(members), "sha256:" + config_hex
-    manifest = _blob_json({
-        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": "sha256:" + config_hex,
-                   "size": len(config)},
-        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": "sha256:" + d,
-                    "size": pieces_size(b)} for d, b in layers]})
+    manifest = _blob_json(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                "digest": "sha256:" + config_hex,
+                "size": len(config),
+            },
+            "layers": [
+                {"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": "sha256:" + d, "size": pieces_size(b)}
+                for d, b in layers
+            ],
+        }
+    )
     manifest_hex = hashlib.sha256(manifest).hexdigest()
-    index = _blob_json({
-        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
-        "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": "sha256:" + manifest_hex,
-                       "size": len(manifest), "annotations": {"io.containerd.image.name": "docker.io/" + ref,
-                                                              "org.opencontainers.image.ref.name": tag}}]})
+    index = _blob_json(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "manifests": [
+                {
+                    "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                    "digest": "sha256:" + manifest_hex,
+                    "size": len(manifest),
+                    "annotations": {
+                        "io.containerd.image.name": "docker.io/" + ref,
+                        "org.opencontainers.image.ref.name": tag,
+                    },
+                }
+            ],
+        }
+    )
     members.append(("oci-layout", b'{"imageLayoutVersion":"1.0.0"}'))
     for digest, body in layers:
         members.append(("blobs/sha256/" + digest, body))
@@ -129,8 +162,11 @@ def image_pieces(layout, layer_sizes, repo, tag, nonce, real_digests=False):
     members.append(("blobs/sha256/" + manifest_hex, manifest))
     members.append(("index.json", index))
     if layout == "docker+oci":
-        entry = {"Config": "blobs/sha256/" + config_hex, "RepoTags": [ref],
-                 "Layers": ["blobs/sha256/" + d for d, _b in layers]}
+        entry = {
+            "Config": "blobs/sha256/" + config_hex,
+            "RepoTags": [ref],
+            "Layers": ["blobs/sha256/" + d for d, _b in layers],
+        }
         members.append(("manifest.json", _blob_json([entry])))
     return tar_pieces(members), "sha256:" + config_hex
 

@@ -25,6 +25,7 @@ CI mode (--small): no docker, no simulated host: an in-process stand-in engine (
 plain TCP relay in place of the proxy, the same client code (stdlib HTTP when `openai` is not importable), the
 same ABBA schedule, statistics and result lines; targets shown, never judged.
 """
+
 import argparse
 import json
 import os
@@ -50,11 +51,14 @@ INVENTORY_VARS = os.path.join(ROOT, "inventories", "simulated", "group_vars", "v
 CONF = "/etc/airgap-vllm/front"  # the front door's configuration directory on the host (roles/vllm_front)
 
 TARGETS = {"ttft_p50": "<= 1.05", "ttft_p95": "<= 1.10", "tokens_per_s": ">= 0.97"}
-WORDS = ("the quick brown fox jumps over a lazy dog while seven engineers measure latency through "
-         "a proxy that forwards every streamed token without buffering").split()
+WORDS = (
+    "the quick brown fox jumps over a lazy dog while seven engineers measure latency through "
+    "a proxy that forwards every streamed token without buffering"
+).split()
 
 
 # ------------------------------------------------------------------------------------------------ statistics
+
 
 def percentile(xs, q):
     """The q-th percentile (0-100) with linear interpolation between closest ranks (numpy's default)."""
@@ -87,10 +91,15 @@ def summarise(rounds):
         # Requests on a connection already open (not the first of their worker): the proxy's cost without handshakes.
         warm = [t for r in rs for t, first in zip(r["ttft"], r.get("first") or [True] * len(r["ttft"])) if not first]
         tps = [r["tokens"] / r["wall"] for r in rs if r["wall"] > 0]
-        out[path] = {"ttft_p50": percentile(ttft, 50), "ttft_p95": percentile(ttft, 95),
-                     "ttft_p50_warm": percentile(warm, 50),
-                     "tokens_per_s": statistics.median(tps) if tps else None,
-                     "requests": len(ttft), "errors": sum(r["errors"] for r in rs), "rounds": len(rs)}
+        out[path] = {
+            "ttft_p50": percentile(ttft, 50),
+            "ttft_p95": percentile(ttft, 95),
+            "ttft_p50_warm": percentile(warm, 50),
+            "tokens_per_s": statistics.median(tps) if tps else None,
+            "requests": len(ttft),
+            "errors": sum(r["errors"] for r in rs),
+            "rounds": len(rs),
+        }
     return out
 
 
@@ -105,6 +114,7 @@ def ratios(summary, front="front", direct="direct"):
 
 # ------------------------------------------------------------------------------------------------ the client
 
+
 def prompt(i, words):
     """A prompt with a unique head (no prefix-cache hit across requests, rounds or paths) of about `words` words."""
     body = " ".join(WORDS[(i + j) % len(WORDS)] for j in range(words))
@@ -114,17 +124,24 @@ def prompt(i, words):
 def _stream_openai(base_url, key, ca, model, text, max_tokens, timeout):
     """One streaming chat with the real openai client: (ttft s, completion tokens, errors)."""
     import openai
+
     client = _OPENAI.get((base_url, key))
     if client is None:
         import ssl
+
         verify = ssl.create_default_context(cafile=ca) if (ca and base_url.startswith("https")) else False
         http = openai.DefaultHttpxClient(verify=verify, trust_env=False)
         client = openai.OpenAI(base_url=base_url, api_key=key, max_retries=0, timeout=timeout, http_client=http)
         _OPENAI[(base_url, key)] = client
     t0 = time.perf_counter()
     stream = client.chat.completions.create(
-        model=model, max_tokens=max_tokens, stream=True, stream_options={"include_usage": True},
-        extra_body={"ignore_eos": True, "min_tokens": max_tokens}, messages=[{"role": "user", "content": text}])
+        model=model,
+        max_tokens=max_tokens,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"ignore_eos": True, "min_tokens": max_tokens},
+        messages=[{"role": "user", "content": text}],
+    )
     ttft, tokens = None, None
     for chunk in stream:
         if ttft is None and chunk.choices:
@@ -146,6 +163,7 @@ def _stream_stdlib(base_url, key, ca, model, text, max_tokens, timeout):
     import http.client
     import ssl
     import urllib.parse
+
     u = urllib.parse.urlsplit(base_url)
     conns = getattr(_LOCAL, "conns", None)
     if conns is None:
@@ -158,9 +176,17 @@ def _stream_stdlib(base_url, key, ca, model, text, max_tokens, timeout):
         else:
             conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=timeout)
         conns[base_url] = conn
-    body = json.dumps({"model": model, "max_tokens": max_tokens, "stream": True,
-                       "stream_options": {"include_usage": True}, "ignore_eos": True, "min_tokens": max_tokens,
-                       "messages": [{"role": "user", "content": text}]}).encode()
+    body = json.dumps(
+        {
+            "model": model,
+            "max_tokens": max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "ignore_eos": True,
+            "min_tokens": max_tokens,
+            "messages": [{"role": "user", "content": text}],
+        }
+    ).encode()
     headers = {"Content-Type": "application/json", "Authorization": "Bearer %s" % key}
     t0 = time.perf_counter()
     try:
@@ -197,19 +223,31 @@ def served_model(base_url, key, ca, timeout=30):
     """GET /v1/models -> the first model's id (stdlib: the same on both paths, before any timing)."""
     import ssl
     import urllib.request
+
     ctx = ssl.create_default_context(cafile=ca) if (ca and base_url.startswith("https")) else None
     req = urllib.request.Request(base_url.rstrip("/") + "/models", headers={"Authorization": "Bearer %s" % key})
     with urllib.request.urlopen(req, timeout=timeout, context=ctx) as r:
         return json.loads(r.read().decode())["data"][0]["id"]
 
 
-def run_round(base_url, key, ca=None, model=None, concurrency=1, requests=4, max_tokens=64, prompt_words=48,
-              timeout=300, use_openai=None):
+def run_round(
+    base_url,
+    key,
+    ca=None,
+    model=None,
+    concurrency=1,
+    requests=4,
+    max_tokens=64,
+    prompt_words=48,
+    timeout=300,
+    use_openai=None,
+):
     """One round: `requests` streaming chats, `concurrency` at a time. Returns {'ttft': [s], 'tokens', 'wall',
     'errors', 'error_samples', 'client'}; errors are counted, not raised."""
     if use_openai is None:
         try:
             import openai  # noqa: F401
+
             use_openai = True
         except ImportError:
             use_openai = False
@@ -241,8 +279,16 @@ def run_round(base_url, key, ca=None, model=None, concurrency=1, requests=4, max
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         list(pool.map(job, range(requests)))
     wall = time.perf_counter() - t0
-    return {"ttft": ttfts, "first": firsts, "tokens": tokens[0], "wall": wall, "errors": errors[0], "error_samples": samples,
-            "client": "openai" if use_openai else "stdlib", "model": model}
+    return {
+        "ttft": ttfts,
+        "first": firsts,
+        "tokens": tokens[0],
+        "wall": wall,
+        "errors": errors[0],
+        "error_samples": samples,
+        "client": "openai" if use_openai else "stdlib",
+        "model": model,
+    }
 
 
 def client_main(argv):
@@ -258,17 +304,28 @@ def client_main(argv):
     p.add_argument("--prompt-words", type=int, default=48)
     p.add_argument("--stdlib", action="store_true", help="http.client instead of the openai client")
     a = p.parse_args(argv)
-    r = run_round(a.base_url, a.key, a.ca, a.model, a.concurrency, a.requests, a.max_tokens, a.prompt_words,
-                  use_openai=False if a.stdlib else None)
+    r = run_round(
+        a.base_url,
+        a.key,
+        a.ca,
+        a.model,
+        a.concurrency,
+        a.requests,
+        a.max_tokens,
+        a.prompt_words,
+        use_openai=False if a.stdlib else None,
+    )
     print(json.dumps(r))
     return 0
 
 
 # ------------------------------------------------------------------------------------------------ CI stand-ins
 
+
 class _FakeEngine(BaseHTTPRequestHandler):
     """Streams `min_tokens` SSE events a few ms apart, as vLLM's chat endpoint does (role chunk, text chunks,
     finish, usage, [DONE])."""
+
     protocol_version = "HTTP/1.1"
     token_s = 0.002
 
@@ -304,8 +361,18 @@ class _FakeEngine(BaseHTTPRequestHandler):
         send(dict(base, choices=[{"index": 0, "delta": {"role": "assistant", "content": ""}}]))
         for i in range(n):
             time.sleep(self.token_s)
-            send(dict(base, choices=[{"index": 0, "delta": {"content": "t%d " % i},
-                                      "finish_reason": "length" if i == n - 1 else None}]))
+            send(
+                dict(
+                    base,
+                    choices=[
+                        {
+                            "index": 0,
+                            "delta": {"content": "t%d " % i},
+                            "finish_reason": "length" if i == n - 1 else None,
+                        }
+                    ],
+                )
+            )
         send(dict(base, choices=[], usage={"prompt_tokens": 10, "completion_tokens": n, "total_tokens": n + 10}))
         send("[DONE]")
         self.wfile.write(b"0\r\n\r\n")
@@ -314,6 +381,7 @@ class _FakeEngine(BaseHTTPRequestHandler):
 
 class _Relay(socketserver.ThreadingTCPServer):
     """A plain TCP relay: the CI mode's stand-in for the proxy hop (no TLS, no HTTP parsing)."""
+
     daemon_threads = True
     allow_reuse_address = True
 
@@ -355,11 +423,20 @@ def _serve(server):
 
 # ------------------------------------------------------------------------------------------------ FULL: the host
 
+
 def docker(*args, check=True, capture=True, timeout=None):
-    r = subprocess.run(["docker"] + list(args), stdout=subprocess.PIPE if capture else None,
-                       stderr=subprocess.PIPE if capture else None, universal_newlines=True, timeout=timeout, check=False)
+    r = subprocess.run(
+        ["docker"] + list(args),
+        stdout=subprocess.PIPE if capture else None,
+        stderr=subprocess.PIPE if capture else None,
+        universal_newlines=True,
+        timeout=timeout,
+        check=False,
+    )
     if check and r.returncode != 0:
-        raise SystemExit("docker %s failed (rc %d): %s" % (" ".join(args[:3]), r.returncode, (r.stderr or "").strip()[-400:]))
+        raise SystemExit(
+            "docker %s failed (rc %d): %s" % (" ".join(args[:3]), r.returncode, (r.stderr or "").strip()[-400:])
+        )
     return r
 
 
@@ -388,11 +465,15 @@ def parse_front_cfg(text, service="vllm"):
 def inventory_keys(path=INVENTORY_VARS):
     """(the engine's key, a front door client key without limits) from the simulated inventory."""
     import yaml
+
     with open(path) as f:
         v = yaml.safe_load(f) or {}
     engine = (v.get("vllm_service_api_keys") or [""])[0]
-    clients = [c for c in v.get("vllm_front_clients") or []
-               if c.get("key") and not c.get("max_concurrent") and not c.get("rate_per_minute")]
+    clients = [
+        c
+        for c in v.get("vllm_front_clients") or []
+        if c.get("key") and not c.get("max_concurrent") and not c.get("rate_per_minute")
+    ]
     if not clients:
         raise SystemExit("%s names no front door client without limits (max_concurrent, rate_per_minute)" % path)
     return engine, clients[0]["key"], clients[0]["name"]
@@ -401,18 +482,22 @@ def inventory_keys(path=INVENTORY_VARS):
 def full(args):
     if subprocess.call(["docker", "version"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) != 0:
         import benchlib as B
+
         B.skipped(NAME, "ttft_p50", "docker is not running here: the simulated host needs it")
         return 0
     state = docker("inspect", "-f", "{{.State.Status}}", HOST, check=False)
     if state.returncode != 0 or state.stdout.strip() != "running":
-        raise SystemExit("the simulated host %s is not running: bash tests/simulate first (with the front door on, as "
-                         "inventories/simulated has it)" % HOST)
+        raise SystemExit(
+            "the simulated host %s is not running: bash tests/simulate first (with the front door on, as "
+            "inventories/simulated has it)" % HOST
+        )
     if docker("exec", HOST, "systemctl", "is-active", "vllm", "vllm-front", check=False).returncode != 0:
         raise SystemExit("vllm and vllm-front are not both active on %s: bash tests/simulate first" % HOST)
     cfg = docker("exec", HOST, "cat", "%s/haproxy.cfg" % CONF).stdout
     addr, fport, eport, cap = parse_front_cfg(cfg)
     engine_key, client_key, client_name = inventory_keys()
     import benchlib as B
+
     work = B.scratch(NAME)
     with open(os.path.join(work, "ca.crt"), "w") as f:
         f.write(docker("exec", HOST, "cat", "%s/ca.crt" % CONF).stdout)
@@ -422,24 +507,57 @@ def full(args):
     nets = {"direct": "container:%s" % HOST, "front": LAN}
     urls = {"direct": "http://127.0.0.1:%d/v1" % eport, "front": "https://%s:%d/v1" % (addr, fport)}
     keys = {"direct": engine_key, "front": client_key}
-    print("  host %s: engine 127.0.0.1:%d (inside the host), front door %s (client %s), cap %s; concurrency %s, "
-          "%d rounds x %d requests per concurrency step, %d output tokens each"
-          % (HOST, eport, urls["front"], client_name, cap, concurrencies, args.rounds, args.requests, args.max_tokens))
+    print(
+        "  host %s: engine 127.0.0.1:%d (inside the host), front door %s (client %s), cap %s; concurrency %s, "
+        "%d rounds x %d requests per concurrency step, %d output tokens each"
+        % (HOST, eport, urls["front"], client_name, cap, concurrencies, args.rounds, args.requests, args.max_tokens)
+    )
     try:
         for path in ("direct", "front"):
-            docker("run", "-d", "--rm", "--name", names[path], "--network", nets[path], "--entrypoint", "sleep",
-                   "-v", "%s:/bench/front.py:ro" % os.path.abspath(__file__), "-v", "%s:/work:ro" % work,
-                   CLIENT_IMAGE, "infinity")
+            docker(
+                "run",
+                "-d",
+                "--rm",
+                "--name",
+                names[path],
+                "--network",
+                nets[path],
+                "--entrypoint",
+                "sleep",
+                "-v",
+                "%s:/bench/front.py:ro" % os.path.abspath(__file__),
+                "-v",
+                "%s:/work:ro" % work,
+                CLIENT_IMAGE,
+                "infinity",
+            )
         served = {}  # the model's name, from the first warm-up (GET /v1/models once, not in every round)
         records = []
         for c in concurrencies:
             n = args.requests * c
 
             def one(path, c=c, n=n):
-                cmd = ["exec", "-e", "BENCH_KEY=%s" % keys[path], names[path], CLIENT_PY, "/bench/front.py", "client",
-                       "--base-url", urls[path], "--ca", "/work/ca.crt", "--concurrency", str(c),
-                       "--requests", str(n), "--max-tokens", str(args.max_tokens),
-                       "--prompt-words", str(args.prompt_words)]
+                cmd = [
+                    "exec",
+                    "-e",
+                    "BENCH_KEY=%s" % keys[path],
+                    names[path],
+                    CLIENT_PY,
+                    "/bench/front.py",
+                    "client",
+                    "--base-url",
+                    urls[path],
+                    "--ca",
+                    "/work/ca.crt",
+                    "--concurrency",
+                    str(c),
+                    "--requests",
+                    str(n),
+                    "--max-tokens",
+                    str(args.max_tokens),
+                    "--prompt-words",
+                    str(args.prompt_words),
+                ]
                 if served.get("model"):
                     cmd += ["--model", served["model"]]
                 r = json.loads(docker(*cmd, timeout=900).stdout.strip().splitlines()[-1])
@@ -455,14 +573,24 @@ def full(args):
             for i, path in enumerate(abba(args.rounds)):
                 r = one(path)
                 rounds.append(r)
-                print("  c=%d round %2d %-6s: TTFT p50 %6.1f ms, %6.1f tokens/s, %d errors%s"
-                      % (c, i // 2 + 1, path, (percentile(r["ttft"], 50) or 0) * 1000,
-                         r["tokens"] / r["wall"] if r["wall"] else 0, r["errors"],
-                         (" " + "; ".join(r["error_samples"])) if r["errors"] else ""))
+                print(
+                    "  c=%d round %2d %-6s: TTFT p50 %6.1f ms, %6.1f tokens/s, %d errors%s"
+                    % (
+                        c,
+                        i // 2 + 1,
+                        path,
+                        (percentile(r["ttft"], 50) or 0) * 1000,
+                        r["tokens"] / r["wall"] if r["wall"] else 0,
+                        r["errors"],
+                        (" " + "; ".join(r["error_samples"])) if r["errors"] else "",
+                    )
+                )
             records += rounds
             report(c, rounds, "simulated host, real vLLM 0.27.1 CPU engine, %s client" % rounds[0]["client"])
-        raw = os.path.join(os.environ.get("AIRGAP_BENCH_DIR", "/var/tmp/airgap-bench"), "front-rounds-%s.json"
-                           % time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
+        raw = os.path.join(
+            os.environ.get("AIRGAP_BENCH_DIR", "/var/tmp/airgap-bench"),
+            "front-rounds-%s.json" % time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()),
+        )
         with open(raw, "w") as f:
             json.dump(records, f)
         print("  every round's figures: %s" % raw)
@@ -475,31 +603,52 @@ def full(args):
 
 def report(c, rounds, source):
     import benchlib as B
+
     s = summarise(rounds)
     q = ratios(s)
     d, f = s["direct"], s["front"]
-    what = {"ttft_p50": "TTFT p50 through the front door ÷ direct, concurrency %d" % c,
-            "ttft_p95": "TTFT p95 through the front door ÷ direct, concurrency %d" % c,
-            "tokens_per_s": "output tokens/s through the front door ÷ direct, concurrency %d" % c}
+    what = {
+        "ttft_p50": "TTFT p50 through the front door ÷ direct, concurrency %d" % c,
+        "ttft_p95": "TTFT p95 through the front door ÷ direct, concurrency %d" % c,
+        "tokens_per_s": "output tokens/s through the front door ÷ direct, concurrency %d" % c,
+    }
     for k in ("ttft_p50", "ttft_p95", "tokens_per_s"):
         if k == "tokens_per_s":
             detail = "%.1f vs %.1f tokens/s" % (f[k] or 0, d[k] or 0)
         else:
             detail = "%.1f vs %.1f ms" % ((f[k] or 0) * 1000, (d[k] or 0) * 1000)
-        detail += "; %d+%d requests, %d+%d errors; %s" % (f["requests"], d["requests"], f["errors"], d["errors"], source)
+        detail += "; %d+%d requests, %d+%d errors; %s" % (
+            f["requests"],
+            d["requests"],
+            f["errors"],
+            d["errors"],
+            source,
+        )
         B.result(NAME, "%s_c%d" % (k, c), q[k], what[k], target=TARGETS[k], detail=detail)
-    B.result(NAME, "ttft_p50_warm_c%d" % c, q["ttft_p50_warm"],
-             "TTFT p50 ÷ direct, concurrency %d, requests on a connection already open (no TCP/TLS handshake)" % c,
-             detail="%.1f vs %.1f ms" % ((f["ttft_p50_warm"] or 0) * 1000, (d["ttft_p50_warm"] or 0) * 1000))
-    B.result(NAME, "errors_c%d" % c, f["errors"] + d["errors"], "failed requests, both paths, concurrency %d" % c,
-             unit="requests", target="<= 0")
+    B.result(
+        NAME,
+        "ttft_p50_warm_c%d" % c,
+        q["ttft_p50_warm"],
+        "TTFT p50 ÷ direct, concurrency %d, requests on a connection already open (no TCP/TLS handshake)" % c,
+        detail="%.1f vs %.1f ms" % ((f["ttft_p50_warm"] or 0) * 1000, (d["ttft_p50_warm"] or 0) * 1000),
+    )
+    B.result(
+        NAME,
+        "errors_c%d" % c,
+        f["errors"] + d["errors"],
+        "failed requests, both paths, concurrency %d" % c,
+        unit="requests",
+        target="<= 0",
+    )
 
 
 def small(args):
     engine = _serve(ThreadingHTTPServer(("127.0.0.1", 0), _FakeEngine))
     relay = _serve(_Relay(engine.server_address))
-    urls = {"direct": "http://127.0.0.1:%d/v1" % engine.server_address[1],
-            "front": "http://127.0.0.1:%d/v1" % relay.server_address[1]}
+    urls = {
+        "direct": "http://127.0.0.1:%d/v1" % engine.server_address[1],
+        "front": "http://127.0.0.1:%d/v1" % relay.server_address[1],
+    }
     try:
         for c in (1, 2):
             rounds = []
@@ -519,10 +668,15 @@ def main(argv):
         return client_main(argv[1:])
     sys.path.insert(0, HERE)
     import benchlib as B
+
     p = argparse.ArgumentParser(prog="front.py")
     p.add_argument("--small", action="store_true")
-    p.add_argument("--rounds", type=int, default=int(os.environ.get("AIRGAP_BENCH_FRONT_ROUNDS", 8)),
-                   help="rounds per path and concurrency (ABBA order)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=int(os.environ.get("AIRGAP_BENCH_FRONT_ROUNDS", 8)),
+        help="rounds per path and concurrency (ABBA order)",
+    )
     p.add_argument("--requests", type=int, default=4, help="requests per round, times the concurrency")
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--prompt-words", type=int, default=48)

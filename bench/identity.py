@@ -11,6 +11,7 @@ first-deployment cost), then import_archive with the real docker CLI must find i
 nothing - compared with `docker load` of the same tar again (what a playbook without the ID check
 re-runs). Images are named airgap-bench/identity:<run>; only those are removed afterwards.
 """
+
 import os
 import subprocess
 import sys
@@ -69,13 +70,27 @@ def headers(d, sizes, repeats):
             per_size.append((built["size"], secs, info["bytes_read"]))
             os.unlink(path)
         (s0, t0, _b0), (s1, t1, b1) = per_size[0], per_size[-1]
-        print("  %-10s header read: %s archive %.2f ms, %s archive %.2f ms (read %s of it), 24 layers" % (
-            layout, B.human(s0), t0 * 1000, B.human(s1), t1 * 1000, B.human(b1)))
+        print(
+            "  %-10s header read: %s archive %.2f ms, %s archive %.2f ms (read %s of it), 24 layers"
+            % (layout, B.human(s0), t0 * 1000, B.human(s1), t1 * 1000, B.human(b1))
+        )
         key = layout.replace("+", "_")
-        B.result(NAME, "header_read_%s" % key, t1, "image ID of a %s %s archive from its headers (median of %d)" % (
-            B.human(s1), layout, repeats), target="< 1", unit="s", detail="read %s" % B.human(b1))
-        B.result(NAME, "size_dependence_%s" % key, B.ratio(t1, t0), "header read time %s / %s archive" % (
-            B.human(s1), B.human(s0)), target="<= 3")
+        B.result(
+            NAME,
+            "header_read_%s" % key,
+            t1,
+            "image ID of a %s %s archive from its headers (median of %d)" % (B.human(s1), layout, repeats),
+            target="< 1",
+            unit="s",
+            detail="read %s" % B.human(b1),
+        )
+        B.result(
+            NAME,
+            "size_dependence_%s" % key,
+            B.ratio(t1, t0),
+            "header read time %s / %s archive" % (B.human(s1), B.human(s0)),
+            target="<= 3",
+        )
 
 
 def against_docker(d, load_size, repeats, version):
@@ -84,14 +99,18 @@ def against_docker(d, load_size, repeats, version):
     for layout in LAYOUTS:
         key = layout.replace("+", "_")
         if layout == "oci" and major(version) < 25:
-            B.skipped(NAME, "%s_vs_docker_load" % key, "dockerd %s cannot load an OCI-only archive (Docker >= 25 can)"
-                      % version)
+            B.skipped(
+                NAME,
+                "%s_vs_docker_load" % key,
+                "dockerd %s cannot load an OCI-only archive (Docker >= 25 can)" % version,
+            )
             continue
         tag = "%s-%s" % (key.replace("_", "-"), run_id)
         ref = "%s:%s" % (REPO, tag)
         path = os.path.join(d, "load.tar")
-        t_build, built = B.timed(lambda: T.build(path, layout, [load_size, 1 * B.MIB], REPO, tag, run_id,
-                                                 real_digests=True))
+        t_build, built = B.timed(
+            lambda: T.build(path, layout, [load_size, 1 * B.MIB], REPO, tag, run_id, real_digests=True)
+        )
         try:
             t_id, info = header_read_seconds(path, repeats)
             assert info["images"][0]["image_id"] == built["image_id"]
@@ -99,7 +118,10 @@ def against_docker(d, load_size, repeats, version):
             t_load = B.timed(lambda: B.run_quiet(["docker", "load", "--input", path]))[0]
             present = docker.image_id(ref)
             assert present == built["image_id"], "docker says %s is %s, the headers said %s" % (
-                ref, present, built["image_id"])
+                ref,
+                present,
+                built["image_id"],
+            )
             # Re-run: the module's path (import_archive, real docker CLI) vs docker load again.
             t_present, res = B.timed(lambda: DA.import_archive(path, docker, tag=ref))
             assert res["loaded"] is False and res["changed"] is False, res
@@ -108,16 +130,28 @@ def against_docker(d, load_size, repeats, version):
         finally:
             cli(["docker", "rmi", "--force", ref])
             os.unlink(path)
-        print("  %-10s %s archive (generated in %.1f s): header read %.1f ms, docker load %.2f s; "
-              "already present: import_archive %.0f ms (no load), docker load again %.2f s" % (
-                  layout, B.human(built["size"]), t_build, t_id * 1000, t_load, t_present * 1000, t_reload))
+        print(
+            "  %-10s %s archive (generated in %.1f s): header read %.1f ms, docker load %.2f s; "
+            "already present: import_archive %.0f ms (no load), docker load again %.2f s"
+            % (layout, B.human(built["size"]), t_build, t_id * 1000, t_load, t_present * 1000, t_reload)
+        )
         sz = "%s %s archive" % (B.human(built["size"]), layout)
-        B.result(NAME, "%s_vs_docker_load" % key, B.ratio(t_id, t_load),
-                 "header read time / docker load time, " + sz, target="<= 0.01",
-                 detail="%.1f ms vs %.2f s" % (t_id * 1000, t_load))
-        B.result(NAME, "%s_present_vs_docker_load" % key, B.ratio(t_present, t_reload),
-                 "image already present: import_archive (inspect by ID, no load) / docker load again, " + sz,
-                 target="<= 0.05", detail="%.0f ms vs %.2f s" % (t_present * 1000, t_reload))
+        B.result(
+            NAME,
+            "%s_vs_docker_load" % key,
+            B.ratio(t_id, t_load),
+            "header read time / docker load time, " + sz,
+            target="<= 0.01",
+            detail="%.1f ms vs %.2f s" % (t_id * 1000, t_load),
+        )
+        B.result(
+            NAME,
+            "%s_present_vs_docker_load" % key,
+            B.ratio(t_present, t_reload),
+            "image already present: import_archive (inspect by ID, no load) / docker load again, " + sz,
+            target="<= 0.05",
+            detail="%.0f ms vs %.2f s" % (t_present * 1000, t_reload),
+        )
 
 
 def docker_save_roundtrip(d, run_id):
@@ -132,8 +166,10 @@ def docker_save_roundtrip(d, run_id):
         info = DA.read_archive(saved)
         want = dk.DockerCli(run=cli).image_id(ref)
         ok = info["images"][0]["image_id"] == want and ref in info["images"][0]["repo_tags"]
-        print("  docker save of %s (layout %s): header read gives %s, docker says %s" % (
-            ref, info["layout"], info["images"][0]["image_id"][:19], (want or "")[:19]))
+        print(
+            "  docker save of %s (layout %s): header read gives %s, docker says %s"
+            % (ref, info["layout"], info["images"][0]["image_id"][:19], (want or "")[:19])
+        )
         if not ok:
             raise AssertionError("header read of a real docker save disagrees with docker: %s vs %s" % (info, want))
     finally:
@@ -153,13 +189,17 @@ def main():
         headers(d, sizes, repeats)
         version = docker_server_version()
         if not version:
-            B.skipped(NAME, "vs_docker_load", "docker is not running here (docker version failed): "
-                      "the docker load comparison needs dockerd")
+            B.skipped(
+                NAME,
+                "vs_docker_load",
+                "docker is not running here (docker version failed): the docker load comparison needs dockerd",
+            )
             return 0
         print("  dockerd %s; docker load comparison at %s per archive" % (version, B.human(load_size)))
         # docker load writes the layers out: room for them under /var/lib/docker too.
-        B.need_space("/var/lib/docker" if os.path.isdir("/var/lib/docker") else d, 2 * load_size,
-                     slack=0 if small else B.GIB)
+        B.need_space(
+            "/var/lib/docker" if os.path.isdir("/var/lib/docker") else d, 2 * load_size, slack=0 if small else B.GIB
+        )
         against_docker(d, load_size, repeats, version)
         docker_save_roundtrip(d, uuid.uuid4().hex[:12])
     finally:

@@ -15,6 +15,7 @@ Also the roles' default, bundle_source=controller: `ansible localhost -c local -
 tree reads both the medium and the destination there, so its reads are attributed by path with
 `strace -f -y` (skipped with a message when strace is missing or not permitted).
 """
+
 import json
 import os
 import subprocess
@@ -51,9 +52,16 @@ def main():
         secs, rep, _rc = S.stage(src, dest, entries, d)
         ours = S.medium_bytes(rep)
         assert rep["result"]["bytes_copied"] == total, rep["result"]
-        print("  bundle_stage:                 %6.1f s  rchar %s (medium %s, local %s)  read_bytes %s" % (
-            secs, B.human(rep["io"]["rchar"]), B.human(ours), B.human(rep["local_io"].get("rchar", 0)),
-            B.human(rep["io"]["read_bytes"])))
+        print(
+            "  bundle_stage:                 %6.1f s  rchar %s (medium %s, local %s)  read_bytes %s"
+            % (
+                secs,
+                B.human(rep["io"]["rchar"]),
+                B.human(ours),
+                B.human(rep["local_io"].get("rchar", 0)),
+                B.human(rep["io"]["read_bytes"]),
+            )
+        )
 
         # Ours with bundle_verify_on_controller=true: a verify pass over the medium first.
         dest2 = os.path.join(d, "dest-verify")
@@ -77,29 +85,53 @@ def main():
         t3, io3 = B.run_measured(["sha256sum", "-c", "--quiet", "SHA256SUMS"], cwd=dest3)
         naive_medium = io1["rchar"] + io2["rchar"]
         naive_all = naive_medium + io3["rchar"]
-        print("  sha256sum -c; cp -r; sha256sum -c: %6.1f s  medium rchar %s, all reads %s" % (
-            t1 + t2 + t3, B.human(naive_medium), B.human(naive_all)))
+        print(
+            "  sha256sum -c; cp -r; sha256sum -c: %6.1f s  medium rchar %s, all reads %s"
+            % (t1 + t2 + t3, B.human(naive_medium), B.human(naive_all))
+        )
         B.cleanup(dest3)
 
         ctl = controller(src, d, entries, total)
 
         sz = "%s bundle, %d files" % (B.human(total), len(sizes))
-        B.result(NAME, "reads_per_bundle", B.ratio(ours, total),
-                 "bytes read from the medium by bundle_stage / bundle size, first deployment, " + sz,
-                 target="<= 1.05", detail="all reads %s, disk read_bytes %s" % (
-                     B.human(rep["io"]["rchar"]), B.human(rep["io"]["read_bytes"])))
-        B.result(NAME, "reads_per_bundle_with_verify", B.ratio(with_verify, total),
-                 "same with bundle_verify_on_controller=true (verify pass, then stage), " + sz)
-        B.result(NAME, "naive_reads_per_bundle", B.ratio(naive_all, total),
-                 "naive sha256sum -c; cp -r; sha256sum -c: all bytes read / bundle size (%.2gx from the medium)"
-                 % B.ratio(naive_medium, total))
-        B.result(NAME, "vs_naive", B.ratio(ours, naive_medium),
-                 "medium bytes read: bundle_stage / naive procedure", target="<= 0.55")
+        B.result(
+            NAME,
+            "reads_per_bundle",
+            B.ratio(ours, total),
+            "bytes read from the medium by bundle_stage / bundle size, first deployment, " + sz,
+            target="<= 1.05",
+            detail="all reads %s, disk read_bytes %s" % (B.human(rep["io"]["rchar"]), B.human(rep["io"]["read_bytes"])),
+        )
+        B.result(
+            NAME,
+            "reads_per_bundle_with_verify",
+            B.ratio(with_verify, total),
+            "same with bundle_verify_on_controller=true (verify pass, then stage), " + sz,
+        )
+        B.result(
+            NAME,
+            "naive_reads_per_bundle",
+            B.ratio(naive_all, total),
+            "naive sha256sum -c; cp -r; sha256sum -c: all bytes read / bundle size (%.2gx from the medium)"
+            % B.ratio(naive_medium, total),
+        )
+        B.result(
+            NAME,
+            "vs_naive",
+            B.ratio(ours, naive_medium),
+            "medium bytes read: bundle_stage / naive procedure",
+            target="<= 0.55",
+        )
         if ctl:
-            B.result(NAME, "controller_reads_per_bundle", B.ratio(ctl["medium"], total),
-                     "bundle_source=controller (action plugin): bytes read from the medium / bundle size, " + sz,
-                     target="<= 1.05", detail="plus %.2gx of the bundle re-read from local disks (chunk files, "
-                     "commit hash)" % B.ratio(ctl["local"], total))
+            B.result(
+                NAME,
+                "controller_reads_per_bundle",
+                B.ratio(ctl["medium"], total),
+                "bundle_source=controller (action plugin): bytes read from the medium / bundle size, " + sz,
+                target="<= 1.05",
+                detail="plus %.2gx of the bundle re-read from local disks (chunk files, "
+                "commit hash)" % B.ratio(ctl["local"], total),
+            )
     finally:
         B.cleanup(d)
 
@@ -112,32 +144,67 @@ def controller(src, d, entries, total):
     dest = os.path.join(d, "dest-controller")
     tmp = os.path.join(d, "tmp")
     os.makedirs(tmp)
-    args = {"src": src, "dest": dest, "artifacts": entries, "stamp_file": "",
-            "log_path": os.path.join(d, "stage-controller.log"), "min_free_bytes": 0}
+    args = {
+        "src": src,
+        "dest": dest,
+        "artifacts": entries,
+        "stamp_file": "",
+        "log_path": os.path.join(d, "stage-controller.log"),
+        "min_free_bytes": 0,
+    }
     trace = os.path.join(d, "strace.log")
-    env = dict(os.environ, TMPDIR=tmp, ANSIBLE_LOCAL_TEMP=tmp, ANSIBLE_REMOTE_TMP=tmp, ANSIBLE_NOCOLOR="1",
-               ANSIBLE_COLLECTIONS_PATH=B.COLLECTIONS)
-    cmd = ST.TRACE + ["-o", trace, "ansible", "localhost", "-i", "localhost,", "-c", "local",
-                      "-m", "airgap.vllm.bundle_stage", "-a", json.dumps(args),
-                      "-e", "ansible_python_interpreter=" + sys.executable]
+    env = dict(
+        os.environ,
+        TMPDIR=tmp,
+        ANSIBLE_LOCAL_TEMP=tmp,
+        ANSIBLE_REMOTE_TMP=tmp,
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_COLLECTIONS_PATH=B.COLLECTIONS,
+    )
+    cmd = ST.TRACE + [
+        "-o",
+        trace,
+        "ansible",
+        "localhost",
+        "-i",
+        "localhost,",
+        "-c",
+        "local",
+        "-m",
+        "airgap.vllm.bundle_stage",
+        "-a",
+        json.dumps(args),
+        "-e",
+        "ansible_python_interpreter=" + sys.executable,
+    ]
     B.drop_cache([os.path.join(src, e["path"]) for e in entries])
 
     def staging():
-        return subprocess.run(cmd, cwd=B.ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              universal_newlines=True, check=False)
+        return subprocess.run(
+            cmd,
+            cwd=B.ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            universal_newlines=True,
+            check=False,
+        )
 
     secs, proc = B.timed(staging)
     if proc.returncode != 0:
-        raise RuntimeError("ansible -m airgap.vllm.bundle_stage failed (rc=%d):\n%s"
-                           % (proc.returncode, proc.stdout[-3000:]))
+        raise RuntimeError(
+            "ansible -m airgap.vllm.bundle_stage failed (rc=%d):\n%s" % (proc.returncode, proc.stdout[-3000:])
+        )
     with open(trace) as f:
         by_path = ST.reads_by_path(f.read())
     medium = ST.bytes_under(by_path, src)
     local = ST.bytes_under(by_path, dest) + ST.bytes_under(by_path, tmp)
     staged = sum(os.path.getsize(os.path.join(dest, e["path"])) for e in entries)
     assert staged == total, "controller staging left %d of %d bytes" % (staged, total)
-    print("  ansible -m bundle_stage (controller): %6.1f s under strace  medium %s, local re-reads %s" % (
-        secs, B.human(medium), B.human(local)))
+    print(
+        "  ansible -m bundle_stage (controller): %6.1f s under strace  medium %s, local re-reads %s"
+        % (secs, B.human(medium), B.human(local))
+    )
     B.cleanup(dest)
     B.cleanup(tmp)
     os.unlink(trace)

@@ -6,6 +6,7 @@ and the safetensors index each time, as the module does) and with the config alr
 Yardstick in the same run: `python3 -c pass`, the interpreter start every module run pays anyway;
 the plan should cost less than that.
 """
+
 import json
 import os
 import sys
@@ -19,10 +20,19 @@ from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P  
 
 NAME = "planner"
 FIXTURE = os.path.join(B.ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")
-FIELD = dict(model_dir=FIXTURE, gpu_total_bytes=49140 * CM.MIB, compute_capability="8.9",
-             gpu_memory_utilization=0.93, num_speculative_tokens=3, concurrency=4, context=204800,
-             prefix_caching=True, kv_cache_dtype="fp8_e4m3", reasoning_parser="qwen3",
-             tool_call_parser="qwen3_coder")
+FIELD = dict(
+    model_dir=FIXTURE,
+    gpu_total_bytes=49140 * CM.MIB,
+    compute_capability="8.9",
+    gpu_memory_utilization=0.93,
+    num_speculative_tokens=3,
+    concurrency=4,
+    context=204800,
+    prefix_caching=True,
+    kv_cache_dtype="fp8_e4m3",
+    reasoning_parser="qwen3",
+    tool_call_parser="qwen3_coder",
+)
 
 
 def per_call(fn, n):
@@ -40,17 +50,44 @@ def main():
     led = first["ledger"]
     config, weight_bytes, source = MD.read_model_dir(FIXTURE)
     t_dir = per_call(lambda: P.plan(dict(FIELD)), n)
-    t_cfg = per_call(lambda: P.plan(dict(FIELD), config=json.loads(json.dumps(config)),
-                                    weight_bytes=weight_bytes, weight_source=source), n)
-    t_py = B.median(B.timed(lambda: B.run_quiet([sys.executable, "-c", "pass"]))[0] for _rep in range(5 if B.small() else 15))
-    print("  field case: max_model_len %s, %s blocks of %s; plan %.2f ms (model dir), %.2f ms (config given), "
-          "%.0f plans/s; python3 start %.1f ms" % (led.get("max_model_len"), led.get("num_gpu_blocks"),
-                                                   led.get("block_size"), t_dir * 1000, t_cfg * 1000, 1 / t_dir,
-                                                   t_py * 1000))
-    B.result(NAME, "plan_ms", t_dir * 1000, "plan() of the field case, model dir read each time (median of %d x 5)" % n,
-             unit="ms", target="<= 10", detail="%.0f plans/s; %.2f ms with the config given" % (1 / t_dir, t_cfg * 1000))
-    B.result(NAME, "plan_vs_python_start", B.ratio(t_dir, t_py),
-             "plan() time / python3 interpreter start (the floor of any module run)", target="<= 1")
+    t_cfg = per_call(
+        lambda: P.plan(
+            dict(FIELD), config=json.loads(json.dumps(config)), weight_bytes=weight_bytes, weight_source=source
+        ),
+        n,
+    )
+    t_py = B.median(
+        B.timed(lambda: B.run_quiet([sys.executable, "-c", "pass"]))[0] for _rep in range(5 if B.small() else 15)
+    )
+    print(
+        "  field case: max_model_len %s, %s blocks of %s; plan %.2f ms (model dir), %.2f ms (config given), "
+        "%.0f plans/s; python3 start %.1f ms"
+        % (
+            led.get("max_model_len"),
+            led.get("num_gpu_blocks"),
+            led.get("block_size"),
+            t_dir * 1000,
+            t_cfg * 1000,
+            1 / t_dir,
+            t_py * 1000,
+        )
+    )
+    B.result(
+        NAME,
+        "plan_ms",
+        t_dir * 1000,
+        "plan() of the field case, model dir read each time (median of %d x 5)" % n,
+        unit="ms",
+        target="<= 10",
+        detail="%.0f plans/s; %.2f ms with the config given" % (1 / t_dir, t_cfg * 1000),
+    )
+    B.result(
+        NAME,
+        "plan_vs_python_start",
+        B.ratio(t_dir, t_py),
+        "plan() time / python3 interpreter start (the floor of any module run)",
+        target="<= 1",
+    )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ Logs stay in /var/tmp/airgap-bench/rerun-logs/ (the raw evidence), the simulated
 CI mode (--small) never touches the simulated host: it runs the same parsing and ratio code on
 recorded profile_tasks output (bench/fixtures/profile_tasks-{first,rerun}.txt).
 """
+
 import os
 import re
 import subprocess
@@ -75,27 +76,48 @@ def compare(first_text, rerun_text):
     'failed', 'slowest': [(name, s)] of the re-run}."""
     first, rerun = parse_profile(first_text), parse_profile(rerun_text)
     if not first or not rerun:
-        raise ValueError("no profile_tasks summary found (was ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks set?)")
+        raise ValueError(
+            "no profile_tasks summary found (was ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks set?)"
+        )
     a, b = first[-1], rerun[-1]
-    return {"first_s": a["total_s"], "rerun_s": b["total_s"], "ratio": B.ratio(b["total_s"], a["total_s"]),
-            "changed": sum(h.get("changed", 0) for h in b["hosts"].values()),
-            "failed": sum(h.get("failed", 0) + h.get("unreachable", 0) for h in list(a["hosts"].values()) + list(b["hosts"].values())),
-            "slowest": sorted(b["tasks"], key=lambda t: -t[1])[:10],
-            "first_slowest": sorted(a["tasks"], key=lambda t: -t[1])[:10]}
+    return {
+        "first_s": a["total_s"],
+        "rerun_s": b["total_s"],
+        "ratio": B.ratio(b["total_s"], a["total_s"]),
+        "changed": sum(h.get("changed", 0) for h in b["hosts"].values()),
+        "failed": sum(
+            h.get("failed", 0) + h.get("unreachable", 0) for h in list(a["hosts"].values()) + list(b["hosts"].values())
+        ),
+        "slowest": sorted(b["tasks"], key=lambda t: -t[1])[:10],
+        "first_slowest": sorted(a["tasks"], key=lambda t: -t[1])[:10],
+    }
 
 
 def report(c, source):
-    print("  %s: site.yml first run %.1f s, converged re-run %.1f s, re-run changed=%d, failed/unreachable=%d" % (
-        source, c["first_s"], c["rerun_s"], c["changed"], c["failed"]))
+    print(
+        "  %s: site.yml first run %.1f s, converged re-run %.1f s, re-run changed=%d, failed/unreachable=%d"
+        % (source, c["first_s"], c["rerun_s"], c["changed"], c["failed"])
+    )
     print("  slowest tasks of the re-run:")
     for name, secs in c["slowest"]:
         print("    %7.2f s  %s" % (secs, name))
-    B.result(NAME, "rerun_vs_first", c["ratio"], "converged site.yml / first run (%s)" % source, target="<= 0.15",
-             detail="%.0f s vs %.0f s, re-run changed=%d; slowest: %s" % (
-                 c["rerun_s"], c["first_s"], c["changed"],
-                 ", ".join("%s %.1fs" % (n, s) for n, s in c["slowest"][:3])))
-    B.result(NAME, "rerun_changed", c["changed"], "tasks reported changed by the converged re-run (%s)" % source,
-             unit="tasks", target="<= 0")
+    B.result(
+        NAME,
+        "rerun_vs_first",
+        c["ratio"],
+        "converged site.yml / first run (%s)" % source,
+        target="<= 0.15",
+        detail="%.0f s vs %.0f s, re-run changed=%d; slowest: %s"
+        % (c["rerun_s"], c["first_s"], c["changed"], ", ".join("%s %.1fs" % (n, s) for n, s in c["slowest"][:3])),
+    )
+    B.result(
+        NAME,
+        "rerun_changed",
+        c["changed"],
+        "tasks reported changed by the converged re-run (%s)" % source,
+        unit="tasks",
+        target="<= 0",
+    )
 
 
 def simulate(log, command=("bash", "tests/simulate")):

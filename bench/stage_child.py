@@ -11,6 +11,7 @@ Prints one JSON line: {"result": <module result>, "io": <io delta of the module 
 The medium's share is io - local_io: the only other files the module reads are the bundle's.
 Ansible and the module_utils are imported before the first snapshot, so imports are not counted.
 """
+
 import io
 import json
 import os
@@ -59,6 +60,7 @@ def main(argv):
             real_update(self, n)
             if self.total and self.done >= die_at * self.total:
                 os.kill(os.getpid(), signal.SIGKILL)
+
         _bundle_stage.Progress.update = update
 
     path = os.path.join(B.ROOT, "plugins", "modules", module + ".py")
@@ -76,7 +78,7 @@ def main(argv):
         sys.stdout = real_stdout
     delta = B.io_delta(before, B.proc_io())
     text = out.getvalue()
-    res = json.loads(text[text.index("{"):]) if "{" in text else {"failed": True, "msg": text}
+    res = json.loads(text[text.index("{") :]) if "{" in text else {"failed": True, "msg": text}
     print(json.dumps({"result": res, "io": delta, "local_io": local}))
     return 1 if res.get("failed") else 0
 

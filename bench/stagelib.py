@@ -1,4 +1,5 @@
 """Drive the real staging module in a child process (bench/stage_child.py) for benches medium and staging."""
+
 import json
 import os
 import subprocess
@@ -23,8 +24,9 @@ def run_module(d, module, args, die_at=None):
     if die_at is not None:
         cmd += ["--die-at", str(die_at)]
     t = time.perf_counter()
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, cwd=HERE,
-                       check=False)
+    p = subprocess.run(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, cwd=HERE, check=False
+    )
     secs = time.perf_counter() - t
     if p.returncode < 0:
         return secs, None, p.returncode
@@ -39,8 +41,15 @@ def run_module(d, module, args, die_at=None):
 
 def stage(src, dest, entries, d, die_at=None, stamp_file=""):
     """bundle_stage with remote_src=true (the bundle mounted on the target), as roles/bundle runs it."""
-    args = {"src": src, "dest": dest, "remote_src": True, "artifacts": entries, "stamp_file": stamp_file,
-            "log_path": os.path.join(d, "stage.log"), "min_free_bytes": 0}
+    args = {
+        "src": src,
+        "dest": dest,
+        "remote_src": True,
+        "artifacts": entries,
+        "stamp_file": stamp_file,
+        "log_path": os.path.join(d, "stage.log"),
+        "min_free_bytes": 0,
+    }
     return run_module(d, "bundle_stage", args, die_at=die_at)
 
 

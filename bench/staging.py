@@ -10,6 +10,7 @@ Resume: the module kills itself with SIGKILL once a file's copy passes 50 % (det
 then runs again. Reported: bytes re-read from the medium (beyond the half still to copy), and the
 part prefix re-hashed from the destination disk; `cp` after the same interruption starts over.
 """
+
 import os
 import shutil
 import sys
@@ -31,7 +32,7 @@ def baseline(src, dest, entries):
     copied = B.walk_files(os.path.join(dest, "artifacts"))
     # `sync FILE...` fsyncs just those files: not the other users' dirty pages on this shared disk.
     for i in range(0, len(copied), 500):
-        secs += B.timed(lambda: B.run_quiet(["sync"] + copied[i:i + 500]))[0]
+        secs += B.timed(lambda: B.run_quiet(["sync"] + copied[i : i + 500]))[0]
     return secs
 
 
@@ -56,11 +57,17 @@ def throughput(d, label, sizes, repeats):
         shutil.rmtree(dest)
     mo, mb = B.median(t_ours), B.median(t_base)
     mib = total / float(B.MIB)
-    print("  %s: %d files, %s, median of %d: bundle_stage %.2f s (%.0f MiB/s), cp+sha256sum+sync %.2f s (%.0f MiB/s)"
-          % (label, len(sizes), B.human(total), repeats, mo, mib / mo, mb, mib / mb))
-    B.result(NAME, "%s_vs_cp_sha256sum" % label, B.ratio(mb, mo),
-             "staging throughput / (cp -r; sha256sum -c; sync), %d files, %s" % (len(sizes), B.human(total)),
-             target=">= 1")
+    print(
+        "  %s: %d files, %s, median of %d: bundle_stage %.2f s (%.0f MiB/s), cp+sha256sum+sync %.2f s (%.0f MiB/s)"
+        % (label, len(sizes), B.human(total), repeats, mo, mib / mo, mb, mib / mb)
+    )
+    B.result(
+        NAME,
+        "%s_vs_cp_sha256sum" % label,
+        B.ratio(mb, mo),
+        "staging throughput / (cp -r; sha256sum -c; sync), %d files, %s" % (len(sizes), B.human(total)),
+        target=">= 1",
+    )
     shutil.rmtree(src)
 
 
@@ -81,10 +88,11 @@ def resume(d, size):
     medium = S.medium_bytes(rep)
     local = rep["local_io"]["rchar"]
     reread = max(0, medium - (size - have))
-    print("  resume: killed at %s of %s (%.0f %%); re-run read %s from the medium (%s still to copy), "
-          "re-hashed %s of .part from the destination disk" % (
-              B.human(have), B.human(size), 100.0 * have / size, B.human(medium), B.human(size - have),
-              B.human(local)))
+    print(
+        "  resume: killed at %s of %s (%.0f %%); re-run read %s from the medium (%s still to copy), "
+        "re-hashed %s of .part from the destination disk"
+        % (B.human(have), B.human(size), 100.0 * have / size, B.human(medium), B.human(size - have), B.human(local))
+    )
     # cp after the same interruption: it truncates the destination and reads the whole file again.
     cp_dest = os.path.join(d, "cp-dest")
     os.makedirs(cp_dest)
@@ -92,13 +100,23 @@ def resume(d, size):
         out.write(f.read(have))
     B.drop_cache([medium_file])
     _t, cp_io = B.run_measured(["cp", medium_file, os.path.join(cp_dest, "blob.bin")])
-    B.result(NAME, "resume_medium_reread", B.ratio(reread, size),
-             "after a kill at %.0f %%: bytes re-read from the medium / file size (%s file)" % (
-                 100.0 * have / size, B.human(size)), target="<= 0.01",
-             detail="cp re-reads %s (%.2gx of the file)" % (B.human(cp_io["rchar"]), B.ratio(cp_io["rchar"], size)))
-    B.result(NAME, "resume_vs_cp_medium_reads", B.ratio(medium, cp_io["rchar"]),
-             "medium bytes read by the resumed run / by cp re-run after the same interruption", target="<= 0.55",
-             detail="plus %s of .part prefix re-hashed from the destination disk" % B.human(local))
+    B.result(
+        NAME,
+        "resume_medium_reread",
+        B.ratio(reread, size),
+        "after a kill at %.0f %%: bytes re-read from the medium / file size (%s file)"
+        % (100.0 * have / size, B.human(size)),
+        target="<= 0.01",
+        detail="cp re-reads %s (%.2gx of the file)" % (B.human(cp_io["rchar"]), B.ratio(cp_io["rchar"], size)),
+    )
+    B.result(
+        NAME,
+        "resume_vs_cp_medium_reads",
+        B.ratio(medium, cp_io["rchar"]),
+        "medium bytes read by the resumed run / by cp re-run after the same interruption",
+        target="<= 0.55",
+        detail="plus %s of .part prefix re-hashed from the destination disk" % B.human(local),
+    )
     shutil.rmtree(src)
     shutil.rmtree(dest)
     shutil.rmtree(cp_dest)

@@ -4,13 +4,16 @@
 (the controller-side bundle_stage: action plugin, put_file, append and commit module runs), strace's
 `-y` (fd -> path) tells them apart.
 """
+
 import re
 import subprocess
 
 TRACE = ["strace", "-f", "-qq", "-y", "-e", "trace=read,pread64,readv,preadv", "-e", "signal=none"]
 
 # 5636  read(3</etc/services>, "..."..., 12814) = 12813      (pid prefix present with -f)
-_CALL = re.compile(r"^(?:\[pid\s+)?(?P<pid>\d+)\]?\s+(?P<call>read|pread64|readv|preadv)\((?P<fd>\d+)<(?P<path>[^>]*)>,")
+_CALL = re.compile(
+    r"^(?:\[pid\s+)?(?P<pid>\d+)\]?\s+(?P<call>read|pread64|readv|preadv)\((?P<fd>\d+)<(?P<path>[^>]*)>,"
+)
 _UNFINISHED = re.compile(r"<unfinished \.\.\.>\s*$")
 _RESUMED = re.compile(r"^(?:\[pid\s+)?(?P<pid>\d+)\]?\s+<\.\.\. (?P<call>read|pread64|readv|preadv) resumed>")
 _RET = re.compile(r"\)\s+=\s+(?P<ret>-?\d+)(?:\s+\w+.*)?$")
@@ -47,7 +50,11 @@ def bytes_under(by_path, prefix):
 
 def available():
     try:
-        return subprocess.call(["strace", "-qq", "-e", "trace=none", "true"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0
+        return (
+            subprocess.call(
+                ["strace", "-qq", "-e", "trace=none", "true"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+            == 0
+        )
     except OSError:
         return False

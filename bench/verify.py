@@ -5,6 +5,7 @@ Alternatives an operator would run: `sha256sum -c SHA256SUMS` (one process, seri
 side; on a real USB disk the medium is the limit for every tool, which bench `medium` measures.
 Ratios > 1 mean bundle_verify is that many times faster.
 """
+
 import os
 import subprocess
 import sys
@@ -58,21 +59,40 @@ def main():
                 t[key].append(B.timed(fn)[0])
         m = dict((k, B.median(v)) for k, v in t.items())
         mib = total / float(B.MIB)
-        print("data: %d files x %s = %s, warm, %d CPUs, workers=%d, median of %d" % (
-            n_files, B.human(size), B.human(total), os.cpu_count(), workers, repeats))
-        for k, label in (("serial", "sha256sum -c (one process, serial)"),
-                         ("per_file", "sha256sum, one process per file"),
-                         ("ours", "bundle_verify, first run (threads)"),
-                         ("cached", "bundle_verify, stamp-cached re-run")):
+        print(
+            "data: %d files x %s = %s, warm, %d CPUs, workers=%d, median of %d"
+            % (n_files, B.human(size), B.human(total), os.cpu_count(), workers, repeats)
+        )
+        for k, label in (
+            ("serial", "sha256sum -c (one process, serial)"),
+            ("per_file", "sha256sum, one process per file"),
+            ("ours", "bundle_verify, first run (threads)"),
+            ("cached", "bundle_verify, stamp-cached re-run"),
+        ):
             print("  %-38s %8.3f s  %8.1f MiB/s" % (label, m[k], mib / m[k] if m[k] else 0))
         sz = "%s in %d files" % (B.human(total), n_files)
-        B.result(NAME, "vs_sha256sum_serial", B.ratio(m["serial"], m["ours"]),
-                 "throughput of bundle_verify / sha256sum -c (serial), " + sz, target=">= 1")
-        B.result(NAME, "vs_sha256sum_per_file", B.ratio(m["per_file"], m["ours"]),
-                 "throughput of bundle_verify / one sha256sum per file, " + sz, target=">= 0.9")
-        B.result(NAME, "cached_vs_sha256sum", B.ratio(m["cached"], m["serial"]),
-                 "stamp-cached re-verify time / sha256sum -c time, " + sz, target="<= 0.01",
-                 detail="cached re-verify %.1f ms" % (m["cached"] * 1000))
+        B.result(
+            NAME,
+            "vs_sha256sum_serial",
+            B.ratio(m["serial"], m["ours"]),
+            "throughput of bundle_verify / sha256sum -c (serial), " + sz,
+            target=">= 1",
+        )
+        B.result(
+            NAME,
+            "vs_sha256sum_per_file",
+            B.ratio(m["per_file"], m["ours"]),
+            "throughput of bundle_verify / one sha256sum per file, " + sz,
+            target=">= 0.9",
+        )
+        B.result(
+            NAME,
+            "cached_vs_sha256sum",
+            B.ratio(m["cached"], m["serial"]),
+            "stamp-cached re-verify time / sha256sum -c time, " + sz,
+            target="<= 0.01",
+            detail="cached re-verify %.1f ms" % (m["cached"] * 1000),
+        )
     finally:
         B.cleanup(d)
 

@@ -18,6 +18,7 @@ A step is *cold* when its output shows that it built something that is cached ac
 the vLLM venv, a bundle built from scratch); a run is warm when no step was cold. The limits are CI's: a warm
 run within 45 minutes, a cold one (a new machine) within 75; the hard limit is 90.
 """
+
 import json
 import os
 import re
@@ -30,21 +31,25 @@ ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # Molecule 26: "INFO     default ➜ converge: Executing" ... "default ➜ converge: Executed: Successful"
 ACTION = re.compile(r"(?P<scenario>[\w.-]+) \u279c (?P<action>[\w-]+): (?P<what>Executing|Executed)")
 # What a step prints when it (re)builds something it caches (tests/world/build.sh, tests/vllm_parser/setup-venv.sh).
-COLD = re.compile(r"\[build\.sh [0-9:]+\] (debootstrap|installing|building|training|saving|importing|finishing)"
-                  r"|setup-venv: (creating|installing)")
+COLD = re.compile(
+    r"\[build\.sh [0-9:]+\] (debootstrap|installing|building|training|saving|importing|finishing)"
+    r"|setup-venv: (creating|installing)"
+)
 # A step that grew by more than this over its baseline is named when the budget is exceeded.
 GROWTH = 1.2
 GROWTH_MIN_S = 10  # a step must also have grown by this many seconds: 0.4 s against 0.3 s is noise, not growth
 # Lines that say why a step failed: Ansible's failed results and recap, pytest's failures, shell errors. Each starts
 # a block that takes the lines after it (molecule wraps a long result over several lines) up to the next task.
-FAILURE = re.compile(r"^(fatal: |failed: |\S+ *: ok=\d+ .*failed=[1-9]|FAILED |E  |ERROR|CRITICAL|Traceback|"
-                     r"\w*(Error|Exception): )")
+FAILURE = re.compile(
+    r"^(fatal: |failed: |\S+ *: ok=\d+ .*failed=[1-9]|FAILED |E  |ERROR|CRITICAL|Traceback|"
+    r"\w*(Error|Exception): )"
+)
 # Molecule's frame in front of the playbook's lines ("  │ fatal: ...").
 FRAME = re.compile(r"^\s*\u2502 ?")
 BLOCK_END = re.compile(r"^(TASK \[|PLAY \[|PLAY RECAP|RUNNING HANDLER|INFO |=== |ok: \[|changed: \[|skipping: \[)")
-FAILURE_BLOCKS = 4     # blocks kept per step (the last ones)
+FAILURE_BLOCKS = 4  # blocks kept per step (the last ones)
 FAILURE_BLOCK_LINES = 16
-FAILURE_WIDTH = 700    # characters kept per line
+FAILURE_WIDTH = 700  # characters kept per line
 
 
 class StepTimer:
@@ -91,8 +96,15 @@ class StepTimer:
     def result(self):
         now = self.clock()
         actions = self.actions + [[s, a, round(now - t, 1)] for (s, a), t in self._open.items()]  # cut short
-        return {"step": self.step, "seconds": round(now - self.start, 1), "cold": self.cold, "actions": actions,
-                "failures": self.failures, "started": round(self.started, 1), "ended": round(self.wall(), 1)}
+        return {
+            "step": self.step,
+            "seconds": round(now - self.start, 1),
+            "cold": self.cold,
+            "actions": actions,
+            "failures": self.failures,
+            "started": round(self.started, 1),
+            "ended": round(self.wall(), 1),
+        }
 
 
 def load(directory):
@@ -140,25 +152,50 @@ def report(steps, baseline=None, warm_limit=WARM_LIMIT, cold_limit=COLD_LIMIT, t
     out = ["%s %8s  %-6s %s" % ("step".ljust(width), "seconds", "cache", "status")]
     for s in steps:
         status = {None: "?", 0: "passed"}.get(s.get("rc"), "FAILED")
-        out.append("%s %8.0f  %-6s %s" % (str(s["step"]).ljust(width), s["seconds"], "cold" if s.get("cold") else "warm", status))
+        out.append(
+            "%s %8.0f  %-6s %s"
+            % (str(s["step"]).ljust(width), s["seconds"], "cold" if s.get("cold") else "warm", status)
+        )
     if summed - total >= 1:
-        out.append("%s %8.0f  %-6s (steps run in lanes side by side: their own seconds added up)" % ("steps".ljust(width), summed, ""))
-    out.append("%s %8.0f  %-6s (%.1f min; limit %d min %s)" % (
-        "total".ljust(width), total, "warm" if warm else "cold", total / 60.0, (warm_limit if warm else cold_limit) // 60,
-        "warm" if warm else "on a new machine"))
+        out.append(
+            "%s %8.0f  %-6s (steps run in lanes side by side: their own seconds added up)"
+            % ("steps".ljust(width), summed, "")
+        )
+    out.append(
+        "%s %8.0f  %-6s (%.1f min; limit %d min %s)"
+        % (
+            "total".ljust(width),
+            total,
+            "warm" if warm else "cold",
+            total / 60.0,
+            (warm_limit if warm else cold_limit) // 60,
+            "warm" if warm else "on a new machine",
+        )
+    )
     actions = sorted(([s["step"]] + a for s in steps for a in s.get("actions", [])), key=lambda a: -a[3])[:top]
     if actions:
         out.append("slowest scenario steps (molecule's own actions):")
         out.extend("  %-28s %-14s %7.0f s" % (step, action, sec) for step, _scenario, action, sec in actions)
     limit = warm_limit if warm else cold_limit
     if total > limit:
-        grew = ["%s %.0f s (baseline %.0f s)" % (s["step"], s["seconds"], baseline[s["step"]])
-                for s in steps if s["step"] in baseline and s["seconds"] > GROWTH * baseline[s["step"]]
-                and s["seconds"] - baseline[s["step"]] >= GROWTH_MIN_S]
+        grew = [
+            "%s %.0f s (baseline %.0f s)" % (s["step"], s["seconds"], baseline[s["step"]])
+            for s in steps
+            if s["step"] in baseline
+            and s["seconds"] > GROWTH * baseline[s["step"]]
+            and s["seconds"] - baseline[s["step"]] >= GROWTH_MIN_S
+        ]
         new = ["%s %.0f s (new)" % (s["step"], s["seconds"]) for s in steps if baseline and s["step"] not in baseline]
-        out.append("BUDGET EXCEEDED: this %s run took %.1f min, over its %d min; grew: %s" % (
-            "warm" if warm else "cold", total / 60.0, limit // 60, "; ".join(grew + new) or "no step over its baseline"
-            " by %d %%: the whole suite grew" % round((GROWTH - 1) * 100)))
+        out.append(
+            "BUDGET EXCEEDED: this %s run took %.1f min, over its %d min; grew: %s"
+            % (
+                "warm" if warm else "cold",
+                total / 60.0,
+                limit // 60,
+                "; ".join(grew + new)
+                or "no step over its baseline by %d %%: the whole suite grew" % round((GROWTH - 1) * 100),
+            )
+        )
     return out
 
 

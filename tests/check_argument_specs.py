@@ -4,6 +4,7 @@
 prometheus.prometheus runs the same check in CI: a variable documented but not defaulted (or the
 reverse) is a bug a user finds in production.
 """
+
 import pathlib
 import sys
 
@@ -39,8 +40,10 @@ def compare(role_dir):
         if "default" not in spec:
             problems.append("%s: %s has no documented default in argument_specs" % (role_dir.name, name))
         elif spec["default"] != defaults_values[name]:
-            problems.append("%s: %s default differs: argument_specs %r, defaults %r"
-                            % (role_dir.name, name, spec["default"], defaults_values[name]))
+            problems.append(
+                "%s: %s default differs: argument_specs %r, defaults %r"
+                % (role_dir.name, name, spec["default"], defaults_values[name])
+            )
     for name in sorted(defaults - options):
         problems.append("%s: %s is in defaults but not in argument_specs" % (role_dir.name, name))
     for name in sorted(options - defaults):

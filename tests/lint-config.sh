@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The committed lint settings, enforced: ruff (ruff.toml) on all Python, yamllint (.yamllint) on all YAML,
-# and every role's README.md current with its meta/argument_specs.yml (tests/role_readme.py --check).
+# The committed lint settings, enforced: ruff (ruff.toml) on all Python, its lint and its formatter (ruff format
+# --check: the tree as `ruff format .` leaves it), yamllint (.yamllint) on all YAML, and every role's README.md
+# current with its meta/argument_specs.yml (tests/role_readme.py --check).
 # Each check runs even when an earlier one failed. Usage: bash tests/lint-config.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +12,8 @@ done
 if command -v ruff >/dev/null 2>&1; then
   echo "--- ruff ($(ruff --version))"
   ruff check --no-cache --quiet . && echo "ruff: clean" || rc=1
+  echo "--- ruff format"
+  ruff format --check --no-cache . && echo "ruff format: clean" || { echo "to fix: ruff format ."; rc=1; }
 fi
 if command -v yamllint >/dev/null 2>&1; then
   echo "--- yamllint ($(yamllint --version))"

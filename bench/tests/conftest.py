@@ -1,4 +1,5 @@
 """Make the bench modules (bench/*.py) importable in their unit tests."""
+
 import os
 import sys
 

@@ -1,4 +1,5 @@
 """The ratio, target and /proc/<pid>/io logic every bench reports through (no timings asserted)."""
+
 import hashlib
 import json
 import os
@@ -39,9 +40,18 @@ def test_run_measured_counts_the_child_tree(tmp_path):
     assert io["rchar"] >= 300000
 
 
-@pytest.mark.parametrize("target,value,verdict", [
-    ("<= 1.05", 1.0, "met"), ("<= 1.05", 1.06, "missed"), ("< 1", 1.0, "missed"), (">= 1", 3.3, "met"),
-    (">0.5", 0.4, "missed"), (None, 2.0, "info"), ("<= 1", None, "info")])
+@pytest.mark.parametrize(
+    "target,value,verdict",
+    [
+        ("<= 1.05", 1.0, "met"),
+        ("<= 1.05", 1.06, "missed"),
+        ("< 1", 1.0, "missed"),
+        (">= 1", 3.3, "met"),
+        (">0.5", 0.4, "missed"),
+        (None, 2.0, "info"),
+        ("<= 1", None, "info"),
+    ],
+)
 def test_verdict(target, value, verdict):
     assert B.verdict(value, target) == verdict
 
@@ -103,7 +113,7 @@ def test_write_file_sha_matches_content(tmp_path):
         data = f.read()
     assert len(data) == 3 * B.MIB + 17 and hashlib.sha256(data).hexdigest() == sha
     # Different MiB blocks differ (no run a deduplicating medium could shortcut).
-    assert data[:B.MIB] != data[B.MIB:2 * B.MIB]
+    assert data[: B.MIB] != data[B.MIB : 2 * B.MIB]
 
 
 def test_make_bundle_and_manifest(tmp_path):

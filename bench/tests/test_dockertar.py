@@ -1,4 +1,5 @@
 """Generated docker-save tars are what they claim: valid tars, the expected image ID, real layer digests."""
+
 import hashlib
 import io
 import json

@@ -1,5 +1,6 @@
 """Bench `front`: statistics, the ABBA schedule, the host's haproxy.cfg parsing and the stdlib SSE client against
 the CI stand-ins (no docker, no simulated host)."""
+
 import threading
 from http.server import ThreadingHTTPServer
 
@@ -88,8 +89,9 @@ def test_stdlib_client_through_the_relay():
     threading.Thread(target=relay.serve_forever, daemon=True).start()
     try:
         for port in (engine.server_address[1], relay.server_address[1]):
-            r = front.run_round("http://127.0.0.1:%d/v1" % port, "k", concurrency=2, requests=4, max_tokens=5,
-                                use_openai=False)
+            r = front.run_round(
+                "http://127.0.0.1:%d/v1" % port, "k", concurrency=2, requests=4, max_tokens=5, use_openai=False
+            )
             assert r["errors"] == 0, r["error_samples"]
             assert r["tokens"] == 20 and len(r["ttft"]) == 4 and r["model"] == "stand-in"
             assert sorted(r["first"]) == [False, False, True, True]  # two workers, each opened one connection
@@ -100,6 +102,7 @@ def test_stdlib_client_through_the_relay():
 
 
 def test_a_failing_request_is_counted_not_raised():
-    r = front.run_round("http://127.0.0.1:9/v1", "k", model="m", concurrency=1, requests=2, max_tokens=2,
-                        timeout=2, use_openai=False)
+    r = front.run_round(
+        "http://127.0.0.1:9/v1", "k", model="m", concurrency=1, requests=2, max_tokens=2, timeout=2, use_openai=False
+    )
     assert r["errors"] == 2 and r["tokens"] == 0 and r["ttft"] == [] and r["error_samples"]

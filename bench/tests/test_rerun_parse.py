@@ -1,4 +1,5 @@
 """The profile_tasks parsing of bench `rerun`, on the recorded fixtures and on edge cases."""
+
 import os
 
 import pytest
@@ -51,8 +52,15 @@ def test_hours_dashes_in_names_and_ignored_lines():
     assert r["total_s"] == pytest.approx(3723.5)
     assert r["tasks"][0] == ("vllm_service : Wait for /health - vLLM loads the model --- 2", 61.2)
     assert r["tasks"][1] == ("bundle : Stage the bundle artifacts", 1.5)
-    assert r["hosts"]["airgap-kylin-sim"] == {"ok": 120, "changed": 0, "unreachable": 0, "failed": 0,
-                                              "skipped": 31, "rescued": 0, "ignored": 1}
+    assert r["hosts"]["airgap-kylin-sim"] == {
+        "ok": 120,
+        "changed": 0,
+        "unreachable": 0,
+        "failed": 0,
+        "skipped": 31,
+        "rescued": 0,
+        "ignored": 1,
+    }
 
 
 def test_no_summary_is_an_error():
@@ -64,8 +72,10 @@ def test_simulate_runs_with_profile_tasks_on(tmp_path, monkeypatch):
     """The full mode's runner (never the real tests/simulate here): callbacks enabled, output kept."""
     monkeypatch.setenv("ANSIBLE_CALLBACKS_ENABLED", "ansible.posix.timer")
     script = tmp_path / "fake-simulate"
-    script.write_text('echo "callbacks=$ANSIBLE_CALLBACKS_ENABLED limit=$PROFILE_TASKS_TASK_OUTPUT_LIMIT"\n'
-                      'cat "%s"\n' % os.path.join(FIX, "profile_tasks-first.txt"))
+    script.write_text(
+        'echo "callbacks=$ANSIBLE_CALLBACKS_ENABLED limit=$PROFILE_TASKS_TASK_OUTPUT_LIMIT"\n'
+        'cat "%s"\n' % os.path.join(FIX, "profile_tasks-first.txt")
+    )
     log = str(tmp_path / "first.log")
     text = rerun.simulate(log, command=("bash", str(script)))
     assert "callbacks=ansible.posix.timer,ansible.posix.profile_tasks limit=all" in text

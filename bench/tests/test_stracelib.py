@@ -1,4 +1,5 @@
 """strace -f -y parsing of bench `medium` (controller-side staging): reads attributed to paths."""
+
 import stracelib as S
 
 TRACE = """\

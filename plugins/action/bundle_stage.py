@@ -52,12 +52,23 @@ SSH_OTHER_ARGS = ("ssh_common_args", "ssh_extra_args", "sftp_extra_args", "scp_e
 
 
 class ActionModule(ActionBase):
-
     # The upload directory is made only when there is something to send (a converged target costs one
     # module run, no mkdir and rm round trips); ActionBase would make it before every run otherwise.
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("src", "dest", "remote_src", "manifest", "artifacts", "stamp_file", "log_path",
-                             "chunk_size", "mode", "min_free_bytes"))
+    _VALID_ARGS = frozenset(
+        (
+            "src",
+            "dest",
+            "remote_src",
+            "manifest",
+            "artifacts",
+            "stamp_file",
+            "log_path",
+            "chunk_size",
+            "mode",
+            "min_free_bytes",
+        )
+    )
 
     def _module(self, args, task_vars):
         res = self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars)
@@ -91,20 +102,33 @@ class ActionModule(ActionBase):
         log_path = os.path.expanduser(log_path) if log_path else None
         if log_path and not os.access(os.path.dirname(log_path) or ".", os.W_OK):
             log_path = None
-        common = dict(src=src, dest=args["dest"], stamp_file=args.get("stamp_file",
-                      "/var/cache/airgap-vllm/stage-stamps.json"), mode=args.get("mode", "0644"),
-                      min_free_bytes=int(args.get("min_free_bytes") or 0),
-                      artifacts=[dict(path=e["path"], size=e["size"], sha256=e["sha256"]) for e in entries])
+        common = dict(
+            src=src,
+            dest=args["dest"],
+            stamp_file=args.get("stamp_file", "/var/cache/airgap-vllm/stage-stamps.json"),
+            mode=args.get("mode", "0644"),
+            min_free_bytes=int(args.get("min_free_bytes") or 0),
+            artifacts=[dict(path=e["path"], size=e["size"], sha256=e["sha256"]) for e in entries],
+        )
         if common["stamp_file"] is None:
             common["stamp_file"] = "/var/cache/airgap-vllm/stage-stamps.json"
 
         try:
             probe = self._module(dict(common, _op="probe"), task_vars)["files"]
             todo = [p for p in probe if p["state"] != "current"]
-            files = dict((p["path"], {"path": p["path"], "state": "current", "bytes_copied": 0,
-                                      "resumed_from": 0,
-                                      "restarted_stale_part": bool(p.get("restarted_stale_part"))})
-                         for p in probe)
+            files = dict(
+                (
+                    p["path"],
+                    {
+                        "path": p["path"],
+                        "state": "current",
+                        "bytes_copied": 0,
+                        "resumed_from": 0,
+                        "restarted_stale_part": bool(p.get("restarted_stale_part")),
+                    },
+                )
+                for p in probe
+            )
             # Nothing to send (every file current): no commit round trip.
             if self._play_context.check_mode or not todo:
                 for p in todo:
@@ -120,14 +144,19 @@ class ActionModule(ActionBase):
                 self._make_tmp_path()
             for path, out in self._send_all(src, todo, by_path, chunk_size, log_path, common, task_vars).items():
                 files[path].update(out)
-            commit = self._execute_module(module_name=MODULE, module_args=dict(common, _op="commit"),
-                                          task_vars=task_vars)
+            commit = self._execute_module(
+                module_name=MODULE, module_args=dict(common, _op="commit"), task_vars=task_vars
+            )
             if commit.get("failed"):
                 for f in commit.get("files", []):
                     if f["path"] in files:
                         files[f["path"]]["state"] = f["state"]
-                result.update(failed=True, msg=commit.get("msg"), files=list(files.values()),
-                              bytes_copied=sum(f["bytes_copied"] for f in files.values()))
+                result.update(
+                    failed=True,
+                    msg=commit.get("msg"),
+                    files=list(files.values()),
+                    bytes_copied=sum(f["bytes_copied"] for f in files.values()),
+                )
                 return result
         finally:
             self._remove_tmp_path(self._connection._shell.tmpdir)
@@ -158,16 +187,21 @@ class ActionModule(ActionBase):
     def _check_source(src, f):
         path = os.path.join(src, f["path"])
         if os.path.islink(path) and not os.path.exists(path):
-            raise AnsibleActionFail("bundle file %s is a dangling symlink (to %s): copy the real file "
-                                    "into the bundle" % (path, os.readlink(path)))
+            raise AnsibleActionFail(
+                "bundle file %s is a dangling symlink (to %s): copy the real file "
+                "into the bundle" % (path, os.readlink(path))
+            )
         if not os.path.exists(path):
             raise AnsibleActionFail("bundle file %s is missing: copy it into the bundle again" % path)
         if not os.path.isfile(path):
-            raise AnsibleActionFail("bundle file %s is not a regular file (a directory?): the manifest "
-                                    "lists a file there; rebuild the bundle" % path)
+            raise AnsibleActionFail(
+                "bundle file %s is not a regular file (a directory?): the manifest "
+                "lists a file there; rebuild the bundle" % path
+            )
         if os.path.getsize(path) != f["size"]:
-            raise AnsibleActionFail("bundle file %s: size %d, manifest says %d" % (
-                f["path"], os.path.getsize(path), f["size"]))
+            raise AnsibleActionFail(
+                "bundle file %s: size %d, manifest says %d" % (f["path"], os.path.getsize(path), f["size"])
+            )
 
     def _send_all(self, src, todo, by_path, chunk_size, log_path, common, task_vars):
         """Stream every file from its probe offset as one sequence of chunks; each medium byte is read once."""
@@ -184,13 +218,16 @@ class ActionModule(ActionBase):
             if state["segments"]:
                 self._put_chunk(local_chunk, remote_chunk)
                 self._fixup_perms2((self._connection._shell.tmpdir, remote_chunk))
-                res = self._module(dict(common, _op="append", _chunk=remote_chunk, _segments=state["segments"]),
-                                   task_vars)
+                res = self._module(
+                    dict(common, _op="append", _chunk=remote_chunk, _segments=state["segments"]), task_vars
+                )
                 for seg in state["segments"]:
                     want = seg["offset"] + seg["length"]
                     if not seg.get("cut") and res["part_sizes"].get(seg["path"]) != want:
-                        raise AnsibleActionFail("%s: the target's part is at %s bytes, expected %d" % (
-                            seg["path"], res["part_sizes"].get(seg["path"]), want))
+                        raise AnsibleActionFail(
+                            "%s: the target's part is at %s bytes, expected %d"
+                            % (seg["path"], res["part_sizes"].get(seg["path"]), want)
+                        )
                     prog = progress.get(seg["path"])
                     if prog is not None and seg["length"]:
                         prog.update(seg["length"])
@@ -224,15 +261,16 @@ class ActionModule(ActionBase):
                                 got += n
                         except PartError as e:
                             # Send what is buffered, then cut the target's .part back to where the bad part starts.
-                            state["segments"].append({"path": p["path"], "offset": e.offset, "length": 0,
-                                                      "cut": True})
+                            state["segments"].append({"path": p["path"], "offset": e.offset, "length": 0, "cut": True})
                             flush()
                             prog.message("BAD PART: %s" % e)
-                            raise AnsibleActionFail("bundle file %s: %s; the parts before it stay staged" % (
-                                p["path"], e))
+                            raise AnsibleActionFail(
+                                "bundle file %s: %s; the parts before it stay staged" % (p["path"], e)
+                            )
                         if got != want:
-                            raise AnsibleActionFail("%s ended at %d bytes, manifest says %d" % (
-                                p["path"], offset + got, size))
+                            raise AnsibleActionFail(
+                                "%s ended at %d bytes, manifest says %d" % (p["path"], offset + got, size)
+                            )
                         state["out"].write(view[:got])
                         last = state["segments"][-1] if state["segments"] else None
                         if last and last["path"] == p["path"] and last["offset"] + last["length"] == offset:

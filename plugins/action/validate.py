@@ -28,7 +28,12 @@ from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest impor
     medium_size,
 )
 from ansible_collections.airgap.vllm.plugins.module_utils._fabric_manager import decision, normalize_setting
-from ansible_collections.airgap.vllm.plugins.module_utils._services import HOST_VALUES, resolve, service_advisories, service_problems
+from ansible_collections.airgap.vllm.plugins.module_utils._services import (
+    HOST_VALUES,
+    resolve,
+    service_advisories,
+    service_problems,
+)
 from ansible_collections.airgap.vllm.plugins.module_utils._validate import (
     STAGES,
     Problem,
@@ -70,7 +75,6 @@ def load_role_options(roles_dir=ROLES_DIR, roles=None):
 
 
 class ActionModule(ActionBase):
-
     _supports_check_mode = True
     _VALID_ARGS = frozenset(("roles", "stages", "skip", "manage_driver", "hints", "check_connection"))
 
@@ -110,16 +114,20 @@ class ActionModule(ActionBase):
         if "bundle" not in stages or effective("bundle_source", values, options) != "controller":
             return None, []
         try:
-            res = self._execute_module(module_name="airgap.vllm.host_info", module_args=dict(docker=False, pci=True),
-                                       task_vars=task_vars)
+            res = self._execute_module(
+                module_name="airgap.vllm.host_info", module_args=dict(docker=False, pci=True), task_vars=task_vars
+            )
         except AnsibleError:
             return None, []
         if res.get("failed") or res.get("unreachable"):
             return None, []
         fabric = decision(setting, res.get("pci"))
         if fabric["needed"] is None:
-            return fabric, [Problem("nvidia_driver_fabric_manager", describe_got(raw), "true or false on this host: "
-                                    + fabric["reason"])]
+            return fabric, [
+                Problem(
+                    "nvidia_driver_fabric_manager", describe_got(raw), "true or false on this host: " + fabric["reason"]
+                )
+            ]
         return fabric, []
 
     def _bundle(self, values, options, stages, manage_driver, hint, fabric=None):
@@ -131,18 +139,36 @@ class ActionModule(ActionBase):
         raw = values.get("bundle_path", "")
         path = os.path.expanduser(str(raw or ""))
         if not path:
-            return [Problem("bundle_path", describe_got(raw),
-                            "the bundle root on the controller, the directory holding manifest.yml", hint)]
+            return [
+                Problem(
+                    "bundle_path",
+                    describe_got(raw),
+                    "the bundle root on the controller, the directory holding manifest.yml",
+                    hint,
+                )
+            ]
         manifest = os.path.join(path, "manifest.yml")
         if not os.path.isfile(manifest):
             what = "no such directory" if not os.path.isdir(path) else "no manifest.yml in it"
-            return [Problem("bundle_path", "%r: %s" % (raw, what),
-                            "the bundle root on the controller, the directory holding manifest.yml", hint)]
+            return [
+                Problem(
+                    "bundle_path",
+                    "%r: %s" % (raw, what),
+                    "the bundle root on the controller, the directory holding manifest.yml",
+                    hint,
+                )
+            ]
         try:
             entries = load_manifest(manifest)
         except BundleError as e:
-            return [Problem("bundle_path", describe_got(raw), "a bundle with a readable manifest (%s)" % to_text(e),
-                            "Rebuild the bundle with playbooks/bundle_build.yml")]
+            return [
+                Problem(
+                    "bundle_path",
+                    describe_got(raw),
+                    "a bundle with a readable manifest (%s)" % to_text(e),
+                    "Rebuild the bundle with playbooks/bundle_build.yml",
+                )
+            ]
         kinds = effective("bundle_stage_kinds", values, options) or []
         staged = [e for e in entries if e.get("kind") in kinds]
         present = {}
@@ -171,8 +197,13 @@ class ActionModule(ActionBase):
         if connection in DOCKER_CONNECTIONS:
             name = self._templar.template(task_vars.get("ansible_host", host))
             try:
-                status = subprocess.run(["docker", "inspect", "-f", "{{.State.Status}}", name],
-                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=30, check=False)
+                status = subprocess.run(
+                    ["docker", "inspect", "-f", "{{.State.Status}}", name],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    timeout=30,
+                    check=False,
+                )
                 state = to_text(status.stdout).strip() if status.returncode == 0 else None
             except (OSError, subprocess.SubprocessError):
                 state = "unknown (docker cannot be asked on the controller)"
@@ -211,14 +242,19 @@ class ActionModule(ActionBase):
         raw_services = self._value(task_vars, "airgap_vllm_services")
         if "vllm_service" in stages and raw_services not in (_MISSING, None):
             try:
-                resolved = resolve(raw_services, dict((n, effective(n, values, options)) for n in HOST_VALUES))["services"]
+                resolved = resolve(raw_services, dict((n, effective(n, values, options)) for n in HOST_VALUES))[
+                    "services"
+                ]
             except ValueError:
                 resolved = None  # service_problems below reports what is wrong with the list
         bad = set(base_variable(p.variable) for p in problems)
         clean = dict((k, v) for k, v in values.items() if k not in bad)
         # A rule about a variable the playbook wires itself (skip) is the playbook's to keep.
-        problems.extend(p for p in cross_role_problems(stages, clean, options, manage_driver, services=resolved)
-                        if p.variable not in bad and p.variable not in skip)
+        problems.extend(
+            p
+            for p in cross_role_problems(stages, clean, options, manage_driver, services=resolved)
+            if p.variable not in bad and p.variable not in skip
+        )
         fabric, fabric_problems = self._fabric_manager(task_vars, clean, options, stages, manage_driver)
         problems.extend(fabric_problems)
         problems.extend(self._bundle(clean, options, stages, manage_driver, hints.get("bundle_path", ""), fabric))
@@ -230,15 +266,24 @@ class ActionModule(ActionBase):
                 host_values = dict((n, effective(n, clean, options)) for n in HOST_VALUES)
                 problems.extend(service_problems(services, host_values, options))
                 warnings.extend(service_advisories(services))
-            wanted = ("ansible_host", "ansible_port", "vllm_service_port", "vllm_service_name", "vllm_service_extra_env")
+            wanted = (
+                "ansible_host",
+                "ansible_port",
+                "vllm_service_port",
+                "vllm_service_name",
+                "vllm_service_extra_env",
+            )
             machines = {}
             for other in task_vars.get("ansible_play_hosts_all") or [host]:
                 hv = clean if other == host else self._other_host(task_vars, other, wanted)
                 if hv is None:
                     continue
                 if other == host:
-                    hv = dict(hv, ansible_host=self._value(task_vars, "ansible_host"),
-                              ansible_port=self._value(task_vars, "ansible_port"))
+                    hv = dict(
+                        hv,
+                        ansible_host=self._value(task_vars, "ansible_host"),
+                        ansible_port=self._value(task_vars, "ansible_port"),
+                    )
                 address = hv.get("ansible_host")
                 address = other if address in (None, _MISSING, "") else address
                 port = hv.get("ansible_port")
@@ -246,12 +291,15 @@ class ActionModule(ActionBase):
                     machine="%s:%s" % (address, port) if port not in (None, _MISSING, "") else address,
                     port=effective("vllm_service_port", hv, options),
                     name=effective("vllm_service_name", hv, options),
-                    gpus=gpu_set(effective("vllm_service_extra_env", hv, options)))
+                    gpus=gpu_set(effective("vllm_service_extra_env", hv, options)),
+                )
             problems.extend(shared_machine_problems(machines).get(host, []))
 
         prefixes = sorted(role_options)
-        warnings.extend("%s is set but no role reads it%s" % (name, "; did you mean %s?" % close if close else "")
-                        for name, close in misspelled(options, list(task_vars), prefixes))
+        warnings.extend(
+            "%s is set but no role reads it%s" % (name, "; did you mean %s?" % close if close else "")
+            for name, close in misspelled(options, list(task_vars), prefixes)
+        )
         # A variable of a removed feature (the whole-port metrics exposure): refused, naming what replaces it.
         problems.extend(removed_problems(task_vars))
         if warnings:
@@ -266,5 +314,7 @@ class ActionModule(ActionBase):
             result["msg"] = format_report(host, problems)
         else:
             result["msg"] = "%d variables of %d roles checked; the cross-role rules hold" % (
-                len(values), len(role_options))
+                len(values),
+                len(role_options),
+            )
         return result

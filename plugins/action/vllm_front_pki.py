@@ -26,6 +26,7 @@ try:
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
     HAS_CRYPTOGRAPHY = True
 except ImportError:  # pragma: no cover - ansible-core requires it
     HAS_CRYPTOGRAPHY = False
@@ -49,8 +50,9 @@ def _write(path, data, mode):
 
 
 def _key_pem(key):
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def _not_after(cert):
@@ -109,17 +111,38 @@ def ensure_ca(directory, now=None):
             key = serialization.load_pem_private_key(handle.read(), password=None)
         return key, cert, False
     key = ec.generate_private_key(ec.SECP384R1())
-    name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, u"airgap.vllm site"),
-                      x509.NameAttribute(NameOID.COMMON_NAME, u"airgap.vllm site CA")])
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=CA_DAYS))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
-                                         data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
-                                         encipher_only=False, decipher_only=False), critical=True)
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-            .sign(key, hashes.SHA256()))
+    name = x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "airgap.vllm site"),
+            x509.NameAttribute(NameOID.COMMON_NAME, "airgap.vllm site CA"),
+        ]
+    )
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=CA_DAYS))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
     _write(key_path, _key_pem(key), 0o600)
     _write(cert_path, cert.public_bytes(serialization.Encoding.PEM), 0o644)
     return key, cert, True
@@ -132,16 +155,20 @@ def issue(ca_key, ca_cert, host, names, now=None):
         raise ValueError("no address or name for the certificate of %s" % host)
     key = ec.generate_private_key(ec.SECP256R1())
     sans = [x509.DNSName(d) for d in dns] + [x509.IPAddress(i) for i in ips]
-    cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, (dns[0] if dns else str(ips[0]))[:64])]))
-            .issuer_name(ca_cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(min(now + datetime.timedelta(days=SERVER_DAYS), _not_after(ca_cert)))
-            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-            .sign(ca_key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, (dns[0] if dns else str(ips[0]))[:64])]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(min(now + datetime.timedelta(days=SERVER_DAYS), _not_after(ca_cert)))
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
     return key, cert
 
 
@@ -177,9 +204,13 @@ def ensure(directory, host, names, renew_days=30, check=False, now=None):
         if ca_new and not reason:
             reason = "new site CA"
     ips, dns = wanted_names(names)
-    return dict(out, changed=bool(reason), reason=reason,
-                not_after=_not_after(cert).isoformat() + "Z" if cert is not None and not (reason and check) else None,
-                names=[str(i) for i in ips] + dns)
+    return dict(
+        out,
+        changed=bool(reason),
+        reason=reason,
+        not_after=_not_after(cert).isoformat() + "Z" if cert is not None and not (reason and check) else None,
+        names=[str(i) for i in ips] + dns,
+    )
 
 
 class ActionModule(ActionBase):
@@ -189,15 +220,24 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         if not HAS_CRYPTOGRAPHY:
-            raise AnsibleActionFail("the cryptography package (an ansible-core dependency) is not importable on the "
-                                    "control node: install it, or give vllm_front_tls_cert and vllm_front_tls_key")
+            raise AnsibleActionFail(
+                "the cryptography package (an ansible-core dependency) is not importable on the "
+                "control node: install it, or give vllm_front_tls_cert and vllm_front_tls_key"
+            )
         args = self._task.args
         host = str(args.get("host") or (task_vars or {}).get("inventory_hostname"))
         names = list(args.get("names") or []) + [host]
         try:
             renew = int(args.get("renew_days", 30))
-            result.update(ensure(str(args.get("dir") or "~/.airgap-vllm/pki"), host, names, renew,
-                                 check=bool(self._play_context.check_mode)))
+            result.update(
+                ensure(
+                    str(args.get("dir") or "~/.airgap-vllm/pki"),
+                    host,
+                    names,
+                    renew,
+                    check=bool(self._play_context.check_mode),
+                )
+            )
         except (ValueError, OSError) as exc:
             raise AnsibleActionFail("site CA in %s: %s" % (args.get("dir"), exc))
         return result

@@ -94,8 +94,9 @@ def format_table(rows):
         return []
     table = [HEADER] + [tuple(row) for row in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(HEADER) - 1)]
-    return ["  ".join([cell.ljust(width) for cell, width in zip(row[:-1], widths)] + [row[-1]]).rstrip()
-            for row in table]
+    return [
+        "  ".join([cell.ljust(width) for cell, width in zip(row[:-1], widths)] + [row[-1]]).rstrip() for row in table
+    ]
 
 
 class CallbackModule(CallbackBase):
@@ -127,8 +128,9 @@ class CallbackModule(CallbackBase):
         if not states:
             return
         # A failure a rescue caught is not one: only hosts the recap counts as failed or unreachable.
-        failed = dict((host, task) for host, task in self._failed_at.items()
-                      if stats.failures.get(host) or stats.dark.get(host))
+        failed = dict(
+            (host, task) for host, task in self._failed_at.items() if stats.failures.get(host) or stats.dark.get(host)
+        )
         check_mode = bool(context.CLIARGS.get("check"))
         self._display.banner("NVIDIA DRIVER")
         for line in format_table(driver_rows(list(stats.processed), states, failed, check_mode)):

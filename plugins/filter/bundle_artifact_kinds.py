@@ -4,6 +4,7 @@
 """The artifact kinds a bundle takes and the artifacts of another kind (module_utils/_bundle_pack.py, kind_check)."""
 
 from __future__ import absolute_import, division, print_function
+
 __metaclass__ = type
 
 DOCUMENTATION = r'''

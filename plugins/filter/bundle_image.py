@@ -4,6 +4,7 @@
 """The bundle's staged image artifact of the engine or of the front door, by name (module_utils/_bundle_images.py)."""
 
 from __future__ import absolute_import, division, print_function
+
 __metaclass__ = type
 
 DOCUMENTATION = r'''

@@ -4,6 +4,7 @@
 """The firewalld rich-rule plan of module_utils/_expose.py (the vllm_service role removes the retired metrics exposure's rules with it)."""
 
 from __future__ import absolute_import, division, print_function
+
 __metaclass__ = type
 
 DOCUMENTATION = r'''

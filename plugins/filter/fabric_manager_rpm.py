@@ -4,6 +4,7 @@
 """The Fabric Manager RPM the nvidia_driver role installs (module_utils/_fabric_manager.py, rpm_choice)."""
 
 from __future__ import absolute_import, division, print_function
+
 __metaclass__ = type
 
 DOCUMENTATION = r'''

@@ -4,6 +4,7 @@
 """Is the host's HAProxy new enough for the front door (module_utils/_front.py version_ok)."""
 
 from __future__ import absolute_import, division, print_function
+
 __metaclass__ = type
 
 DOCUMENTATION = r'''

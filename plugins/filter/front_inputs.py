@@ -4,6 +4,7 @@
 """The front door's per-service inputs (module_utils/_front.py front_inputs): ports, clients as key hashes, limits."""
 
 from __future__ import absolute_import, division, print_function
+
 __metaclass__ = type
 
 DOCUMENTATION = r'''

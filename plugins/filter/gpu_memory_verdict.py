@@ -4,6 +4,7 @@
 """Filters that expose preflight decisions (plugins/module_utils/_preflight.py) to the roles."""
 
 from __future__ import absolute_import, division, print_function
+
 __metaclass__ = type
 
 DOCUMENTATION = r'''

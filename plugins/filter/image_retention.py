@@ -4,6 +4,7 @@
 """Which earlier vLLM images go after an upgrade (module_utils/_versions.py image_retention)."""
 
 from __future__ import absolute_import, division, print_function
+
 __metaclass__ = type
 
 DOCUMENTATION = r'''

@@ -4,6 +4,7 @@
 """Filter naming the probes a preflight pass needs (plugins/module_utils/_preflight.py)."""
 
 from __future__ import absolute_import, division, print_function
+
 __metaclass__ = type
 
 DOCUMENTATION = r'''

@@ -4,6 +4,7 @@
 """Filter that runs every preflight decision (plugins/module_utils/_preflight.py) on what the role gathered."""
 
 from __future__ import absolute_import, division, print_function
+
 __metaclass__ = type
 
 DOCUMENTATION = r'''

@@ -4,6 +4,7 @@
 """Each service's recorded plan from the plan stage's records (module_utils/_services.py recorded_plans)."""
 
 from __future__ import absolute_import, division, print_function
+
 __metaclass__ = type
 
 DOCUMENTATION = r'''

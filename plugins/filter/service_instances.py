@@ -4,6 +4,7 @@
 """The vLLM services of a host (module_utils/_services.py resolve)."""
 
 from __future__ import absolute_import, division, print_function
+
 __metaclass__ = type
 
 DOCUMENTATION = r'''

@@ -4,6 +4,7 @@
 """Each vLLM service's variables for the roles that loop over the services (module_utils/_services.py)."""
 
 from __future__ import absolute_import, division, print_function
+
 __metaclass__ = type
 
 DOCUMENTATION = r'''

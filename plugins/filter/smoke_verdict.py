@@ -4,6 +4,7 @@
 """Verdict on the service's smoke-test completion (module_utils/_smoke.py)."""
 
 from __future__ import absolute_import, division, print_function
+
 __metaclass__ = type
 
 DOCUMENTATION = r'''

@@ -4,6 +4,7 @@
 """What Docker's daemon.json should become for the nvidia runtime (module_utils/_docker_daemon.py)."""
 
 from __future__ import absolute_import, division, print_function
+
 __metaclass__ = type
 
 DOCUMENTATION = r'''
@@ -77,10 +78,26 @@ _value:
 from ansible_collections.airgap.vllm.plugins.module_utils._docker_daemon import plan
 
 
-def toolkit_daemon_plan(daemon_json, set_as_default=False, docker=None, rpms=None, packages=None, version='',
-                        path='/etc/docker/daemon.json', remove=False):
-    return plan(daemon_json, set_as_default=bool(set_as_default), docker=docker or {}, rpms=rpms or {},
-                packages=list(packages or []), version=version or '', path=path, remove=bool(remove))
+def toolkit_daemon_plan(
+    daemon_json,
+    set_as_default=False,
+    docker=None,
+    rpms=None,
+    packages=None,
+    version='',
+    path='/etc/docker/daemon.json',
+    remove=False,
+):
+    return plan(
+        daemon_json,
+        set_as_default=bool(set_as_default),
+        docker=docker or {},
+        rpms=rpms or {},
+        packages=list(packages or []),
+        version=version or '',
+        path=path,
+        remove=bool(remove),
+    )
 
 
 class FilterModule(object):

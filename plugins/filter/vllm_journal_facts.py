@@ -4,6 +4,7 @@
 """vLLM's own start-up numbers from its log (module_utils/_plan_confirm_parse.py parse_journal)."""
 
 from __future__ import absolute_import, division, print_function
+
 __metaclass__ = type
 
 DOCUMENTATION = r'''

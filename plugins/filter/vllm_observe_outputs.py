@@ -4,6 +4,7 @@
 """The vllm_observe role's controller files (module_utils/_observe.py role_outputs): plan rules and scrape targets."""
 
 from __future__ import absolute_import, division, print_function
+
 __metaclass__ = type
 
 DOCUMENTATION = r'''
@@ -76,11 +77,22 @@ from ansible_collections.airgap.vllm.plugins.module_utils._front import FrontErr
 from ansible_collections.airgap.vllm.plugins.module_utils._observe import ObserveError, role_outputs
 
 
-def vllm_observe_outputs(services, host, address, node_port, instances=None, loadchecks=None, front=None,
-                         overrides=None, thresholds=None, dcgm_port=0):
+def vllm_observe_outputs(
+    services,
+    host,
+    address,
+    node_port,
+    instances=None,
+    loadchecks=None,
+    front=None,
+    overrides=None,
+    thresholds=None,
+    dcgm_port=0,
+):
     try:
-        return role_outputs(host, address, node_port, services, instances, loadchecks, front, overrides, thresholds,
-                            int(dcgm_port or 0))
+        return role_outputs(
+            host, address, node_port, services, instances, loadchecks, front, overrides, thresholds, int(dcgm_port or 0)
+        )
     except (ObserveError, FrontError, TypeError, ValueError) as exc:
         raise AnsibleFilterError('vllm_observe: %s' % exc)
 

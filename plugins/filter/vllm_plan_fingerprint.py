@@ -4,6 +4,7 @@
 """The fingerprint of a launch plan (what it puts into the unit) (module_utils/_plan_confirm.py plan_fingerprint)."""
 
 from __future__ import absolute_import, division, print_function
+
 __metaclass__ = type
 
 DOCUMENTATION = r'''

@@ -4,6 +4,7 @@
 """The service's last good record with vLLM's refusal of a plan noted (module_utils/_plan_confirm.py refusal_record)."""
 
 from __future__ import absolute_import, division, print_function
+
 __metaclass__ = type
 
 DOCUMENTATION = r'''

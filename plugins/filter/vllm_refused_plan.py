@@ -4,6 +4,7 @@
 """Is this plan one vLLM already refused on this host (module_utils/_plan_confirm.py refused_plan_check)."""
 
 from __future__ import absolute_import, division, print_function
+
 __metaclass__ = type
 
 DOCUMENTATION = r'''

@@ -4,6 +4,7 @@
 """The vLLM release an image says it is, and the known release whose rules plan for it (module_utils/_plan_common)."""
 
 from __future__ import absolute_import, division, print_function
+
 __metaclass__ = type
 
 DOCUMENTATION = r'''

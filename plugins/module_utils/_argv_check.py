@@ -87,7 +87,7 @@ def check_options(docker_options, seccomp_path=None):
         else:
             continue
         name = re.split(r"[=:]", value, maxsplit=1)[0]
-        if seccomp_path and name == "seccomp" and value[len(name) + 1:] != "unconfined":
+        if seccomp_path and name == "seccomp" and value[len(name) + 1 :] != "unconfined":
             value = "seccomp=%s" % seccomp_path
         out += ["--security-opt", value]
     return out
@@ -97,8 +97,12 @@ def check_command(image_id, argv, script, python="python3", docker_options=(), s
     """``docker`` arguments of the throwaway check container: no network, removed at exit, the image's own python
     running parse_argv.py (``-c``) in its one-case mode on argv; the image's entry point is not run (an image whose
     entry point is broken is still judged by its parser; it fails later, at the start)."""
-    return (["run", "--rm", "--network", "none"] + check_options(docker_options, seccomp_path)
-            + ["--entrypoint", python, str(image_id), "-c", script, "-"] + [str(a) for a in argv])
+    return (
+        ["run", "--rm", "--network", "none"]
+        + check_options(docker_options, seccomp_path)
+        + ["--entrypoint", python, str(image_id), "-c", script, "-"]
+        + [str(a) for a in argv]
+    )
 
 
 def parse_output(stdout):
@@ -106,14 +110,16 @@ def parse_output(stdout):
     for line in reversed(str(stdout or "").splitlines()):
         if line.startswith(MARKER + " "):
             try:
-                out = json.loads(line[len(MARKER) + 1:])
+                out = json.loads(line[len(MARKER) + 1 :])
             except ValueError:
                 break
             if isinstance(out, list):
                 return out
             break
-    raise ValueError("the argv check printed no %s line (the image's python3 or vLLM parser did not run): %s"
-                     % (MARKER, str(stdout or "")[-400:]))
+    raise ValueError(
+        "the argv check printed no %s line (the image's python3 or vLLM parser did not run): %s"
+        % (MARKER, str(stdout or "")[-400:])
+    )
 
 
 def refused_flags(error, argv=()):
@@ -148,33 +154,65 @@ def verdict(stdout, release, image_id, argv, rc=0, stderr=""):
         results = parse_output(stdout)
     except ValueError as exc:
         tail = str(stderr or "").strip()[-400:]
-        return {"ok": False, "checked": False, "release": release or None, "flags": [], "error": str(exc),
-                "message": "vLLM %s (image %s): the argv check did not run (rc %s): %s%s"
-                           % (release or "of unknown release", image_id, rc, exc,
-                              (" / stderr: " + tail) if tail else "")}
+        return {
+            "ok": False,
+            "checked": False,
+            "release": release or None,
+            "flags": [],
+            "error": str(exc),
+            "message": "vLLM %s (image %s): the argv check did not run (rc %s): %s%s"
+            % (release or "of unknown release", image_id, rc, exc, (" / stderr: " + tail) if tail else ""),
+        }
     case = next((r for r in results if isinstance(r, dict) and r.get("id") == "plan"), None)
     if case is None:
-        return {"ok": False, "checked": False, "release": release or None, "flags": [],
-                "error": "no result for the plan",
-                "message": "vLLM %s (image %s): the argv check returned no result for the plan"
-                           % (release or "of unknown release", image_id)}
+        return {
+            "ok": False,
+            "checked": False,
+            "release": release or None,
+            "flags": [],
+            "error": "no result for the plan",
+            "message": "vLLM %s (image %s): the argv check returned no result for the plan"
+            % (release or "of unknown release", image_id),
+        }
     release = release or case.get("vllm") or None
     if case.get("ok") is None and case.get("unchecked"):
-        return {"ok": None, "checked": False, "release": release, "flags": [], "error": str(case.get("error") or ""),
-                "message": "vLLM %s (image %s): the argv was NOT checked: the image has no vLLM argument parser this "
-                           "check can import (%s); a refused flag shows only at the start"
-                           % (release or "of unknown release", image_id, str(case.get("error") or "?")[-200:])}
+        return {
+            "ok": None,
+            "checked": False,
+            "release": release,
+            "flags": [],
+            "error": str(case.get("error") or ""),
+            "message": "vLLM %s (image %s): the argv was NOT checked: the image has no vLLM argument parser this "
+            "check can import (%s); a refused flag shows only at the start"
+            % (release or "of unknown release", image_id, str(case.get("error") or "?")[-200:]),
+        }
     if case.get("ok"):
-        return {"ok": True, "checked": True, "release": release, "flags": [], "error": None,
-                "message": "vLLM %s (image %s) accepts the plan's argv" % (release or "of unknown release", image_id)}
+        return {
+            "ok": True,
+            "checked": True,
+            "release": release,
+            "flags": [],
+            "error": None,
+            "message": "vLLM %s (image %s) accepts the plan's argv" % (release or "of unknown release", image_id),
+        }
     error = str(case.get("error") or "")
     flags = refused_flags(error, argv)
-    return {"ok": False, "checked": True, "release": release, "flags": flags, "error": error[-600:],
-            "message": "vLLM %s (image %s) refuses the plan's argv%s: %s. The running service was not touched; "
-                       "drop or rename the flag (vllm_plan_extra_args / vllm_plan_override_flags, or a planner "
-                       "rule for this release)" % (release or "of unknown release", image_id,
-                                                   (" at " + ", ".join(flags)) if flags else "",
-                                                   error.strip().splitlines()[-1][-300:] if error.strip() else "?")}
+    return {
+        "ok": False,
+        "checked": True,
+        "release": release,
+        "flags": flags,
+        "error": error[-600:],
+        "message": "vLLM %s (image %s) refuses the plan's argv%s: %s. The running service was not touched; "
+        "drop or rename the flag (vllm_plan_extra_args / vllm_plan_override_flags, or a planner "
+        "rule for this release)"
+        % (
+            release or "of unknown release",
+            image_id,
+            (" at " + ", ".join(flags)) if flags else "",
+            error.strip().splitlines()[-1][-300:] if error.strip() else "?",
+        ),
+    }
 
 
 def cached(cache, key):
@@ -193,8 +231,7 @@ def remember(cache, key, result, limit=CACHE_LIMIT):
     (accepted, or unchecked: an image without a parser stays without one): a refusal, or a check that did not run,
     is checked again next run (the operator's fix changes the argv, hence the key, anyway)."""
     entries = (cache or {}).get("verdicts") if isinstance(cache, dict) else None
-    entries = [e for e in (entries if isinstance(entries, list) else [])
-               if isinstance(e, dict) and e.get("key") != key]
+    entries = [e for e in (entries if isinstance(entries, list) else []) if isinstance(e, dict) and e.get("key") != key]
     if result.get("ok") or (result.get("ok") is None and "ok" in result):
         entries.append({"key": key, "verdict": result})
     return {"verdicts": entries[-limit:]}
@@ -212,8 +249,19 @@ def read_cache(path):
     return data if isinstance(data, dict) else {}
 
 
-def check(cli, image, argv, script, release=None, cache_path=None, python="python3", docker_options=(),
-          check_mode=False, timeout=CHECK_TIMEOUT, seccomp_path=None):
+def check(
+    cli,
+    image,
+    argv,
+    script,
+    release=None,
+    cache_path=None,
+    python="python3",
+    docker_options=(),
+    check_mode=False,
+    timeout=CHECK_TIMEOUT,
+    seccomp_path=None,
+):
     """The argv check of one service: verdict (above) + {"cached", "key", "image_id", "argv", "cache_written"}.
 
     ``cli``: a _docker.DockerCli. The image must be in the local Docker (ArgvCheckError otherwise, as when Docker
@@ -242,7 +290,11 @@ def check(cli, image, argv, script, release=None, cache_path=None, python="pytho
         rc, out, err = None, exc.stdout or "", "%s %s" % (exc, exc.stderr or "")
     result = verdict(out, release, image_id, judged, rc=rc, stderr=err)
     if cache_path and not check_mode and result["ok"] is not False:
-        write_atomic(cache_path, json.dumps(remember(cache, key, result), sort_keys=True, indent=1) + "\n",
-                     mode=0o600, makedirs=0o700)
+        write_atomic(
+            cache_path,
+            json.dumps(remember(cache, key, result), sort_keys=True, indent=1) + "\n",
+            mode=0o600,
+            makedirs=0o700,
+        )
         extra["cache_written"] = True
     return dict(result, cached=False, **extra)

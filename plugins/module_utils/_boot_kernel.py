@@ -30,7 +30,7 @@ MODES = ('build', 'fail', 'ignore')
 _MENUENTRY = re.compile(r'''^\s*menuentry\s+(?:'([^']*)'|"([^"]*)"|(\S+))(.*?)\{\s*$''')
 _ENTRY_ID = re.compile(r'''(?:--id|\$menuentry_id_option)\s+(?:'([^']*)'|"([^"]*)"|(\S+))''')
 _LINUX = re.compile(r'^\s*linux(?:16|efi)?\s+(\S+)')
-_MODINFO_VERSION = re.compile(br'(?:^|\x00)version=([0-9][^\x00]*)\x00')
+_MODINFO_VERSION = re.compile(rb'(?:^|\x00)version=([0-9][^\x00]*)\x00')
 
 
 def parse_grubenv(text):
@@ -60,7 +60,7 @@ def kernel_of(linux_path):
     name = (linux_path or '').rsplit('/', 1)[-1]
     if not name.startswith('vmlinuz-'):
         return None
-    return name[len('vmlinuz-'):] or None
+    return name[len('vmlinuz-') :] or None
 
 
 def parse_bls(text):
@@ -92,7 +92,7 @@ def rpmvercmp(a, b):
         if x.isdigit() != y.isdigit():
             return 1 if x.isdigit() else -1
         return (x > y) - (x < y)
-    longer = sa[len(sb):] or sb[len(sa):]
+    longer = sa[len(sb) :] or sb[len(sa) :]
     if not longer:
         return 0
     sign = 1 if len(sa) > len(sb) else -1
@@ -107,8 +107,15 @@ def bls_menu(entries):
     for stem, text in entries.items():
         e = parse_bls(text)
         kernel = kernel_of(e.get('linux')) or e.get('version')
-        items.append({'id': stem, 'title': e.get('title', ''), 'kernel': kernel, 'version': e.get('version') or kernel or '',
-                      'aliases': [n for n in (stem, e.get('id'), e.get('title')) if n]})
+        items.append(
+            {
+                'id': stem,
+                'title': e.get('title', ''),
+                'kernel': kernel,
+                'version': e.get('version') or kernel or '',
+                'aliases': [n for n in (stem, e.get('id'), e.get('title')) if n],
+            }
+        )
 
     def key_of(item):
         return item['version'], item['id']
@@ -212,30 +219,57 @@ def next_kernel_plan(default, how, build_kernel, version, installed, module, tre
     """
     if mode not in MODES:
         raise ValueError('next kernel mode %r is not one of %s' % (mode, ', '.join(MODES)))
-    plan = {'kernel': default, 'how': how, 'method': 'dkms' if dkms_registered else 'run',
-            'source_path': '%s/%s' % (KERNEL_SRC_DIR, default) if default else None,
-            'devel_package': 'kernel-devel-%s' % default if default else None, 'needs_devel': False}
+    plan = {
+        'kernel': default,
+        'how': how,
+        'method': 'dkms' if dkms_registered else 'run',
+        'source_path': '%s/%s' % (KERNEL_SRC_DIR, default) if default else None,
+        'devel_package': 'kernel-devel-%s' % default if default else None,
+        'needs_devel': False,
+    }
     if not default:
         return dict(plan, action='none', reason='next boot kernel unknown: %s' % how)
     if default == build_kernel:
         return dict(plan, action='none', reason='the next boot runs %s, the kernel the driver is built for' % default)
     if not installed:
-        return dict(plan, action='none', reason='the next boot entry names %s, which is not installed (no %s/%s)'
-                    % (default, MODULES_DIR, default))
+        return dict(
+            plan,
+            action='none',
+            reason='the next boot entry names %s, which is not installed (no %s/%s)' % (default, MODULES_DIR, default),
+        )
     if module == version:
         return dict(plan, action='none', reason='the next boot kernel %s has the nvidia %s module' % (default, version))
     missing = 'the next boot kernel %s (%s) has %s' % (
-        default, how, 'no nvidia module' if module is None else 'the nvidia %s module, not %s' % (module, version))
+        default,
+        how,
+        'no nvidia module' if module is None else 'the nvidia %s module, not %s' % (module, version),
+    )
     if mode == 'ignore':
-        return dict(plan, action='ignore', reason='%s; left as it is (nvidia_driver_next_kernel=ignore): that boot '
-                    'comes up without the driver' % missing)
+        return dict(
+            plan,
+            action='ignore',
+            reason='%s; left as it is (nvidia_driver_next_kernel=ignore): that boot '
+            'comes up without the driver' % missing,
+        )
     if mode == 'fail':
-        return dict(plan, action='fail', reason='%s; nvidia_driver_next_kernel=fail: build it (set it to build) or '
-                    'boot %s' % (missing, build_kernel))
-    return dict(plan, action='build', needs_devel=not tree,
-                reason='%s: building nvidia %s for it (%s)%s' % (
-                    missing, version, 'dkms' if dkms_registered else 'the .run, --kernel-module-only',
-                    '' if tree else ', after installing %s from the bundle' % plan['devel_package']))
+        return dict(
+            plan,
+            action='fail',
+            reason='%s; nvidia_driver_next_kernel=fail: build it (set it to build) or '
+            'boot %s' % (missing, build_kernel),
+        )
+    return dict(
+        plan,
+        action='build',
+        needs_devel=not tree,
+        reason='%s: building nvidia %s for it (%s)%s'
+        % (
+            missing,
+            version,
+            'dkms' if dkms_registered else 'the .run, --kernel-module-only',
+            '' if tree else ', after installing %s from the bundle' % plan['devel_package'],
+        ),
+    )
 
 
 def module_candidates(paths):

@@ -37,6 +37,7 @@ STATES = ("ok", "missing", "size_mismatch", "checksum_mismatch", "unlisted", "no
 
 # ---------------------------------------------------------------- hashing
 
+
 def hash_file(path, offset=0, length=None, bufsize=BUF_SIZE, hasher=None, on_bytes=None):
     """sha256 of path[offset:offset+length] with one reusable buffer; returns (hasher, bytes_hashed)."""
     h = hasher or hashlib.sha256()
@@ -61,8 +62,13 @@ def hash_file(path, offset=0, length=None, bufsize=BUF_SIZE, hasher=None, on_byt
 def file_key(path, st=None):
     """What identifies one version of a file's bytes. ctime_ns cannot be set back from user space."""
     st = st or os.stat(path)
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns,
-            "ino": st.st_ino, "dev": st.st_dev}
+    return {
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "ctime_ns": st.st_ctime_ns,
+        "ino": st.st_ino,
+        "dev": st.st_dev,
+    }
 
 
 class StampCache(object):
@@ -133,25 +139,30 @@ class StampCache(object):
                 pass
             os.unlink(tmp)
         except (IOError, OSError) as e:
-            raise BundleError("stamp file %s cannot be written (%s): make its directory writable, or set "
-                              "stamp_file to another path (or \"\" to disable the cache); nothing was "
-                              "renamed into place" % (self.path, e.strerror or e))
+            raise BundleError(
+                "stamp file %s cannot be written (%s): make its directory writable, or set "
+                "stamp_file to another path (or \"\" to disable the cache); nothing was "
+                "renamed into place" % (self.path, e.strerror or e)
+            )
 
     def save(self):
         if not self.path or not self.dirty:
             return False
         try:
-            write_atomic(self.path, json.dumps({"format": 1, "files": self.entries}, sort_keys=True),
-                         mode=0o644, makedirs=0o755)
+            write_atomic(
+                self.path, json.dumps({"format": 1, "files": self.entries}, sort_keys=True), mode=0o644, makedirs=0o755
+            )
         except (IOError, OSError) as e:
-            raise BundleError("stamp file %s cannot be written (%s): make its directory writable, or set "
-                              "stamp_file to another path (or \"\" to disable the cache)"
-                              % (self.path, e.strerror or e))
+            raise BundleError(
+                "stamp file %s cannot be written (%s): make its directory writable, or set "
+                "stamp_file to another path (or \"\" to disable the cache)" % (self.path, e.strerror or e)
+            )
         self.dirty = False
         return True
 
 
 # ---------------------------------------------------------------- verify
+
 
 def _check_file(path, size, sha256, stamps, bufsize):
     """(state, size found, sha256 found or None, hashed) of one file on disk against its expected size/sha256."""
@@ -177,19 +188,26 @@ def _check_file(path, size, sha256, stamps, bufsize):
 def _check_one(root, entry, stamps, bufsize):
     """One entry: the whole file when it is there (a staged copy), else its parts (a split file on the medium)."""
     path = os.path.join(root, entry["path"])
-    res = {"path": entry["path"], "kind": entry.get("kind"), "expected_size": entry["size"],
-           "expected_sha256": entry["sha256"], "size": None, "sha256": None, "hashed": False}
+    res = {
+        "path": entry["path"],
+        "kind": entry.get("kind"),
+        "expected_size": entry["size"],
+        "expected_sha256": entry["sha256"],
+        "size": None,
+        "sha256": None,
+        "hashed": False,
+    }
     if not entry.get("parts") or os.path.lexists(path):
         res["state"], res["size"], res["sha256"], res["hashed"] = _check_file(
-            path, entry["size"], entry["sha256"], stamps, bufsize)
+            path, entry["size"], entry["sha256"], stamps, bufsize
+        )
         return res
     res["parts"] = []
     res["state"] = "ok"
     res["size"] = 0
     res["hashed_bytes"] = 0
     for p in entry["parts"]:
-        state, size, sha, hashed = _check_file(os.path.join(root, p["path"]), p["size"], p["sha256"], stamps,
-                                               bufsize)
+        state, size, sha, hashed = _check_file(os.path.join(root, p["path"]), p["size"], p["sha256"], stamps, bufsize)
         res["parts"].append({"path": p["path"], "state": state, "size": size, "sha256": sha, "hashed": hashed})
         res["size"] += size or 0
         res["hashed"] = res["hashed"] or hashed
@@ -228,9 +246,18 @@ def verify_bundle(root, entries, stamps=None, workers=4, bufsize=BUF_SIZE, scan_
             size = os.path.getsize(os.path.join(root, rel))
         except OSError:
             size = None  # a dangling symlink: reported as unlisted, without a size
-        results.append({"path": rel, "state": "unlisted", "kind": None, "expected_size": None,
-                        "expected_sha256": None, "size": size,
-                        "sha256": None, "hashed": False})
+        results.append(
+            {
+                "path": rel,
+                "state": "unlisted",
+                "kind": None,
+                "expected_size": None,
+                "expected_sha256": None,
+                "size": size,
+                "sha256": None,
+                "hashed": False,
+            }
+        )
     summary = dict((s, 0) for s in STATES)
     for r in results:
         summary[r["state"]] += 1
@@ -241,14 +268,19 @@ def verify_bundle(root, entries, stamps=None, workers=4, bufsize=BUF_SIZE, scan_
 
 def verify_failures(results, allow_unlisted=False):
     bad = [r for r in results if r["state"] != "ok" and not (allow_unlisted and r["state"] == "unlisted")]
-    hints = {"missing": " (absent or a dangling symlink: copy the file into the bundle again)",
-             "not_a_file": " (the manifest lists a file; replace this directory/special file with it)"}
+    hints = {
+        "missing": " (absent or a dangling symlink: copy the file into the bundle again)",
+        "not_a_file": " (the manifest lists a file; replace this directory/special file with it)",
+    }
     out = []
     for r in bad:
         parts = [p for p in r.get("parts") or () if p["state"] != "ok"]
         if parts:
-            out.extend("%s: %s%s (part of %s)" % (p["path"], p["state"].replace("_", " "), hints.get(p["state"], ""),
-                                                  r["path"]) for p in parts)
+            out.extend(
+                "%s: %s%s (part of %s)"
+                % (p["path"], p["state"].replace("_", " "), hints.get(p["state"], ""), r["path"])
+                for p in parts
+            )
         else:
             out.append("%s: %s%s" % (r["path"], r["state"].replace("_", " "), hints.get(r["state"], "")))
     return out

@@ -47,5 +47,6 @@ def select_image(staged, role):
         raise BundleImageError(
             "the bundle holds %d images besides the front door's (%s) and none is named %s: set vllm_image_archive "
             "to the engine's staged tar, or name its artifact %s in bundle_build_artifacts"
-            % (len(others), ", ".join(repr(str(i.get("name"))) for i in others), ENGINE_NAMES[0], ENGINE_NAMES[0]))
+            % (len(others), ", ".join(repr(str(i.get("name"))) for i in others), ENGINE_NAMES[0], ENGINE_NAMES[0])
+        )
     return others[0] if others else {}

@@ -34,6 +34,7 @@ class BundleError(Exception):
 
 # ---------------------------------------------------------------- manifest
 
+
 def validate_entries(entries):
     """Check manifest entries; return them normalised (path, size:int, sha256 lower-case)."""
     if not isinstance(entries, list) or not entries:
@@ -98,8 +99,9 @@ def _validate_parts(path, size, parts, seen):
             raise BundleError("artifact %s: part %s: size must be positive" % (path, norm))
         out.append({"path": norm, "size": psize, "sha256": sha})
     if sum(p["size"] for p in out) != size:
-        raise BundleError("artifact %s: its parts add up to %d bytes, the file is %d" % (
-            path, sum(p["size"] for p in out), size))
+        raise BundleError(
+            "artifact %s: its parts add up to %d bytes, the file is %d" % (path, sum(p["size"] for p in out), size)
+        )
     return out
 
 
@@ -182,8 +184,9 @@ class SourceReader(object):
         self.files = []
         off = 0
         for f in source_files(root, entry):
-            self.files.append((os.path.join(root, f["path"]), f["path"], off, f["size"],
-                               f["sha256"] if f is not entry else None))
+            self.files.append(
+                (os.path.join(root, f["path"]), f["path"], off, f["size"], f["sha256"] if f is not entry else None)
+            )
             off += f["size"]
         self.size = off
         self.pos = 0
@@ -223,8 +226,12 @@ class SourceReader(object):
         if self.h is not None:
             got = self.h.hexdigest()
             if got != sha:
-                raise PartError("%s: sha256 %s, manifest says %s (a damaged or misnamed part: copy it again "
-                                "from the build machine)" % (rel, got, sha), rel, start)
+                raise PartError(
+                    "%s: sha256 %s, manifest says %s (a damaged or misnamed part: copy it again "
+                    "from the build machine)" % (rel, got, sha),
+                    rel,
+                    start,
+                )
             self.parts_checked.append(rel)
         self._open(self.idx + 1, 0)
 
@@ -281,13 +288,15 @@ def load_manifest(path):
     data = None
     try:
         import yaml  # PyYAML ships with ansible-core on the controller; targets may lack it.
+
         data = yaml.safe_load(text)
     except ImportError:
         try:
             data = json.loads(text)
         except ValueError:
-            raise BundleError("%s: PyYAML is not installed here and the manifest is not JSON; "
-                              "pass the artifacts list instead" % path)
+            raise BundleError(
+                "%s: PyYAML is not installed here and the manifest is not JSON; pass the artifacts list instead" % path
+            )
     except Exception as e:
         raise BundleError("%s: not valid YAML: %s" % (path, e))
     if not isinstance(data, dict) or "artifacts" not in data:

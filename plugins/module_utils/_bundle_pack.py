@@ -27,11 +27,16 @@ import posixpath
 
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import BUF_SIZE, StampCache
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import (
-    PAYLOAD_DIRS, BundleError, part_name, sha256sums_text, split_plan)
+    PAYLOAD_DIRS,
+    BundleError,
+    part_name,
+    sha256sums_text,
+    split_plan,
+)
 
 ARTIFACT_KINDS = ("driver", "fabricmanager", "toolkit", "rpms", "image", "model", "file")
 # FAT32 keeps at most 4 GiB - 1 byte in one file; 1 MiB under 4 GiB leaves room and stays aligned.
-FAT32_SPLIT = 4 * 1024 ** 3 - 1024 ** 2
+FAT32_SPLIT = 4 * 1024**3 - 1024**2
 
 
 def kind_problem(artifact, index=0):
@@ -133,7 +138,7 @@ def _hash_ranges(path, pieces, bufsize=BUF_SIZE, write_to=None, mtime_ns=None):
             try:
                 left = length
                 while left:
-                    n = f.readinto(view[:min(len(buf), left)])
+                    n = f.readinto(view[: min(len(buf), left)])
                     if not n:
                         raise BundleError("%s shrank while it was read (%d bytes short)" % (path, left))
                     whole.update(view[:n])
@@ -202,12 +207,18 @@ def pack(root, artifacts, split_size=FAT32_SPLIT, stamps=None, check_mode=False,
                 # The medium's copy of an unchanged source: hash what is on the medium (the source may be gone).
                 whole, shas = _hash_medium(root, pieces)
                 stamps.put(src, whole, src_st, split_size=split_size, parts=shas)
-        entry = {"kind": a["kind"], "name": str(a.get("name") or posixpath.basename(rel)),
-                 "version": str(a.get("version", "") if a.get("version") is not None else ""),
-                 "path": rel, "size": src_st.st_size, "sha256": whole}
+        entry = {
+            "kind": a["kind"],
+            "name": str(a.get("name") or posixpath.basename(rel)),
+            "version": str(a.get("version", "") if a.get("version") is not None else ""),
+            "path": rel,
+            "size": src_st.st_size,
+            "sha256": whole,
+        }
         if len(pieces) > 1:
-            entry["parts"] = [{"path": name, "size": length, "sha256": sha}
-                              for (name, _off, length), sha in zip(pieces, shas)]
+            entry["parts"] = [
+                {"path": name, "size": length, "sha256": sha} for (name, _off, length), sha in zip(pieces, shas)
+            ]
         entries.append(entry)
     # Whatever artifacts/ holds that no artifact produces now.
     top = os.path.join(root, "artifacts")

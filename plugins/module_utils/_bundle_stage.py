@@ -53,6 +53,7 @@ class StageError(Exception):
 
 # ---------------------------------------------------------------- progress
 
+
 def human_bytes(n):
     n = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
@@ -90,8 +91,15 @@ class Progress(object):
         pct = 100.0 * self.done / self.total if self.total else 100.0
         eta = (self.total - self.done) / rate if rate > 0 else None
         return "%s %s %5.1f%% %s/%s %s/s ETA %s%s" % (
-            time.strftime("%Y-%m-%dT%H:%M:%S"), self.name, pct, human_bytes(self.done), human_bytes(self.total),
-            human_bytes(rate), format_eta(0 if final else eta), " done" if final else "")
+            time.strftime("%Y-%m-%dT%H:%M:%S"),
+            self.name,
+            pct,
+            human_bytes(self.done),
+            human_bytes(self.total),
+            human_bytes(rate),
+            format_eta(0 if final else eta),
+            " done" if final else "",
+        )
 
     def _write(self, text):
         if not self.log_path:
@@ -115,6 +123,7 @@ class Progress(object):
 
 # ---------------------------------------------------------------- staging
 
+
 def check_space(dest_root, needed, keep_free=0):
     """Fail before writing when the staging filesystem cannot take `needed` more bytes."""
     probe = dest_root
@@ -126,8 +135,10 @@ def check_space(dest_root, needed, keep_free=0):
     st = os.statvfs(probe)
     free = st.f_bavail * st.f_frsize
     if needed + keep_free > free:
-        raise BundleError("%s has %s free; staging needs %s more (+%s kept free); nothing was copied" % (
-            probe, human_bytes(free), human_bytes(needed), human_bytes(keep_free)))
+        raise BundleError(
+            "%s has %s free; staging needs %s more (+%s kept free); nothing was copied"
+            % (probe, human_bytes(free), human_bytes(needed), human_bytes(keep_free))
+        )
     return free
 
 
@@ -152,11 +163,13 @@ def parse_mode(value):
     elif isinstance(value, str) and re.match(r"^0?o?[0-7]{1,4}$", value.strip()):
         mode = int(value.strip().replace("o", ""), 8)
     else:
-        raise BundleError("mode %r is not an octal file mode: write it as a quoted octal string, e.g. "
-                          "mode: \"0644\"" % (value,))
+        raise BundleError(
+            "mode %r is not an octal file mode: write it as a quoted octal string, e.g. mode: \"0644\"" % (value,)
+        )
     if not 0 <= mode <= 0o7777:
-        raise BundleError("mode %r is out of range (0 to 07777): write it as a quoted octal string, e.g. "
-                          "mode: \"0644\"" % (value,))
+        raise BundleError(
+            "mode %r is out of range (0 to 07777): write it as a quoted octal string, e.g. mode: \"0644\"" % (value,)
+        )
     return mode
 
 
@@ -228,8 +241,10 @@ def dest_is_current(dest, entry, stamps):
     except OSError:
         return False, False
     if not stat.S_ISREG(st.st_mode):
-        raise BundleError("%s is not a regular file (a directory or special file sits where %s must be "
-                          "staged): remove it and run again" % (dest, entry["path"]))
+        raise BundleError(
+            "%s is not a regular file (a directory or special file sits where %s must be "
+            "staged): remove it and run again" % (dest, entry["path"])
+        )
     if st.st_size != entry["size"]:
         return False, False
     cached = stamps.get(dest, st) if stamps is not None else None
@@ -275,7 +290,7 @@ def copy_resumable(src, dest, entry, progress=None, bufsize=BUF_SIZE, reader=Non
         try:
             while offset + copied < size:
                 try:
-                    n = src_f.readinto(view[:min(bufsize, size - offset - copied)])
+                    n = src_f.readinto(view[: min(bufsize, size - offset - copied)])
                 except PartError as e:
                     os.ftruncate(fd, min(e.offset, offset + copied))
                     raise
@@ -297,8 +312,13 @@ def copy_resumable(src, dest, entry, progress=None, bufsize=BUF_SIZE, reader=Non
         src_f.close()
     if progress:
         progress.finish()
-    return {"bytes_copied": copied, "resumed_from": offset, "sha256": h.hexdigest(),
-            "size": offset + copied, "restarted_stale_part": stale}
+    return {
+        "bytes_copied": copied,
+        "resumed_from": offset,
+        "sha256": h.hexdigest(),
+        "size": offset + copied,
+        "restarted_stale_part": stale,
+    }
 
 
 def _make_parent(dest, dir_mode, made):
@@ -310,8 +330,18 @@ def _make_parent(dest, dir_mode, made):
         made.add(parent)
 
 
-def stage_files(src_root, dest_root, entries, stamps=None, log_path=None, bufsize=BUF_SIZE,
-                check_mode=False, mode=0o644, dir_mode=0o755, keep_free=0):
+def stage_files(
+    src_root,
+    dest_root,
+    entries,
+    stamps=None,
+    log_path=None,
+    bufsize=BUF_SIZE,
+    check_mode=False,
+    mode=0o644,
+    dir_mode=0o755,
+    keep_free=0,
+):
     """Stage manifest entries from src_root to dest_root; all-or-nothing commit.
 
     Every file is copied to `.part` and checked against the manifest first; only when all match are
@@ -328,8 +358,16 @@ def stage_files(src_root, dest_root, entries, stamps=None, log_path=None, bufsiz
         current, hashed = dest_is_current(dest, entry, stamps)
         if not current:
             todo.append(entry)
-        results.append({"path": entry["path"], "size": entry["size"], "bytes_copied": 0, "resumed_from": 0,
-                        "state": "current" if current else "copied", "hashed_dest": hashed})
+        results.append(
+            {
+                "path": entry["path"],
+                "size": entry["size"],
+                "bytes_copied": 0,
+                "resumed_from": 0,
+                "state": "current" if current else "copied",
+                "hashed_dest": hashed,
+            }
+        )
     if check_mode or not todo:
         return results
     check_space(dest_root, sum(e["size"] - _part_size(os.path.join(dest_root, e["path"])) for e in todo), keep_free)
@@ -348,8 +386,16 @@ def stage_files(src_root, dest_root, entries, stamps=None, log_path=None, bufsiz
         _make_parent(dest, dir_mode, made)
         progress = Progress(log_path, entry["path"], entry["size"])
         try:
-            out = copy_resumable(None, dest, entry, progress=progress, bufsize=bufsize,
-                                 reader=SourceReader(src_root, entry), buf=buf, fsync=False)
+            out = copy_resumable(
+                None,
+                dest,
+                entry,
+                progress=progress,
+                bufsize=bufsize,
+                reader=SourceReader(src_root, entry),
+                buf=buf,
+                fsync=False,
+            )
         except PartError as e:
             res["state"] = "checksum_mismatch" if "sha256" in str(e) else "size_mismatch"
             res["part"] = e.path
@@ -371,12 +417,14 @@ def stage_files(src_root, dest_root, entries, stamps=None, log_path=None, bufsiz
 
 def _fsync_all(paths, workers=16):
     """Flush every file to disk, several at once so the filesystem can commit them together."""
+
     def one(path):
         fd = os.open(path, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
+
     if not paths:
         return
     if len(paths) == 1:
@@ -403,8 +451,10 @@ def commit_verified(results, pending, stamps, mode):
     """
     bad = [r for r in results if r["state"] not in ("current", "copied")]
     if bad:
-        raise StageError("bundle files failed verification, nothing was put in place: %s" % ", ".join(
-            _describe_bad(r) for r in bad), results)
+        raise StageError(
+            "bundle files failed verification, nothing was put in place: %s" % ", ".join(_describe_bad(r) for r in bad),
+            results,
+        )
     if not pending:
         return
     if stamps is not None:
@@ -442,9 +492,11 @@ def commit_verified(results, pending, stamps, mode):
                     write_part_meta(dest, {"sha256": digest, "size": os.path.getsize(part_path(dest))})
             except (IOError, OSError):
                 pass
-        raise StageError("renaming the verified files into place failed (%s); the %d already renamed were "
-                         "put back, nothing changed: fix the destination and run again" % (e, len(undone)),
-                         results)
+        raise StageError(
+            "renaming the verified files into place failed (%s); the %d already renamed were "
+            "put back, nothing changed: fix the destination and run again" % (e, len(undone)),
+            results,
+        )
     for dest, backup in done:
         if backup:
             _remove(backup)
@@ -520,6 +572,7 @@ def bulk_ssh_args(ssh_args, other_args=()):
 
 # Controller-side staging (action plugin) talks to the target through these three steps.
 
+
 def _inside(root, rel):
     norm = posixpath.normpath(rel or "")
     if not rel or norm.startswith("/") or norm == ".." or norm.startswith("../"):
@@ -546,8 +599,16 @@ def probe_dest(dest_root, entries, stamps, keep_free=0):
             if offset > entry["size"]:
                 discard_part(dest)
                 offset = 0
-        out.append({"path": entry["path"], "size": entry["size"], "state": "current" if current else "partial",
-                    "offset": offset, "hashed_dest": hashed, "restarted_stale_part": stale})
+        out.append(
+            {
+                "path": entry["path"],
+                "size": entry["size"],
+                "state": "current" if current else "partial",
+                "offset": offset,
+                "hashed_dest": hashed,
+                "restarted_stale_part": stale,
+            }
+        )
     needed = sum(o["size"] - o["offset"] for o in out if o["state"] != "current")
     if needed:
         check_space(dest_root, needed, keep_free)
@@ -628,7 +689,7 @@ def append_segments(dest_root, chunk, segments, entries=None, dir_mode=0o755):
             try:
                 left = length
                 while left:
-                    n = f.readinto(view[:min(len(buf), left)])
+                    n = f.readinto(view[: min(len(buf), left)])
                     if not n:
                         raise BundleError("%s: the uploaded chunk ended %d bytes early" % (rel, left))
                     written = 0

@@ -78,8 +78,13 @@ DOCKER_RUN_OPTIONS = {
     "--dns-search": (None, True, REFUSE, "the offline container resolves nothing"),
     "--domainname": (None, True, REFUSE, _NOT_NEEDED),
     "--entrypoint": (None, True, REFUSE, "the image runs `vllm serve` with the plan's argv"),
-    "--env": ("e", True, CHECK, "a NAME only (its value from the unit's environment); values belong in "
-                                "vllm_service_extra_env, a root-only file"),
+    "--env": (
+        "e",
+        True,
+        CHECK,
+        "a NAME only (its value from the unit's environment); values belong in "
+        "vllm_service_extra_env, a root-only file",
+    ),
     "--env-file": (None, True, ROLE, "the role passes its own root-only env file (vllm_service_extra_env)"),
     "--expose": (None, True, REFUSE, "the role publishes the one port it serves"),
     "--gpus": (None, True, CHECK, "the planner's GPU request (all, or the selected devices)"),
@@ -95,8 +100,12 @@ DOCKER_RUN_OPTIONS = {
     "--interactive": ("i", False, REFUSE, "the unit has no terminal"),
     "--ip": (None, True, REFUSE, "the role uses Docker's default bridge network"),
     "--ip6": (None, True, REFUSE, "the role uses Docker's default bridge network"),
-    "--ipc": (None, True, CHECK, "private or shareable only; host shares the host's SysV IPC (the plan sizes "
-                                 "a private /dev/shm instead)"),
+    "--ipc": (
+        None,
+        True,
+        CHECK,
+        "private or shareable only; host shares the host's SysV IPC (the plan sizes a private /dev/shm instead)",
+    ),
     "--isolation": (None, True, REFUSE, "Windows containers only"),
     "--kernel-memory": (None, True, ALLOW, _LIMIT),
     "--label": ("l", True, CHECK, "metadata; the org.airgap.vllm. labels are the role's own (they mark what it made)"),
@@ -104,8 +113,13 @@ DOCKER_RUN_OPTIONS = {
     "--link": (None, True, REFUSE, "joins other containers"),
     "--link-local-ip": (None, True, REFUSE, "the role uses Docker's default bridge network"),
     "--log-driver": (None, True, CHECK, "a driver that stays on the host (json-file, local, journald, syslog, none)"),
-    "--log-opt": (None, True, CHECK, "the planner's rotation and other local settings; none that sends logs off "
-                                     "the host or copies the environment (HF_TOKEN) into them"),
+    "--log-opt": (
+        None,
+        True,
+        CHECK,
+        "the planner's rotation and other local settings; none that sends logs off "
+        "the host or copies the environment (HF_TOKEN) into them",
+    ),
     "--mac-address": (None, True, REFUSE, "the role uses Docker's default bridge network"),
     "--memory": ("m", True, ALLOW, _LIMIT),
     "--memory-reservation": (None, True, ALLOW, _LIMIT),
@@ -113,8 +127,12 @@ DOCKER_RUN_OPTIONS = {
     "--memory-swappiness": (None, True, ALLOW, _LIMIT),
     "--mount": (None, True, CHECK, "tmpfs, or a read-only bind of the model or the service's config directory"),
     "--name": (None, True, ROLE, "the role names the container vllm_service_name"),
-    "--network": (None, True, CHECK, "Docker's default bridge (the role's publish needs it); host only with "
-                                     "vllm_service_expose_to_network"),
+    "--network": (
+        None,
+        True,
+        CHECK,
+        "Docker's default bridge (the role's publish needs it); host only with vllm_service_expose_to_network",
+    ),
     "--network-alias": (None, True, REFUSE, "the role uses Docker's default bridge network"),
     "--no-healthcheck": (None, False, ALLOW, "turns the image's health check off"),
     "--oom-kill-disable": (None, False, CHECK, "false only: the host would run out of memory instead"),
@@ -122,8 +140,12 @@ DOCKER_RUN_OPTIONS = {
     "--pid": (None, True, REFUSE, "shares the host's (or another container's) processes"),
     "--pids-limit": (None, True, ALLOW, _LIMIT),
     "--platform": (None, True, REFUSE, "the image is the imported one"),
-    "--privileged": (None, False, CHECK, "false only: every capability and device of the host (--gpus passes "
-                                         "the GPUs)"),
+    "--privileged": (
+        None,
+        False,
+        CHECK,
+        "false only: every capability and device of the host (--gpus passes the GPUs)",
+    ),
     "--publish": ("p", True, EXPOSE, "the role publishes its own port on vllm_service_host"),
     "--publish-all": ("P", False, EXPOSE, "publishes every exposed port on all interfaces"),
     "--pull": (None, True, CHECK, "never or missing: the host is offline"),
@@ -131,8 +153,13 @@ DOCKER_RUN_OPTIONS = {
     "--restart": (None, True, ROLE, "systemd restarts the unit (Restart=on-failure); the role runs --rm"),
     "--rm": (None, False, ROLE, "the role removes the container when it stops"),
     "--runtime": (None, True, CHECK, "nvidia (the planner's, for Docker < 19.03) or runc"),
-    "--security-opt": (None, True, CHECK, "no-new-privileges, and the planner's seccomp=unconfined (replaced by "
-                                          "vllm_service_seccomp's choice); nothing that loosens confinement"),
+    "--security-opt": (
+        None,
+        True,
+        CHECK,
+        "no-new-privileges, and the planner's seccomp=unconfined (replaced by "
+        "vllm_service_seccomp's choice); nothing that loosens confinement",
+    ),
     "--shm-size": (None, True, ALLOW, "the planner sizes /dev/shm (a cap: tmpfs pages are allocated as written)"),
     "--sig-proxy": (None, False, ALLOW, "signal forwarding by the client"),
     "--stop-signal": (None, True, ALLOW, "how docker stop asks vLLM to stop"),
@@ -141,8 +168,13 @@ DOCKER_RUN_OPTIONS = {
     "--sysctl": (None, True, REFUSE, "kernel settings of the container's namespaces; not needed by vLLM"),
     "--tmpfs": (None, True, ALLOW, "a memory-backed directory inside the container"),
     "--tty": ("t", False, REFUSE, "the unit has no terminal"),
-    "--ulimit": (None, True, CHECK, "per-process limits (memlock, nofile for NCCL); not rtprio, rttime or nice, "
-                                    "which let the container out-schedule the host"),
+    "--ulimit": (
+        None,
+        True,
+        CHECK,
+        "per-process limits (memlock, nofile for NCCL); not rtprio, rttime or nice, "
+        "which let the container out-schedule the host",
+    ),
     "--user": ("u", True, ALLOW, "the user inside the container"),
     "--userns": (None, True, REFUSE, "host turns the daemon's user-namespace remapping off"),
     "--uts": (None, True, REFUSE, "host shares the host's hostname namespace"),
@@ -159,11 +191,13 @@ DOCKER_BOOLEAN = frozenset(name for name, spec in DOCKER_RUN_OPTIONS.items() if 
 ENV_NAME_RE = re.compile(r"[A-Z_][A-Z0-9_]*\Z")
 # Names the plan sets (its offline environment, the GPU selection under --runtime nvidia) and the role's own.
 ENV_NAMES = dict((name, "the plan's offline environment: " + why) for name, _value, why in OFFLINE_ENV)
-ENV_NAMES.update({
-    "NVIDIA_VISIBLE_DEVICES": "the planner's GPU selection under --runtime nvidia (Docker < 19.03)",
-    "CUDA_VISIBLE_DEVICES": "which GPUs CUDA sees",
-    "VLLM_LOGGING_CONFIG_PATH": "the role's logging config (silences the line that logs the API keys)",
-})
+ENV_NAMES.update(
+    {
+        "NVIDIA_VISIBLE_DEVICES": "the planner's GPU selection under --runtime nvidia (Docker < 19.03)",
+        "CUDA_VISIBLE_DEVICES": "which GPUs CUDA sees",
+        "VLLM_LOGGING_CONFIG_PATH": "the role's logging config (silences the line that logs the API keys)",
+    }
+)
 # Operator extras: names the software in the image reads (the documented pattern).
 ENV_PREFIXES = (
     ("VLLM_", "vLLM's own settings (vllm/envs.py)"),
@@ -184,14 +218,27 @@ _KEY_MARKS = ("APIKEY", "APITOKEN")
 
 # C0 controls, DEL, C1 controls, LINE and PARAGRAPH SEPARATOR: a unit line, an env file line or a YAML
 # scalar could be split by any of them.
-_CONTROL = re.compile(u"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 _GPU_KEYS = ("device", "count", "capabilities", "driver")
 _NVIDIA_DEVICE = re.compile(r"/dev/nvidia([0-9]+|ctl|-uvm|-uvm-tools|-modeset|-caps/nvidia-cap[0-9]+)\Z")
 _LOG_DRIVERS = ("json-file", "local", "journald", "syslog", "none")
-_LOG_OPTS = ("max-size", "max-file", "compress", "mode", "max-buffer-size", "tag", "labels", "labels-regex",
-             "syslog-facility", "syslog-format", "cache-disabled", "cache-max-size", "cache-max-file",
-             "cache-compress")
+_LOG_OPTS = (
+    "max-size",
+    "max-file",
+    "compress",
+    "mode",
+    "max-buffer-size",
+    "tag",
+    "labels",
+    "labels-regex",
+    "syslog-facility",
+    "syslog-format",
+    "cache-disabled",
+    "cache-max-size",
+    "cache-max-file",
+    "cache-compress",
+)
 _VOLUME_MODES = ("ro", "z", "Z", "private", "rprivate", "consistent", "cached", "delegated")
 OUR_LABEL_PREFIX = "org.airgap.vllm."
 
@@ -207,6 +254,7 @@ class Context(object):
 
 
 # ---------------------------------------------------------------- words
+
 
 def control_char(text):
     """The first control character of ``text`` as U+XXXX, or None."""
@@ -248,14 +296,17 @@ def words(items, var, secret=False):
         word = item if isinstance(item, str) else str(item)
         bad = control_char(word)
         if bad:
-            problems.append("%s[%d] holds the control character %s: refused (it would split the unit file, the "
-                            "env file or the command line)" % (var, i, bad))
+            problems.append(
+                "%s[%d] holds the control character %s: refused (it would split the unit file, the "
+                "env file or the command line)" % (var, i, bad)
+            )
             continue
         out.append(word)
     return out, problems
 
 
 # ---------------------------------------------------------------- docker run options
+
 
 def parse_docker(options):
     """[(index, name, value, spelling)] of docker run words, read the way Docker's pflag reads them.
@@ -285,7 +336,7 @@ def parse_docker(options):
                 short = "-" + letters[k]
                 name = DOCKER_SHORT.get(short, short)
                 spec = DOCKER_RUN_OPTIONS.get(name)
-                rest = letters[k + 1:]
+                rest = letters[k + 1 :]
                 if spec is None or spec[1]:
                     if rest.startswith("="):
                         rest = rest[1:]
@@ -325,8 +376,10 @@ def _check_device(value, _ctx):
 
 def _check_env(value, _ctx):
     if "=" in value:
-        return ("%s=... puts a value on the docker command line (visible in ps and the unit file): pass it "
-                "in %s (a root-only env file)" % (value.split("=", 1)[0], EXTRA_ENV_VAR))
+        return (
+            "%s=... puts a value on the docker command line (visible in ps and the unit file): pass it "
+            "in %s (a root-only env file)" % (value.split("=", 1)[0], EXTRA_ENV_VAR)
+        )
     problems = env_name_problems(value, "the variable")
     return "; ".join(problems) if problems else None
 
@@ -345,8 +398,10 @@ def _check_gpus(value, _ctx):
 def _check_ipc(value, _ctx):
     if value in ("private", "shareable", ""):
         return None
-    return "%s shares another IPC namespace (the host's SysV segments and semaphores); the plan sizes a " \
-           "private /dev/shm" % value
+    return (
+        "%s shares another IPC namespace (the host's SysV segments and semaphores); the plan sizes a "
+        "private /dev/shm" % value
+    )
 
 
 def _check_label(value, _ctx):
@@ -415,8 +470,10 @@ def _check_network(value, ctx):
     if value == "host":
         if ctx.expose:
             return None
-        return ("shares the host's network: the server would listen on every host interface; remove it, "
-                "or set %s: true if the server is meant to be reachable from the network" % EXPOSE_VAR)
+        return (
+            "shares the host's network: the server would listen on every host interface; remove it, "
+            "or set %s: true if the server is meant to be reachable from the network" % EXPOSE_VAR
+        )
     return "%s: the role publishes its port from Docker's default bridge network" % value
 
 
@@ -464,12 +521,25 @@ def _check_storage_opt(value, _ctx):
 
 
 _CHECKS = {
-    "--cgroupns": _check_cgroupns, "--device": _check_device, "--env": _check_env, "--gpus": _check_gpus,
-    "--ipc": _check_ipc, "--label": _check_label, "--log-driver": _check_log_driver, "--log-opt": _check_log_opt,
-    "--mount": _check_mount, "--network": _check_network, "--oom-kill-disable": _check_false_only,
-    "--oom-score-adj": _check_oom_score, "--privileged": _check_false_only, "--pull": _check_pull,
-    "--runtime": _check_runtime, "--security-opt": _check_security_opt, "--storage-opt": _check_storage_opt,
-    "--ulimit": _check_ulimit, "--volume": _check_volume,
+    "--cgroupns": _check_cgroupns,
+    "--device": _check_device,
+    "--env": _check_env,
+    "--gpus": _check_gpus,
+    "--ipc": _check_ipc,
+    "--label": _check_label,
+    "--log-driver": _check_log_driver,
+    "--log-opt": _check_log_opt,
+    "--mount": _check_mount,
+    "--network": _check_network,
+    "--oom-kill-disable": _check_false_only,
+    "--oom-score-adj": _check_oom_score,
+    "--privileged": _check_false_only,
+    "--pull": _check_pull,
+    "--runtime": _check_runtime,
+    "--security-opt": _check_security_opt,
+    "--storage-opt": _check_storage_opt,
+    "--ulimit": _check_ulimit,
+    "--volume": _check_volume,
 }
 
 
@@ -494,8 +564,10 @@ def decide_option(name, value, ctx):
     if decision == EXPOSE:
         if ctx.expose or (not spec[1] and not _truthy(value)):
             return None
-        return ("%s; remove it, or set %s: true if the server is meant to be reachable from the network"
-                % (reason, EXPOSE_VAR))
+        return "%s; remove it, or set %s: true if the server is meant to be reachable from the network" % (
+            reason,
+            EXPOSE_VAR,
+        )
     problem = _CHECKS[name](value, ctx)
     if problem is None:
         return None
@@ -528,6 +600,7 @@ def docker_option_table():
 
 # ---------------------------------------------------------------- environment
 
+
 def key_bearing(name):
     """Whether a variable name carries an API key in any spelling (VLLM_API_KEY, vllm-api-key, ' VLLM_APIKEY')."""
     normal = re.sub(r"[^A-Z0-9]", "", name.upper())
@@ -549,15 +622,21 @@ def env_name_problems(name, where, allow=()):
     if not isinstance(name, str):
         return ["%s: a variable name is %s; give a string" % (where, _kind(name))]
     if key_bearing(name):
-        return ["%s %r carries an API key: list the keys in %s instead (a root-only file read with --config)"
-                % (where, name, KEYS_VAR)]
+        return [
+            "%s %r carries an API key: list the keys in %s instead (a root-only file read with --config)"
+            % (where, name, KEYS_VAR)
+        ]
     if not ENV_NAME_RE.match(name):
-        return ["%s %r is not a plain variable name (capitals, digits and _ only; no spaces, padding or control "
-                "characters)" % (where, name)]
+        return [
+            "%s %r is not a plain variable name (capitals, digits and _ only; no spaces, padding or control "
+            "characters)" % (where, name)
+        ]
     if env_name_reason(name) is None and name not in set(allow or ()):
-        return ["%s %s is not a variable the container needs (allowed: the plan's own and names starting %s); "
-                "if it is really wanted, add %s to %s" % (
-                    where, name, ", ".join(p for p, _w in ENV_PREFIXES), name, ENV_VAR)]
+        return [
+            "%s %s is not a variable the container needs (allowed: the plan's own and names starting %s); "
+            "if it is really wanted, add %s to %s"
+            % (where, name, ", ".join(p for p, _w in ENV_PREFIXES), name, ENV_VAR)
+        ]
     return []
 
 
@@ -573,11 +652,15 @@ def env_problems(env, var, allow=()):
         value = env[name]
         shown = name if isinstance(name, str) and not control_char(name) else repr(name)
         if isinstance(value, bool) or value is None or not isinstance(value, (str, int, float)):
-            problems.append("%s %s is %s: give a string (quote it: a YAML true or an empty value would be written "
-                            "as True or None)" % (var, shown, _kind(value)))
+            problems.append(
+                "%s %s is %s: give a string (quote it: a YAML true or an empty value would be written "
+                "as True or None)" % (var, shown, _kind(value))
+            )
         elif isinstance(value, str) and control_char(value):
-            problems.append("%s %s: the value holds the control character %s, which would start a new line of the "
-                            "env file: refused" % (var, shown, control_char(value)))
+            problems.append(
+                "%s %s: the value holds the control character %s, which would start a new line of the "
+                "env file: refused" % (var, shown, control_char(value))
+            )
     return problems
 
 
@@ -591,25 +674,32 @@ def unit_value_problems(values):
         if isinstance(value, bool) or value is None or not isinstance(value, (str, int, float)):
             problems.append("%s is %s: give a string" % (var, _kind(value)))
         elif isinstance(value, str) and control_char(value):
-            problems.append("%s holds the control character %s: refused (it would split the unit file's command "
-                            "line)" % (var, control_char(value)))
+            problems.append(
+                "%s holds the control character %s: refused (it would split the unit file's command "
+                "line)" % (var, control_char(value))
+            )
     return problems
 
 
 # ---------------------------------------------------------------- API keys
+
 
 def api_key_problems(keys, var=KEYS_VAR):
     """Problems of the API keys (a list of one-line strings); the messages never repeat a key."""
     if keys is None:
         return []
     if isinstance(keys, str) or not isinstance(keys, (list, tuple)):
-        return ["%s must be a list of strings, one key per item; got %s (it would be written as its text)"
-                % (var, _kind(keys))]
+        return [
+            "%s must be a list of strings, one key per item; got %s (it would be written as its text)"
+            % (var, _kind(keys))
+        ]
     problems = []
     for i, key in enumerate(keys):
         if not isinstance(key, str):
-            problems.append("%s[%d] is %s: give each key as a quoted string (it would be written as its text)"
-                            % (var, i, _kind(key)))
+            problems.append(
+                "%s[%d] is %s: give each key as a quoted string (it would be written as its text)"
+                % (var, i, _kind(key))
+            )
         elif not key.strip():
             problems.append("%s[%d] is empty: drop it" % (var, i))
         elif control_char(key):

@@ -68,8 +68,8 @@ def _log_size(value):
     text = str(value).lower()
     if not re.match(r"[1-9][0-9]*[kmg]?\Z", text):
         raise ContainerOptionsError(
-            "log_max_size %r: give a size Docker's json-file driver takes, such as 100m, 1g or 50000k"
-            % (value,))
+            "log_max_size %r: give a size Docker's json-file driver takes, such as 100m, 1g or 50000k" % (value,)
+        )
     return text
 
 
@@ -95,9 +95,14 @@ def gpu_options(docker_version, gpu_ids=()):
         return ["--runtime", "nvidia"], {"--runtime nvidia": why}, env
     if ids:
         word = '"device=%s"' % ids
-        return (["--gpus", word],
-                {"--gpus %s" % word: "the selected GPUs only (vllm_plan_gpus); quoted so that Docker's CSV "
-                                     "reading keeps the list in one field"}, {})
+        return (
+            ["--gpus", word],
+            {
+                "--gpus %s" % word: "the selected GPUs only (vllm_plan_gpus); quoted so that Docker's CSV "
+                "reading keeps the list in one field"
+            },
+            {},
+        )
     return ["--gpus", "all"], {"--gpus all": "Docker >= 19.03 passes GPUs through nvidia-container-toolkit"}, {}
 
 
@@ -106,11 +111,15 @@ def log_options(max_size=DEFAULT_LOG_MAX_SIZE, max_file=DEFAULT_LOG_MAX_FILE, lo
     size, files = _log_size(max_size), _log_files(max_file)
     driver = str(log_driver or "").strip()
     if driver and driver not in ROTATING_LOG_DRIVERS:
-        return [], {"(no --log-opt)": "Docker's log driver is %s, which rotates on its own and refuses "
-                                      "max-size/max-file" % driver}
+        return [], {
+            "(no --log-opt)": "Docker's log driver is %s, which rotates on its own and refuses "
+            "max-size/max-file" % driver
+        }
     opts = ["--log-opt", "max-size=%s" % size, "--log-opt", "max-file=%d" % files]
-    why = ("rotate the container log at %s, keep %d files (Docker's json-file default never rotates: "
-           "a chatty engine fills /var/lib/docker)" % (size, files))
+    why = (
+        "rotate the container log at %s, keep %d files (Docker's json-file default never rotates: "
+        "a chatty engine fills /var/lib/docker)" % (size, files)
+    )
     return opts, {"--log-opt max-size=%s" % size: why, "--log-opt max-file=%d" % files: why}
 
 
@@ -120,8 +129,16 @@ def shm_size_gib(offload_gib, tensor_parallel_size=1):
     return base + SHM_PER_EXTRA_RANK_GIB * max(0, int(tensor_parallel_size or 1) - 1)
 
 
-def container_options(kernel, docker_version, offload_gib, tensor_parallel_size=1, gpu_ids=(),
-                      log_max_size=DEFAULT_LOG_MAX_SIZE, log_max_file=DEFAULT_LOG_MAX_FILE, log_driver=None):
+def container_options(
+    kernel,
+    docker_version,
+    offload_gib,
+    tensor_parallel_size=1,
+    gpu_ids=(),
+    log_max_size=DEFAULT_LOG_MAX_SIZE,
+    log_max_file=DEFAULT_LOG_MAX_FILE,
+    log_driver=None,
+):
     """(docker options, {option: reason}, extra env) of the container."""
     opts, reasons, env = gpu_options(docker_version, gpu_ids)
     kv = numbers(kernel)
@@ -132,23 +149,29 @@ def container_options(kernel, docker_version, offload_gib, tensor_parallel_size=
         opts += ["--security-opt", "seccomp=unconfined"]
         reasons["--security-opt seccomp=unconfined"] = (
             "kernel %s lacks clone3 and Docker %s's seccomp profile answers it with EPERM, so "
-            "pthread_create fails in the image (fixed profile from Docker 20.10.10)"
-            % (kernel, docker_version))
+            "pthread_create fails in the image (fixed profile from Docker 20.10.10)" % (kernel, docker_version)
+        )
     log_opts, log_reasons = log_options(log_max_size, log_max_file, log_driver)
     opts += log_opts
     reasons.update(log_reasons)
     tp = int(tensor_parallel_size or 1)
     shm = shm_size_gib(offload_gib, tp)
     if offload_gib:
-        why = ("native KV offload maps /dev/shm/vllm_offload_*.mmap of %s GiB; tmpfs must exceed "
-               "it or writes SIGBUS (offload + %dg)" % (offload_gib, SHM_OFFLOAD_EXTRA_GIB))
+        why = (
+            "native KV offload maps /dev/shm/vllm_offload_*.mmap of %s GiB; tmpfs must exceed "
+            "it or writes SIGBUS (offload + %dg)" % (offload_gib, SHM_OFFLOAD_EXTRA_GIB)
+        )
     else:
-        why = ("Docker's 64 MiB /dev/shm is too small for vLLM's shared-memory message queues and "
-               "multimodal caches (field manual: %dg without offload)" % SHM_BASELINE_GIB)
+        why = (
+            "Docker's 64 MiB /dev/shm is too small for vLLM's shared-memory message queues and "
+            "multimodal caches (field manual: %dg without offload)" % SHM_BASELINE_GIB
+        )
     if tp > 1:
-        why += ("; + %dg for %d tensor-parallel ranks (NCCL's shared-memory transport and vLLM's "
-                "broadcast queue; a private /dev/shm instead of --ipc=host, which would share the "
-                "host's IPC namespace)" % (SHM_PER_EXTRA_RANK_GIB * (tp - 1), tp))
+        why += (
+            "; + %dg for %d tensor-parallel ranks (NCCL's shared-memory transport and vLLM's "
+            "broadcast queue; a private /dev/shm instead of --ipc=host, which would share the "
+            "host's IPC namespace)" % (SHM_PER_EXTRA_RANK_GIB * (tp - 1), tp)
+        )
     opts += ["--shm-size", "%dg" % shm]
     reasons["--shm-size %dg" % shm] = why
     return opts, reasons, env
@@ -169,7 +192,8 @@ def plan_env(backend, extra=None):
         reasons["FLASHINFER_NO_DOWNLOAD"] = (
             "attention backend is FlashInfer: any TRT-LLM/cuDNN cubin fetch fails at once "
             "instead of retrying for minutes (with --attention-config use_trtllm_attention "
-            "false none is attempted)")
+            "false none is attempted)"
+        )
     for key, value in sorted((extra or {}).items()):
         env[key] = value
         reasons[key] = "selected GPUs under --runtime nvidia (Docker < 19.03 has no --gpus)"

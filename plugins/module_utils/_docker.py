@@ -52,8 +52,13 @@ def subprocess_run(argv, timeout=None):
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()
-        raise DockerTimeout("%s did not finish within %ss (killed)" % (" ".join(argv), timeout),
-                            cmd=list(argv), rc=None, stdout=_text(out), stderr=_text(err))
+        raise DockerTimeout(
+            "%s did not finish within %ss (killed)" % (" ".join(argv), timeout),
+            cmd=list(argv),
+            rc=None,
+            stdout=_text(out),
+            stderr=_text(err),
+        )
     return proc.returncode, _text(out), _text(err)
 
 
@@ -80,8 +85,13 @@ class DockerCli(object):
             rc, out, err = self._run(cmd)
         out, err = _text(out), _text(err)
         if check and rc != 0:
-            raise DockerError("%s failed (rc=%s): %s" % (" ".join(cmd), rc, (err or out).strip()),
-                              cmd=cmd, rc=rc, stdout=out, stderr=err)
+            raise DockerError(
+                "%s failed (rc=%s): %s" % (" ".join(cmd), rc, (err or out).strip()),
+                cmd=cmd,
+                rc=rc,
+                stdout=out,
+                stderr=err,
+            )
         return rc, out, err
 
     def inspect_json(self, args):
@@ -91,13 +101,23 @@ class DockerCli(object):
             if is_missing(err) or is_missing(out):
                 return None
             cmd = [self.docker_bin] + list(args)
-            raise DockerError("%s failed (rc=%s): %s" % (" ".join(cmd), rc, (err or out).strip()),
-                              cmd=cmd, rc=rc, stdout=out, stderr=err)
+            raise DockerError(
+                "%s failed (rc=%s): %s" % (" ".join(cmd), rc, (err or out).strip()),
+                cmd=cmd,
+                rc=rc,
+                stdout=out,
+                stderr=err,
+            )
         try:
             return json.loads(out)
         except ValueError as exc:
-            raise DockerError("docker %s printed no JSON (%s): %s" % (" ".join(args), exc, out[:200]),
-                              cmd=[self.docker_bin] + list(args), rc=rc, stdout=out, stderr=err)
+            raise DockerError(
+                "docker %s printed no JSON (%s): %s" % (" ".join(args), exc, out[:200]),
+                cmd=[self.docker_bin] + list(args),
+                rc=rc,
+                stdout=out,
+                stderr=err,
+            )
 
     # ------------------------------------------------------------------ images
     def image_id(self, ref):
@@ -109,8 +129,9 @@ class DockerCli(object):
         if is_missing(err) or is_missing(out):
             return None
         cmd = [self.docker_bin] + args
-        raise DockerError("%s failed (rc=%s): %s" % (" ".join(cmd), rc, (err or out).strip()),
-                          cmd=cmd, rc=rc, stdout=out, stderr=err)
+        raise DockerError(
+            "%s failed (rc=%s): %s" % (" ".join(cmd), rc, (err or out).strip()), cmd=cmd, rc=rc, stdout=out, stderr=err
+        )
 
     def load(self, path):
         return self.call(["load", "--input", path], timeout=LOAD_TIMEOUT)

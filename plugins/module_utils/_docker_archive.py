@@ -69,10 +69,10 @@ def normalize_ref(ref):
         return ref
     for prefix in ("docker.io/library/", "docker.io/", "index.docker.io/library/", "index.docker.io/"):
         if ref.startswith(prefix):
-            ref = ref[len(prefix):]
+            ref = ref[len(prefix) :]
             break
     if ref.startswith("library/") and ref.count("/") == 1:
-        ref = ref[len("library/"):]
+        ref = ref[len("library/") :]
     return ref
 
 
@@ -159,8 +159,11 @@ def _pick_manifest(members, descriptor, platform, depth=0):
     if media in INDEX_TYPES or ("manifests" in doc and "config" not in doc):
         manifests = _shape(doc.get("manifests") or [], list, members.path, name, 'a "manifests" list')
         candidates = [_shape(m, dict, members.path, name, "manifest descriptors as objects") for m in manifests]
-        candidates = [m for m in candidates
-                      if (m.get("annotations") or {}).get("vnd.docker.reference.type") != "attestation-manifest"]
+        candidates = [
+            m
+            for m in candidates
+            if (m.get("annotations") or {}).get("vnd.docker.reference.type") != "attestation-manifest"
+        ]
         if not candidates:
             raise ArchiveError("%s: OCI index without image manifests" % members.path)
         chosen = candidates[0]
@@ -178,8 +181,10 @@ def _pick_manifest(members, descriptor, platform, depth=0):
 def _shape(value, kind, path, member, what):
     """value when it is a `kind`; else ArchiveError naming the archive, the member and the fix."""
     if not isinstance(value, kind):
-        raise ArchiveError("%s: %s must hold %s, found %s: the archive is malformed; re-create it with "
-                           "`docker save` (or rebuild the bundle)" % (path, member, what, type(value).__name__))
+        raise ArchiveError(
+            "%s: %s must hold %s, found %s: the archive is malformed; re-create it with "
+            "`docker save` (or rebuild the bundle)" % (path, member, what, type(value).__name__)
+        )
     return value
 
 
@@ -207,8 +212,10 @@ def read_archive(path, platform="linux/amd64"):
             raise
         raise ArchiveError("%s: %s" % (path, e))
     except (AttributeError, TypeError, KeyError, ValueError) as e:
-        raise ArchiveError("%s: manifest.json / index.json has an unexpected shape (%s): the archive is malformed; "
-                           "re-create it with `docker save` (or rebuild the bundle)" % (path, e))
+        raise ArchiveError(
+            "%s: manifest.json / index.json has an unexpected shape (%s): the archive is malformed; "
+            "re-create it with `docker save` (or rebuild the bundle)" % (path, e)
+        )
 
 
 def _read_archive(path, platform):
@@ -226,14 +233,18 @@ def _read_archive(path, platform):
                 config = _shape(entry.get("Config") or "", str, path, "manifest.json", 'a "Config" file name')
                 config = _clean(config)
                 if not config:
-                    raise ArchiveError("%s: manifest.json entry without Config: re-create the archive with "
-                                       "`docker save`" % path)
+                    raise ArchiveError(
+                        "%s: manifest.json entry without Config: re-create the archive with `docker save`" % path
+                    )
                 tags = _shape(entry.get("RepoTags") or [], list, path, "manifest.json", '"RepoTags" as a list')
-                images.append({
-                    "image_id": _config_id(members, config),
-                    "repo_tags": [normalize_ref(_shape(t, str, path, "manifest.json", "RepoTags strings"))
-                                  for t in tags],
-                })
+                images.append(
+                    {
+                        "image_id": _config_id(members, config),
+                        "repo_tags": [
+                            normalize_ref(_shape(t, str, path, "manifest.json", "RepoTags strings")) for t in tags
+                        ],
+                    }
+                )
             if members.has("index.json"):
                 layout = "docker+oci"
         elif members.has("index.json"):
@@ -306,16 +317,30 @@ def import_archive(path, docker, tag=None, check_mode=False, platform="linux/amd
     """Load the archive only if its image ID is absent, then make `tag` (and its own tags) point at it."""
     if check_mode and not os.path.exists(path):
         # A check run before the bundle is staged: the real run stages it first, then loads it.
-        return {"changed": True, "loaded": True, "tagged": [tag] if tag else [], "layout": None,
-                "archive_bytes_read": 0, "images": [], "image_id": None, "repo_tags": [tag] if tag else [],
-                "warnings": ["%s does not exist yet; a real run would load it" % path]}
+        return {
+            "changed": True,
+            "loaded": True,
+            "tagged": [tag] if tag else [],
+            "layout": None,
+            "archive_bytes_read": 0,
+            "images": [],
+            "image_id": None,
+            "repo_tags": [tag] if tag else [],
+            "warnings": ["%s does not exist yet; a real run would load it" % path],
+        }
     info = read_archive(path, platform=platform)
     if len(info["images"]) != 1 and tag:
         raise ArchiveError("%s holds %d images; `tag` needs exactly one" % (path, len(info["images"])))
     result = {
-        "changed": False, "loaded": False, "tagged": [], "layout": info["layout"], "warnings": [],
-        "archive_bytes_read": info["bytes_read"], "images": info["images"],
-        "image_id": info["images"][0]["image_id"], "repo_tags": [],
+        "changed": False,
+        "loaded": False,
+        "tagged": [],
+        "layout": info["layout"],
+        "warnings": [],
+        "archive_bytes_read": info["bytes_read"],
+        "images": info["images"],
+        "image_id": info["images"][0]["image_id"],
+        "repo_tags": [],
     }
     need_load = False
     pending_tags = []

@@ -49,7 +49,7 @@ def _kind(value):
 def _text(value):
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
-    return u"%s" % (value,)
+    return "%s" % (value,)
 
 
 def parse_daemon_json(value):
@@ -134,14 +134,19 @@ def docker_knows_runtime(docker):
 def _error(path, problem, remove):
     """The message to fail with (the invalid-JSON wording is the one the role's Jinja used)."""
     if remove:
-        return ("%s %s: the nvidia runtime cannot be taken out of it. Fix the file by hand (nothing was changed "
-                "by this step)." % (path, problem))
-    return ("%s %s; nvidia-ctk would refuse it and Docker would not start with it. Fix the file by hand (nothing "
-            "was changed)." % (path, problem))
+        return (
+            "%s %s: the nvidia runtime cannot be taken out of it. Fix the file by hand (nothing was changed "
+            "by this step)." % (path, problem)
+        )
+    return (
+        "%s %s; nvidia-ctk would refuse it and Docker would not start with it. Fix the file by hand (nothing "
+        "was changed)." % (path, problem)
+    )
 
 
-def plan(daemon_json, set_as_default=False, docker=None, rpms=None, packages=(), version="", path=DEFAULT_PATH,
-         remove=False):
+def plan(
+    daemon_json, set_as_default=False, docker=None, rpms=None, packages=(), version="", path=DEFAULT_PATH, remove=False
+):
     """What daemon.json should become, and what is left to do.
 
     daemon_json: the file's text (None when absent); set_as_default: nvidia as Docker's default runtime;
@@ -156,8 +161,16 @@ def plan(daemon_json, set_as_default=False, docker=None, rpms=None, packages=(),
     rpms_wrong (the packages not at the version) and error ('' or the message to fail with; nothing to do then).
     """
     wrong = rpms_wrong(packages, version, rpms)
-    result = {"before": {}, "after": {}, "differs": False, "converged": False, "restart": False,
-              "argv": [] if remove else ctk_argv(path, set_as_default), "rpms_wrong": wrong, "error": ""}
+    result = {
+        "before": {},
+        "after": {},
+        "differs": False,
+        "converged": False,
+        "restart": False,
+        "argv": [] if remove else ctk_argv(path, set_as_default),
+        "rpms_wrong": wrong,
+        "error": "",
+    }
     before, problem = parse_daemon_json(daemon_json)
     if problem:
         result["error"] = _error(path, problem, remove)
@@ -169,7 +182,11 @@ def plan(daemon_json, set_as_default=False, docker=None, rpms=None, packages=(),
     after = with_runtime(before, set_as_default)
     differs = before != after
     docker = docker or {}
-    result.update(before=before, after=after, differs=differs,
-                  converged=not wrong and not differs and docker_knows_runtime(docker),
-                  restart=not differs and not runtime_listed(docker.get("runtimes")))
+    result.update(
+        before=before,
+        after=after,
+        differs=differs,
+        converged=not wrong and not differs and docker_knows_runtime(docker),
+        restart=not differs and not runtime_listed(docker.get("runtimes")),
+    )
     return result

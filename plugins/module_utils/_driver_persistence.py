@@ -39,21 +39,35 @@ def persistence_report(nvml, unit='nvidia-persistenced.service'):
         mode = gpu.get('persistence_mode')
         (enabled if mode is True else unsupported if mode is None else disabled).append(_gpu_name(gpu))
     if state != 'ok':
-        msg = ('Persistence mode cannot be verified: NVML says %s%s' % (
-            state, (' (%s)' % nvml['hint']) if nvml.get('hint') else ''))
+        msg = 'Persistence mode cannot be verified: NVML says %s%s' % (
+            state,
+            (' (%s)' % nvml['hint']) if nvml.get('hint') else '',
+        )
         return dict(ok=False, enabled=[], disabled=[], unsupported=[], msg=msg)
     if not gpus:
-        return dict(ok=False, enabled=[], disabled=[], unsupported=[],
-                    msg='Persistence mode cannot be verified: NVML sees no GPU')
+        return dict(
+            ok=False,
+            enabled=[],
+            disabled=[],
+            unsupported=[],
+            msg='Persistence mode cannot be verified: NVML sees no GPU',
+        )
     if not disabled and not unsupported:
-        return dict(ok=True, enabled=enabled, disabled=[], unsupported=[],
-                    msg='Persistence mode Enabled on all %d GPU(s): %s' % (len(enabled), ', '.join(enabled)))
+        return dict(
+            ok=True,
+            enabled=enabled,
+            disabled=[],
+            unsupported=[],
+            msg='Persistence mode Enabled on all %d GPU(s): %s' % (len(enabled), ', '.join(enabled)),
+        )
     parts = []
     if disabled:
         parts.append('Disabled on %s' % ', '.join(disabled))
     if unsupported:
         parts.append('not reported by NVML for %s' % ', '.join(unsupported))
-    msg = ('Persistence mode is %s (Enabled on %d of %d GPU(s)). %s runs nvidia-persistenced, which turns it on for '
-           'every GPU it finds: see systemctl status %s and journalctl -u %s.' % (
-               '; '.join(parts), len(enabled), len(gpus), unit, unit, unit))
+    msg = (
+        'Persistence mode is %s (Enabled on %d of %d GPU(s)). %s runs nvidia-persistenced, which turns it on for '
+        'every GPU it finds: see systemctl status %s and journalctl -u %s.'
+        % ('; '.join(parts), len(enabled), len(gpus), unit, unit, unit)
+    )
     return dict(ok=False, enabled=enabled, disabled=disabled, unsupported=unsupported, msg=msg)

@@ -88,8 +88,10 @@ def holder_text(name, modules, processes, rmmod_error=''):
     if held:
         parts.append('GPU process(es) %s' % '; '.join(held))
     if info.get('refcount', 0) > len(users) and not held:
-        parts.append('%d reference(s) no process on this host accounts for (a leaked reference or a process '
-                     'NVML cannot see)' % (info['refcount'] - len(users)))
+        parts.append(
+            '%d reference(s) no process on this host accounts for (a leaked reference or a process '
+            'NVML cannot see)' % (info['refcount'] - len(users))
+        )
     if rmmod_error:
         parts.append('rmmod said: %s' % rmmod_error.strip())
     return '%s: %s' % (name, ', '.join(parts) or 'nothing visible holds it')
@@ -139,7 +141,9 @@ def workload_plan(services, unit_states, host_units, processes):
         if state.get('ActiveState') in RUNNING_STATES:
             stop_units.append(unit)
             stopped_services.append(name)
-            lines.append('stop our service %s (systemctl stop %s; started again after the driver change)' % (name, unit))
+            lines.append(
+                'stop our service %s (systemctl stop %s; started again after the driver change)' % (name, unit)
+            )
     for unit in host_units or []:
         state = (unit_states or {}).get(unit) or {}
         if state.get('ActiveState') in RUNNING_STATES and unit not in stop_units:
@@ -158,17 +162,29 @@ def workload_plan(services, unit_states, host_units, processes):
             continue
         if cid not in park:
             park.append(cid)
-            lines.append('park foreign GPU container %s (airgap.vllm.gpu_release; put back after)'
-                         % (process.get('container_name') or cid[:12]))
+            lines.append(
+                'park foreign GPU container %s (airgap.vllm.gpu_release; put back after)'
+                % (process.get('container_name') or cid[:12])
+            )
     for process in outside:
-        lines.append('cannot stop %s: it runs outside any container and is not ours; the unload fails while it '
-                     'runs' % _process_text(process))
+        lines.append(
+            'cannot stop %s: it runs outside any container and is not ours; the unload fails while it '
+            'runs' % _process_text(process)
+        )
     for name in ours_holding:
         if name not in stopped_services:
-            lines.append('our service %s holds the GPU but its unit is not running: its container is stopped with '
-                         'the unit name' % name)
-    return {'stop_units': stop_units, 'services': stopped_services, 'park_containers': park,
-            'outside': outside, 'ours_holding': ours_holding, 'lines': lines}
+            lines.append(
+                'our service %s holds the GPU but its unit is not running: its container is stopped with '
+                'the unit name' % name
+            )
+    return {
+        'stop_units': stop_units,
+        'services': stopped_services,
+        'park_containers': park,
+        'outside': outside,
+        'ours_holding': ours_holding,
+        'lines': lines,
+    }
 
 
 def _owner(cid, our_containers):
@@ -184,8 +200,13 @@ def new_record(plan, unit_states, from_version, to_version):
     for unit in plan['stop_units']:
         state = (unit_states or {}).get(unit) or {}
         units[unit] = {'enabled': state.get('UnitFileState') == 'enabled'}
-    return {'version': RECORD_VERSION, 'units': units, 'services': list(plan['services']),
-            'from_driver': from_version or '', 'to_driver': to_version or ''}
+    return {
+        'version': RECORD_VERSION,
+        'units': units,
+        'services': list(plan['services']),
+        'from_driver': from_version or '',
+        'to_driver': to_version or '',
+    }
 
 
 def merge_record(old, new):

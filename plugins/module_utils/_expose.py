@@ -44,7 +44,7 @@ def _text(value):
         return ""
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
-    return u"%s" % (value,)
+    return "%s" % (value,)
 
 
 def _ip(address):
@@ -91,8 +91,9 @@ def _port(value, name):
     return port
 
 
-def check_metrics(expose, address, port, api_host="127.0.0.1", api_port=8000, has_api_keys=False,
-                  expose_to_network=False):
+def check_metrics(
+    expose, address, port, api_host="127.0.0.1", api_port=8000, has_api_keys=False, expose_to_network=False
+):
     """Problems (a list of sentences, empty when acceptable) with the metrics exposure settings.
 
     The published port is the whole HTTP server, not /metrics alone: with no API keys set, every route
@@ -103,24 +104,32 @@ def check_metrics(expose, address, port, api_host="127.0.0.1", api_port=8000, ha
     problems = []
     text = _text(address).strip()
     if not text:
-        return ["vllm_service_metrics_expose is on but vllm_service_metrics_address is empty: name the LAN address of "
-                "this host Prometheus scrapes (e.g. \"{{ ansible_facts['default_ipv4']['address'] }}\")"]
+        return [
+            "vllm_service_metrics_expose is on but vllm_service_metrics_address is empty: name the LAN address of "
+            "this host Prometheus scrapes (e.g. \"{{ ansible_facts['default_ipv4']['address'] }}\")"
+        ]
     if _ip(text) is None:
-        return ["vllm_service_metrics_address %r is not an IP address: Docker publishes on an address of the host, "
-                "not a name" % (text,)]
+        return [
+            "vllm_service_metrics_address %r is not an IP address: Docker publishes on an address of the host, "
+            "not a name" % (text,)
+        ]
     if is_wildcard(text):
         if not expose_to_network:
-            problems.append("vllm_service_metrics_address %r publishes the port on every interface: name one address "
-                            "of this host, or set vllm_service_expose_to_network: true if the server is meant for "
-                            "the whole network" % (text,))
+            problems.append(
+                "vllm_service_metrics_address %r publishes the port on every interface: name one address "
+                "of this host, or set vllm_service_expose_to_network: true if the server is meant for "
+                "the whole network" % (text,)
+            )
     try:
         _port(port, "vllm_service_metrics_port")
     except ExposeError as e:
         problems.append(str(e))
     if not is_loopback(text) and not has_api_keys and not expose_to_network:
-        problems.append("vllm_service_metrics_address %r also serves the API (vLLM has /metrics on the API port) and "
-                        "vllm_service_api_keys is empty, so /v1 would be open there: set API keys, or set "
-                        "vllm_service_expose_to_network: true if an open API on that address is meant" % (text,))
+        problems.append(
+            "vllm_service_metrics_address %r also serves the API (vLLM has /metrics on the API port) and "
+            "vllm_service_api_keys is empty, so /v1 would be open there: set API keys, or set "
+            "vllm_service_expose_to_network: true if an open API on that address is meant" % (text,)
+        )
     return problems
 
 
@@ -147,22 +156,25 @@ def publish_binding(expose, address, port, container_port, api_host="127.0.0.1",
 
 # ---------------------------------------------------------------- firewalld
 
+
 def source_address(source, where="vllm_service_metrics_sources"):
     """A source as firewalld's rich rule takes it: (family, 'ADDR' or 'NET/LEN')."""
     text = _text(source).strip()
     try:
         net = ipaddress.ip_network(text, strict=False)
     except (ValueError, TypeError):
-        raise ExposeError("%s: %r is not an IP address or network (CIDR): firewalld matches sources by address"
-                          % (where, source))
+        raise ExposeError(
+            "%s: %r is not an IP address or network (CIDR): firewalld matches sources by address" % (where, source)
+        )
     family = "ipv%d" % net.version
     if net.prefixlen == net.max_prefixlen:
         return family, str(net.network_address)
     return family, str(net)
 
 
-def sources_problems(sources, expose_to_network=False, where="vllm_service_metrics_sources",
-                     opt_in="vllm_service_expose_to_network"):
+def sources_problems(
+    sources, expose_to_network=False, where="vllm_service_metrics_sources", opt_in="vllm_service_expose_to_network"
+):
     """Problems (sentences) with the sources firewalld is to accept on a port (the one rule for the front door's
     client and metrics sources alike): each must be an address or a network, and a network of every address
     (0.0.0.0/0, ::/0) opens the port to the world, which only `opt_in` (None: nothing) says is meant."""
@@ -178,9 +190,11 @@ def sources_problems(sources, expose_to_network=False, where="vllm_service_metri
             problems.append(str(e))
             continue
         if addr.endswith("/0") and not expose_to_network:
-            problems.append("%s: %r is every %s address: the port would be open to any network; name the networks "
-                            "that need it%s" % (where, source, family,
-                                                ", or set %s: true if that is meant" % opt_in if opt_in else ""))
+            problems.append(
+                "%s: %r is every %s address: the port would be open to any network; name the networks "
+                "that need it%s"
+                % (where, source, family, ", or set %s: true if that is meant" % opt_in if opt_in else "")
+            )
     return problems
 
 
@@ -253,8 +267,12 @@ def read_record(value):
 def dump_record(record):
     if not record or not record.get("rules"):
         return ""
-    return json.dumps({"version": RECORD_VERSION, "zone": record["zone"], "rules": record["rules"]},
-                      indent=1, sort_keys=True) + "\n"
+    return (
+        json.dumps(
+            {"version": RECORD_VERSION, "zone": record["zone"], "rules": record["rules"]}, indent=1, sort_keys=True
+        )
+        + "\n"
+    )
 
 
 def _fw(permanent, *words):
@@ -282,8 +300,12 @@ def _offline(verb, zone, rule):
 def scrape_targets(address, port, service, host):
     """Prometheus file_sd target group for the service: the published address and port, labelled."""
     port = _port(port, "vllm_service_metrics_port")
-    return [{"targets": [_host_port(address, port)],
-             "labels": {"service": _text(service), "host": _text(host), "port": str(port)}}]
+    return [
+        {
+            "targets": [_host_port(address, port)],
+            "labels": {"service": _text(service), "host": _text(host), "port": str(port)},
+        }
+    ]
 
 
 def _results(observed):
@@ -297,8 +319,11 @@ def _results(observed):
         if key is None or r.get("skipped"):
             continue
         rc = r.get("rc")
-        out[key] = {"rc": rc if rc is not None else (2 if r.get("failed") else None),
-                    "stdout": _text(r.get("stdout")), "stderr": _text(r.get("stderr") or r.get("msg"))}
+        out[key] = {
+            "rc": rc if rc is not None else (2 if r.get("failed") else None),
+            "stdout": _text(r.get("stdout")),
+            "stderr": _text(r.get("stderr") or r.get("msg")),
+        }
     return out
 
 
@@ -325,12 +350,24 @@ def plan(settings, observed=None):
     expose = bool(s.get("expose"))
     mode = _text(s.get("firewalld") or "auto")
     if mode not in FIREWALLD_MODES:
-        raise ExposeError("vllm_service_metrics_firewalld must be one of %s, not %r" % (", ".join(FIREWALLD_MODES), mode))
+        raise ExposeError(
+            "vllm_service_metrics_firewalld must be one of %s, not %r" % (", ".join(FIREWALLD_MODES), mode)
+        )
     address = _text(s.get("address")).strip()
     seen = _results(observed)
     record = read_record(s.get("record"))
-    out = {"reads": [], "firewalld": "off", "zone": None, "rules": [], "actions": [], "record": record,
-           "record_text": dump_record(record), "scrape": [], "summary": [], "warnings": []}
+    out = {
+        "reads": [],
+        "firewalld": "off",
+        "zone": None,
+        "rules": [],
+        "actions": [],
+        "record": record,
+        "record_text": dump_record(record),
+        "scrape": [],
+        "summary": [],
+        "warnings": [],
+    }
 
     port = None
     desired = []
@@ -351,7 +388,8 @@ def plan(settings, observed=None):
         if record and mode == "never":
             out["warnings"].append(
                 "vllm_service_metrics_firewalld is never: the rules an earlier run added in zone %s stay (%s)"
-                % (record["zone"], "; ".join(record["rules"])))
+                % (record["zone"], "; ".join(record["rules"]))
+            )
         if wanted and mode == "never":
             out["warnings"].append(_docker_warning(s, managed=False))
         return _done(out, record)
@@ -363,15 +401,19 @@ def plan(settings, observed=None):
         return out
     if seen["state"]["rc"] != 0:
         if mode == "always" and wanted:
-            raise ExposeError("vllm_service_metrics_firewalld is always but firewalld is not running on this host "
-                              "(firewall-cmd --state: %s): start firewalld, or set it to auto or never"
-                              % ((seen["state"]["stdout"] or seen["state"]["stderr"]).strip() or "rc %s" % seen["state"]["rc"]))
+            raise ExposeError(
+                "vllm_service_metrics_firewalld is always but firewalld is not running on this host "
+                "(firewall-cmd --state: %s): start firewalld, or set it to auto or never"
+                % ((seen["state"]["stdout"] or seen["state"]["stderr"]).strip() or "rc %s" % seen["state"]["rc"])
+            )
         out["firewalld"] = "not running"
         if record and not wanted:
             # Removal only (day 2 off, uninstall, the migration): firewall-offline-cmd edits the permanent
             # configuration while the daemon is stopped (there is no runtime layer to change).
-            queries = [_read("offline query %s %s" % (record["zone"], r), _offline_argv("query", record["zone"], r))
-                       for r in record["rules"]]
+            queries = [
+                _read("offline query %s %s" % (record["zone"], r), _offline_argv("query", record["zone"], r))
+                for r in record["rules"]
+            ]
             missing = [q for q in queries if q["key"] not in seen]
             if missing:
                 out["reads"] = missing
@@ -381,13 +423,16 @@ def plan(settings, observed=None):
                 for r, rc in zip(record["rules"], answers):
                     if rc == QUERY_YES:
                         out["actions"].append(_offline_argv("remove", record["zone"], r))
-                        out["summary"].append("remove (permanent, firewalld stopped) from zone %s: %s" % (record["zone"], r))
+                        out["summary"].append(
+                            "remove (permanent, firewalld stopped) from zone %s: %s" % (record["zone"], r)
+                        )
                 return _done(out, {})
         if record:
             out["warnings"].append(
                 "firewalld is not running: the rules an earlier run added in zone %s could not be checked or removed; "
                 "they stay in its permanent configuration (remove them with: %s)"
-                % (record["zone"], "; ".join(_offline("remove", record["zone"], r) for r in record["rules"])))
+                % (record["zone"], "; ".join(_offline("remove", record["zone"], r) for r in record["rules"]))
+            )
         if wanted:
             out["warnings"].append(_docker_warning(s, managed=False))
         return _done(out, record)
@@ -397,29 +442,40 @@ def plan(settings, observed=None):
     zone = None
     if wanted:
         if not desired:
-            raise ExposeError("vllm_service_metrics_sources is empty: name the Prometheus servers' addresses (or "
-                              "networks) firewalld accepts on port %d, or set vllm_service_metrics_firewalld: never "
-                              "(see %s)" % (port, DOC))
+            raise ExposeError(
+                "vllm_service_metrics_sources is empty: name the Prometheus servers' addresses (or "
+                "networks) firewalld accepts on port %d, or set vllm_service_metrics_firewalld: never "
+                "(see %s)" % (port, DOC)
+            )
         zone = _text(s.get("zone")).strip() or None
         if zone is None:
             # A wildcard address has no one interface: firewalld's default zone.
             keys = ("default_zone",) if is_wildcard(address) else ("address", "zones", "default_zone")
             needed = [k for k in keys if k not in seen]
             if needed:
-                out["reads"] = [r for r in (_read("address", ["ip", "-o", "addr", "show", "to", address]),
-                                            _read("zones", [FIREWALL_CMD, "--get-active-zones"]),
-                                            _read("default_zone", [FIREWALL_CMD, "--get-default-zone"]))
-                                if r["key"] in needed]
+                out["reads"] = [
+                    r
+                    for r in (
+                        _read("address", ["ip", "-o", "addr", "show", "to", address]),
+                        _read("zones", [FIREWALL_CMD, "--get-active-zones"]),
+                        _read("default_zone", [FIREWALL_CMD, "--get-default-zone"]),
+                    )
+                    if r["key"] in needed
+                ]
                 return out
             interface = None if is_wildcard(address) else interface_of(seen["address"]["stdout"])
             if interface is None and not is_wildcard(address):
-                raise ExposeError("vllm_service_metrics_address %s is not an address of this host (ip -o addr show to %s "
-                                  "lists nothing): name one of its addresses" % (address, address))
+                raise ExposeError(
+                    "vllm_service_metrics_address %s is not an address of this host (ip -o addr show to %s "
+                    "lists nothing): name one of its addresses" % (address, address)
+                )
             zone = zone_of(interface, seen["zones"]["stdout"]) if interface else None
             if zone is None:
                 if seen["default_zone"]["rc"] != 0 or not seen["default_zone"]["stdout"].strip():
-                    raise ExposeError("firewall-cmd --get-default-zone failed: %s"
-                                      % (seen["default_zone"]["stderr"].strip() or seen["default_zone"]["rc"]))
+                    raise ExposeError(
+                        "firewall-cmd --get-default-zone failed: %s"
+                        % (seen["default_zone"]["stderr"].strip() or seen["default_zone"]["rc"])
+                    )
                 zone = seen["default_zone"]["stdout"].strip().split()[0]
     out["zone"] = zone
     out["rules"] = desired
@@ -444,7 +500,9 @@ def plan(settings, observed=None):
             return True
         if res["rc"] == QUERY_NO:
             return False
-        raise ExposeError("%s failed (rc %s): %s" % (" ".join(q["argv"]), res["rc"], (res["stderr"] or res["stdout"]).strip()))
+        raise ExposeError(
+            "%s failed (rc %s): %s" % (" ".join(q["argv"]), res["rc"], (res["stderr"] or res["stdout"]).strip())
+        )
 
     removals, additions = [], []
     added = set()
@@ -480,13 +538,23 @@ def _docker_warning(settings, managed):
     iptables = docker_iptables(settings.get("daemon_json"))
     address = _text(settings.get("address")).strip()
     if iptables:
-        return ("Docker manages iptables on this host: it DNATs the port published on %s to the container before "
-                "firewalld's zone rules (INPUT) see the traffic, so %s; every host that can route to %s reaches the "
-                "port. Restrict sources in Docker's DOCKER-USER chain or upstream, or run Docker with "
-                "\"iptables\": false (see %s)"
-                % (address, "the rich rules document the intent but do not filter it" if managed
-                   else "no firewalld rule would filter it", address, DOC))
+        return (
+            "Docker manages iptables on this host: it DNATs the port published on %s to the container before "
+            "firewalld's zone rules (INPUT) see the traffic, so %s; every host that can route to %s reaches the "
+            "port. Restrict sources in Docker's DOCKER-USER chain or upstream, or run Docker with "
+            "\"iptables\": false (see %s)"
+            % (
+                address,
+                "the rich rules document the intent but do not filter it"
+                if managed
+                else "no firewalld rule would filter it",
+                address,
+                DOC,
+            )
+        )
     if not managed:
-        return ("no firewalld rule is managed for %s (vllm_service_metrics_firewalld or firewalld not running): the "
-                "port is open to every host that can route to it unless another firewall filters it" % address)
+        return (
+            "no firewalld rule is managed for %s (vllm_service_metrics_firewalld or firewalld not running): the "
+            "port is open to every host that can route to it unless another firewall filters it" % address
+        )
     return None

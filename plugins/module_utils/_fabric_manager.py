@@ -60,18 +60,34 @@ def decision(setting, pci):
     pci = pci or {}
     found = list(pci.get('nvswitch_summary') or [])
     if setting == 'true':
-        return dict(needed=True, nvswitches=found, reason='nvidia_driver_fabric_manager is true%s' % (
-            ' (lspci shows %d NVSwitch(es))' % len(found) if found else ''))
+        return dict(
+            needed=True,
+            nvswitches=found,
+            reason='nvidia_driver_fabric_manager is true%s'
+            % (' (lspci shows %d NVSwitch(es))' % len(found) if found else ''),
+        )
     if setting == 'false':
-        return dict(needed=False, nvswitches=found, reason='nvidia_driver_fabric_manager is false%s' % (
-            ' although lspci shows %d NVSwitch(es): the GPUs get no NVLink fabric' % len(found) if found else ''))
+        return dict(
+            needed=False,
+            nvswitches=found,
+            reason='nvidia_driver_fabric_manager is false%s'
+            % (' although lspci shows %d NVSwitch(es): the GPUs get no NVLink fabric' % len(found) if found else ''),
+        )
     if pci.get('error') or 'nvswitches' not in pci:
-        return dict(needed=None, nvswitches=[], reason=(
-            'cannot tell whether this is an NVSwitch system: %s; set nvidia_driver_fabric_manager to true or false'
-            % (pci.get('error') or 'the PCI bus was not read')))
+        return dict(
+            needed=None,
+            nvswitches=[],
+            reason=(
+                'cannot tell whether this is an NVSwitch system: %s; set nvidia_driver_fabric_manager to true or false'
+                % (pci.get('error') or 'the PCI bus was not read')
+            ),
+        )
     if found:
-        return dict(needed=True, nvswitches=found, reason='lspci shows %d NVSwitch(es) (vendor 10de, class 0680): %s'
-                    % (len(found), ', '.join(found)))
+        return dict(
+            needed=True,
+            nvswitches=found,
+            reason='lspci shows %d NVSwitch(es) (vendor 10de, class 0680): %s' % (len(found), ', '.join(found)),
+        )
     return dict(needed=False, nvswitches=[], reason='lspci shows no NVSwitch (vendor 10de, class 0680)')
 
 
@@ -146,6 +162,7 @@ def bundle_entry_problem(entries, version):
 
 # ---------------------------------------------------------------- verification
 
+
 def parse_smi_fabric(text):
     """Each GPU's Fabric section of `nvidia-smi -q`: [{'gpu': bus id, 'state': str, 'status': str}] in order.
 
@@ -184,7 +201,7 @@ def last_run_log(text):
     or '' when no start is in it."""
     text = text or ''
     starts = list(START_LINE.finditer(text))
-    return text[starts[-1].start():] if starts else ''
+    return text[starts[-1].start() :] if starts else ''
 
 
 def report(unit_state, gpus, log_text, unit=UNIT, log_file='/var/log/fabricmanager.log'):
@@ -212,26 +229,55 @@ def report(unit_state, gpus, log_text, unit=UNIT, log_file='/var/log/fabricmanag
     empty = dict(completed=completed, pending=pending, failed=failed, unsupported=unsupported)
     see = 'see systemctl status %s, journalctl -u %s and %s' % (unit, unit, log_file)
     if unit_state != 'active':
-        return dict(empty, ok=False, final=unit_state == 'failed', msg='%s is %s, not active: %s' % (
-            unit, unit_state or 'unknown', see))
+        return dict(
+            empty,
+            ok=False,
+            final=unit_state == 'failed',
+            msg='%s is %s, not active: %s' % (unit, unit_state or 'unknown', see),
+        )
     if not gpus:
         return dict(empty, ok=False, final=False, msg='nvidia-smi -q lists no GPU: the fabric cannot be verified')
     if failed:
-        return dict(empty, ok=False, final=True, msg='Fabric registration failed on %s: %s' % (
-            ', '.join(failed), see))
+        return dict(empty, ok=False, final=True, msg='Fabric registration failed on %s: %s' % (', '.join(failed), see))
     if pending:
-        return dict(empty, ok=False, final=False, msg='Fabric registration not complete on %s (%d of %d GPU(s) '
-                    'Completed): %s' % (', '.join(pending), len(completed), len(gpus), see))
+        return dict(
+            empty,
+            ok=False,
+            final=False,
+            msg='Fabric registration not complete on %s (%d of %d GPU(s) '
+            'Completed): %s' % (', '.join(pending), len(completed), len(gpus), see),
+        )
     if unsupported and not completed:
         if SUCCESS_LINE in last_run_log(log_text):
-            return dict(empty, ok=True, final=True, msg=(
-                '%s active; NVML reports no fabric state on these GPUs (pre-Hopper), and its last start logged: %s'
-                % (unit, SUCCESS_LINE)))
-        return dict(empty, ok=False, final=False, msg=(
-            'NVML reports no fabric state on %d GPU(s) and %s has no line "%s" since its last start: %s'
-            % (len(unsupported), log_file, SUCCESS_LINE, see)))
+            return dict(
+                empty,
+                ok=True,
+                final=True,
+                msg=(
+                    '%s active; NVML reports no fabric state on these GPUs (pre-Hopper), and its last start logged: %s'
+                    % (unit, SUCCESS_LINE)
+                ),
+            )
+        return dict(
+            empty,
+            ok=False,
+            final=False,
+            msg=(
+                'NVML reports no fabric state on %d GPU(s) and %s has no line "%s" since its last start: %s'
+                % (len(unsupported), log_file, SUCCESS_LINE, see)
+            ),
+        )
     if unsupported:
-        return dict(empty, ok=False, final=True, msg='Fabric state Completed on %s but not reported for %s: %s' % (
-            ', '.join(completed), ', '.join(unsupported), see))
-    return dict(empty, ok=True, final=True, msg='%s active; fabric State Completed, Status Success on all %d GPU(s)'
-                % (unit, len(completed)))
+        return dict(
+            empty,
+            ok=False,
+            final=True,
+            msg='Fabric state Completed on %s but not reported for %s: %s'
+            % (', '.join(completed), ', '.join(unsupported), see),
+        )
+    return dict(
+        empty,
+        ok=True,
+        final=True,
+        msg='%s active; fabric State Completed, Status Success on all %d GPU(s)' % (unit, len(completed)),
+    )

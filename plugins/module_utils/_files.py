@@ -46,7 +46,8 @@ def read_text_report(path):
     except UnicodeDecodeError as exc:
         return data.decode("utf-8", "replace"), (
             "%s is not valid UTF-8 (byte %d): undecodable bytes were replaced; re-save the file as UTF-8"
-            % (path, exc.start))
+            % (path, exc.start)
+        )
 
 
 def read_text(path, missing_ok=True):
@@ -134,8 +135,7 @@ def path_state(path):
         kind = 'link'
     else:
         kind = 'other'
-    state = {'type': kind, 'mode': '%04o' % stat.S_IMODE(st.st_mode), 'uid': st.st_uid, 'gid': st.st_gid,
-             'sha1': None}
+    state = {'type': kind, 'mode': '%04o' % stat.S_IMODE(st.st_mode), 'uid': st.st_uid, 'gid': st.st_gid, 'sha1': None}
     if kind == 'file':
         digest = hashlib.sha1()
         try:
@@ -158,10 +158,14 @@ def paths_differing(states, expected):
     differing = []
     for want in expected:
         have = states.get(want['path'])
-        same = (have is not None and have['type'] == want.get('type', 'file')
-                and int(str(have['mode']), 8) == int(str(want['mode']), 8)
-                and have['uid'] == want.get('uid', 0) and have['gid'] == want.get('gid', 0)
-                and (want.get('sha1') is None or have['sha1'] == want['sha1']))
+        same = (
+            have is not None
+            and have['type'] == want.get('type', 'file')
+            and int(str(have['mode']), 8) == int(str(want['mode']), 8)
+            and have['uid'] == want.get('uid', 0)
+            and have['gid'] == want.get('gid', 0)
+            and (want.get('sha1') is None or have['sha1'] == want['sha1'])
+        )
         if not same:
             differing.append(want['path'])
     return differing

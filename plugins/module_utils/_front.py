@@ -54,8 +54,11 @@ ALLOWED_ROUTES = {
     "/v1/completions": {"methods": _POST, "reason": "OpenAI text completions"},
     "/v1/models": {"methods": _GET, "reason": "OpenAI model list (clients ask which name to use)"},
     "/v1/responses": {"methods": _POST, "reason": "OpenAI Responses API"},
-    "/health": {"methods": _GET, "key": False,
-                "reason": "load balancers and monitoring: 200 when the engine is up, 503 when it died; no key"},
+    "/health": {
+        "methods": _GET,
+        "key": False,
+        "reason": "load balancers and monitoring: 200 when the engine is up, 503 when it died; no key",
+    },
 }
 
 _ADMIN = "engine administration: changes or stops the serving engine; never from the network"
@@ -66,7 +69,8 @@ _UNGUARDED = "outside vLLM's --api-key prefixes (unauthenticated on the engine)"
 # Every other route of vLLM 0.27.1's API server (vllm/entrypoints/**: @router/@app routes, the Prometheus
 # mount, FastAPI's own pages), whatever the model and mode.
 REFUSED_ROUTES = {
-    "/invocations": "SageMaker entry point: runs a chat or completion %s; clients use /v1/chat/completions" % _UNGUARDED,
+    "/invocations": "SageMaker entry point: runs a chat or completion %s; clients use /v1/chat/completions"
+    % _UNGUARDED,
     "/ping": "SageMaker health probe %s; load balancers use /health" % _UNGUARDED,
     "/tokenize": "tokenizer service %s: not an OpenAI route" % _UNGUARDED,
     "/detokenize": "tokenizer service %s: not an OpenAI route" % _UNGUARDED,
@@ -83,8 +87,10 @@ REFUSED_ROUTES = {
     "/is_scaling_elastic_ep": "elastic expert parallelism state %s" % _UNGUARDED,
     "/scale_elastic_ep": "elastic expert parallelism: " + _ADMIN,
     "/generative_scoring": "generative scoring %s: not an OpenAI route this collection serves" % _UNGUARDED,
-    "/v1/responses/{response_id}": ("a stored response by ID: responses are not partitioned by client, so one client "
-                                    "could read another's; clients read the answer of their own POST"),
+    "/v1/responses/{response_id}": (
+        "a stored response by ID: responses are not partitioned by client, so one client "
+        "could read another's; clients read the answer of their own POST"
+    ),
     "/v1/responses/{response_id}/cancel": "cancels a background response by ID, any client's (not partitioned by client)",
     "/v1/chat/completions/batch": "many chats in one request: bypasses the per-request concurrency limits",
     "/v1/chat/completions/render": "prompt rendering (tokens of a chat): not needed by clients",
@@ -109,15 +115,29 @@ REFUSED_ROUTES = {
     "/cohere/v2/chat": "Cohere-compatible chat: not served (OpenAI routes only)",
     "/inference/v1/generate": "token-in/token-out generation: not an OpenAI route",
     "/abort_requests": _ADMIN,
-    "/pause": _DEV, "/resume": _DEV, "/is_paused": _DEV,
-    "/sleep": _DEV, "/wake_up": _DEV, "/is_sleeping": _DEV,
-    "/server_info": _DEV, "/collective_rpc": _DEV, "/get_world_size": _DEV,
-    "/reset_prefix_cache": _DEV, "/reset_mm_cache": _DEV, "/reset_encoder_cache": _DEV,
-    "/start_profile": _DEV, "/stop_profile": _DEV,
-    "/init_weight_transfer_engine": _DEV, "/start_weight_update": _DEV, "/start_draft_weight_update": _DEV,
-    "/update_weights": _DEV, "/finish_weight_update": _DEV, "/update_weight_version": _DEV,
+    "/pause": _DEV,
+    "/resume": _DEV,
+    "/is_paused": _DEV,
+    "/sleep": _DEV,
+    "/wake_up": _DEV,
+    "/is_sleeping": _DEV,
+    "/server_info": _DEV,
+    "/collective_rpc": _DEV,
+    "/get_world_size": _DEV,
+    "/reset_prefix_cache": _DEV,
+    "/reset_mm_cache": _DEV,
+    "/reset_encoder_cache": _DEV,
+    "/start_profile": _DEV,
+    "/stop_profile": _DEV,
+    "/init_weight_transfer_engine": _DEV,
+    "/start_weight_update": _DEV,
+    "/start_draft_weight_update": _DEV,
+    "/update_weights": _DEV,
+    "/finish_weight_update": _DEV,
+    "/update_weight_version": _DEV,
     "/weight_info": _DEV,
-    "/fault_tolerance/status": _DEV, "/fault_tolerance/apply": _DEV,
+    "/fault_tolerance/status": _DEV,
+    "/fault_tolerance/apply": _DEV,
 }
 
 _NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}\Z")
@@ -172,23 +192,31 @@ def client_problems(clients, where="vllm_front_clients"):
             continue
         name = _text(client.get("name")).strip()
         if not _NAME_RE.match(name):
-            problems.append("%s.name %r must be 1-64 letters, digits, '.', '_', '@' or '-' (it names the client in "
-                            "the access log)" % (at, name))
+            problems.append(
+                "%s.name %r must be 1-64 letters, digits, '.', '_', '@' or '-' (it names the client in "
+                "the access log)" % (at, name)
+            )
         elif name in names:
-            problems.append("%s.name %r is also %s[%d]: one name per client (each its own key)" % (at, name, where, names[name]))
+            problems.append(
+                "%s.name %r is also %s[%d]: one name per client (each its own key)" % (at, name, where, names[name])
+            )
         else:
             names[name] = index
         key, digest = client.get("key"), client.get("key_sha256")
         if key in (None, "") and digest in (None, ""):
-            problems.append("%s (%s) has no key: give key (kept in ansible-vault) or key_sha256 (its SHA-256 hex "
-                            "digest, from: printf %%s KEY | sha256sum)" % (at, name or "?"))
+            problems.append(
+                "%s (%s) has no key: give key (kept in ansible-vault) or key_sha256 (its SHA-256 hex "
+                "digest, from: printf %%s KEY | sha256sum)" % (at, name or "?")
+            )
             continue
         if key not in (None, "") and digest not in (None, ""):
             problems.append("%s (%s) has both key and key_sha256: give one" % (at, name or "?"))
             continue
         if key not in (None, ""):
             if len(_text(key)) < 16 or any(c.isspace() or c == "," for c in _text(key)):
-                problems.append("%s (%s): a key must be at least 16 characters without spaces or commas" % (at, name or "?"))
+                problems.append(
+                    "%s (%s): a key must be at least 16 characters without spaces or commas" % (at, name or "?")
+                )
                 continue
             digest = key_sha256(key)
         elif not _SHA_RE.match(_text(digest)):
@@ -247,10 +275,12 @@ def check_settings(settings):
         problems.append("vllm_front_mode must be container or host, not %r" % (s.get("mode"),))
     mode = tls_mode(s)
     if mode == "none":
-        problems.append("vllm_front_tls is on but there is no TLS material: name the certificate and key "
-                        "(vllm_front_tls_cert, vllm_front_tls_key), let the collection make a site CA "
-                        "(vllm_front_tls_generate: true), or opt out with vllm_front_tls: false (plain HTTP: keys "
-                        "cross the network readable)")
+        problems.append(
+            "vllm_front_tls is on but there is no TLS material: name the certificate and key "
+            "(vllm_front_tls_cert, vllm_front_tls_key), let the collection make a site CA "
+            "(vllm_front_tls_generate: true), or opt out with vllm_front_tls: false (plain HTTP: keys "
+            "cross the network readable)"
+        )
     elif mode == "files" and not (_text(s.get("tls_cert")).strip() and _text(s.get("tls_key")).strip()):
         problems.append("vllm_front_tls_cert and vllm_front_tls_key go together: name both files")
     problems += _address_problems(s.get("addresses") or [], "vllm_front_addresses")
@@ -271,10 +301,13 @@ def check_settings(settings):
                 problems.append(str(e))
                 continue
             if port in used:
-                problems.append("%s %d (service %s) is also %s: one port per listener" % (label, port, name, used[port]))
+                problems.append(
+                    "%s %d (service %s) is also %s: one port per listener" % (label, port, name, used[port])
+                )
             elif _text(port) == _text(svc.get("port")):
-                problems.append("%s %d (service %s) is the engine's own port: the front door needs its own"
-                                % (label, port, name))
+                problems.append(
+                    "%s %d (service %s) is the engine's own port: the front door needs its own" % (label, port, name)
+                )
             else:
                 used[port] = "%s of service %s" % (label, name)
         for limit in ("max_concurrent", "client_max_concurrent", "client_rate_per_minute"):
@@ -283,10 +316,14 @@ def check_settings(settings):
                     _int(svc.get(limit), "vllm_front_%s (service %s)" % (limit, name))
                 except FrontError as e:
                     problems.append(str(e))
-        if svc.get("metrics_port") not in (None, "", 0, "0") and not (s.get("metrics_sources") or svc.get("metrics_tokens")):
-            problems.append("vllm_front_metrics_port (service %s) needs vllm_front_metrics_sources (Prometheus's "
-                            "addresses) or vllm_front_metrics_tokens: /metrics would be open to every client that "
-                            "reaches the port" % name)
+        if svc.get("metrics_port") not in (None, "", 0, "0") and not (
+            s.get("metrics_sources") or svc.get("metrics_tokens")
+        ):
+            problems.append(
+                "vllm_front_metrics_port (service %s) needs vllm_front_metrics_sources (Prometheus's "
+                "addresses) or vllm_front_metrics_tokens: /metrics would be open to every client that "
+                "reaches the port" % name
+            )
     return problems
 
 
@@ -294,8 +331,10 @@ def warnings(settings):
     """What the validate play warns about (sentences)."""
     s = settings or {}
     if s.get("enabled") and tls_mode(s) == "off":
-        return ["vllm_front_tls is false: the front door speaks plain HTTP, so every client key and every prompt "
-                "crosses the network readable by anyone on the path. Use it only on a network you trust."]
+        return [
+            "vllm_front_tls is false: the front door speaks plain HTTP, so every client key and every prompt "
+            "crosses the network readable by anyone on the path. Use it only on a network you trust."
+        ]
     return []
 
 
@@ -325,24 +364,39 @@ def plan_service(svc):
     if not cap:
         cap = max_num_seqs(svc.get("argv")) or 0
     if not cap:
-        raise FrontPlanUnknown("service %s: no total concurrency cap: the plan's --max-num-seqs is unknown (run the plan "
-                               "stage) and vllm_front_max_concurrent is not set" % name)
+        raise FrontPlanUnknown(
+            "service %s: no total concurrency cap: the plan's --max-num-seqs is unknown (run the plan "
+            "stage) and vllm_front_max_concurrent is not set" % name
+        )
     default_conc = _int(svc.get("client_max_concurrent") or 0, "vllm_front_client_max_concurrent") or cap
     default_rate = _int(svc.get("client_rate_per_minute") or 0, "vllm_front_client_rate_per_minute")
     clients = []
     for c in svc.get("clients") or []:
         digest = key_sha256(c["key"]) if c.get("key") not in (None, "") else _text(c["key_sha256"]).lower()
         conc = _int(c.get("max_concurrent") or 0, "max_concurrent") or default_conc
-        clients.append({"name": _text(c["name"]).strip(), "sha256": digest, "max_concurrent": min(conc, cap),
-                        "rate_per_minute": _int(c.get("rate_per_minute") or 0, "rate_per_minute") or default_rate})
-    tokens = [key_sha256(t["key"]) if t.get("key") not in (None, "") else _text(t["key_sha256"]).lower()
-              for t in svc.get("metrics_tokens") or []]
+        clients.append(
+            {
+                "name": _text(c["name"]).strip(),
+                "sha256": digest,
+                "max_concurrent": min(conc, cap),
+                "rate_per_minute": _int(c.get("rate_per_minute") or 0, "rate_per_minute") or default_rate,
+            }
+        )
+    tokens = [
+        key_sha256(t["key"]) if t.get("key") not in (None, "") else _text(t["key_sha256"]).lower()
+        for t in svc.get("metrics_tokens") or []
+    ]
     metrics_port = svc.get("metrics_port")
-    return {"name": name, "front_port": _port(svc.get("front_port"), "vllm_front_port (service %s)" % name),
-            "engine_port": _port(svc.get("port"), "vllm_service_port (service %s)" % name), "cap": cap,
-            "clients": clients,
-            "metrics_port": 0 if metrics_port in (None, "", 0, "0") else _port(metrics_port, "vllm_front_metrics_port"),
-            "metrics_hashes": sorted(set(tokens)), "engine_key": _text(svc.get("engine_key"))}
+    return {
+        "name": name,
+        "front_port": _port(svc.get("front_port"), "vllm_front_port (service %s)" % name),
+        "engine_port": _port(svc.get("port"), "vllm_service_port (service %s)" % name),
+        "cap": cap,
+        "clients": clients,
+        "metrics_port": 0 if metrics_port in (None, "", 0, "0") else _port(metrics_port, "vllm_front_metrics_port"),
+        "metrics_hashes": sorted(set(tokens)),
+        "engine_key": _text(svc.get("engine_key")),
+    }
 
 
 # ------------------------------------------------------------------------------------------------ rendering
@@ -358,8 +412,10 @@ def _error_body(status, message, kind, code):
 
 ERRORS = {
     400: ("Bad request: the front door takes origin-form HTTP/1.1 requests", "BadRequestError"),
-    401: ("Invalid or missing API key: send exactly one Authorization: Bearer <your key> header (see %s)" % DOC,
-          "AuthenticationError"),
+    401: (
+        "Invalid or missing API key: send exactly one Authorization: Bearer <your key> header (see %s)" % DOC,
+        "AuthenticationError",
+    ),
     403: ("Forbidden", "PermissionDeniedError"),
     404: ("Not found: this route is not served by the front door", "NotFoundError"),
     405: ("Method not allowed on this route", "MethodNotAllowedError"),
@@ -388,8 +444,11 @@ def _q(text):
 
 def _return(status, extra=""):
     message, kind = ERRORS[status]
-    return ("http-request return status %d content-type application/json string %s%s"
-            % (status, _q(_error_body(status, message, kind, status)), extra))
+    return "http-request return status %d content-type application/json string %s%s" % (
+        status,
+        _q(_error_body(status, message, kind, status)),
+        extra,
+    )
 
 
 def _bind(addresses, port, tls, conf_dir):
@@ -415,41 +474,54 @@ def _seconds(value, name):
 def _listener_settings(settings):
     """(settings, conf_dir, tls, bind addresses) as the front door and the fleet balancer read them."""
     s = settings or {}
-    return (s, _text(s.get("conf_dir") or CONTAINER_CONF_DIR).rstrip("/"), bool(s.get("tls", True)),
-            s.get("addresses") or ["0.0.0.0"])
+    return (
+        s,
+        _text(s.get("conf_dir") or CONTAINER_CONF_DIR).rstrip("/"),
+        bool(s.get("tls", True)),
+        s.get("addresses") or ["0.0.0.0"],
+    )
 
 
 def _head(writer, hard_stop, global_extra, log_format, options, request, stream, queue, defaults_extra, errors):
     """The `global` and `defaults` sections of a haproxy.cfg: the front door's and the fleet balancer's."""
-    cfg = [
-        "# Written by airgap.vllm (%s, plugins/module_utils/_front.py): changes are overwritten." % writer,
-        "global",
-        "    log stdout format raw local0",
-        # In-flight streams finish on the old worker after a reload (SIGUSR2), for this long at most.
-        "    hard-stop-after %s" % hard_stop,
-        "    ssl-default-bind-options ssl-min-ver TLSv1.2 no-tls-tickets",
-    ] + list(global_extra) + [
-        "",
-        "defaults",
-        "    mode http",
-        "    log global",
-        '    log-format "%s"' % log_format,
-        "    option dontlognull",
-    ] + ["    option %s" % o for o in options] + [
-        "    timeout connect 5s",
-        # Slow clients: the headers (and a body up to the buffer size) within this time.
-        "    timeout http-request %s" % request,
-        "    timeout http-keep-alive 10s",
-        # Long generations stream (SSE) for minutes: not cut by the proxy, never buffered.
-        "    timeout client %s" % stream,
-        "    timeout server %s" % stream,
-        "    timeout tunnel %s" % stream,
-        "    timeout queue %s" % queue,
-    ] + list(defaults_extra)
+    cfg = (
+        [
+            "# Written by airgap.vllm (%s, plugins/module_utils/_front.py): changes are overwritten." % writer,
+            "global",
+            "    log stdout format raw local0",
+            # In-flight streams finish on the old worker after a reload (SIGUSR2), for this long at most.
+            "    hard-stop-after %s" % hard_stop,
+            "    ssl-default-bind-options ssl-min-ver TLSv1.2 no-tls-tickets",
+        ]
+        + list(global_extra)
+        + [
+            "",
+            "defaults",
+            "    mode http",
+            "    log global",
+            '    log-format "%s"' % log_format,
+            "    option dontlognull",
+        ]
+        + ["    option %s" % o for o in options]
+        + [
+            "    timeout connect 5s",
+            # Slow clients: the headers (and a body up to the buffer size) within this time.
+            "    timeout http-request %s" % request,
+            "    timeout http-keep-alive 10s",
+            # Long generations stream (SSE) for minutes: not cut by the proxy, never buffered.
+            "    timeout client %s" % stream,
+            "    timeout server %s" % stream,
+            "    timeout tunnel %s" % stream,
+            "    timeout queue %s" % queue,
+        ]
+        + list(defaults_extra)
+    )
     for status in errors:
         message, kind = ERRORS[status]
-        cfg.append("    http-error status %d content-type application/json string %s"
-                   % (status, _q(_error_body(status, message, kind, status))))
+        cfg.append(
+            "    http-error status %d content-type application/json string %s"
+            % (status, _q(_error_body(status, message, kind, status)))
+        )
     return cfg
 
 
@@ -487,19 +559,29 @@ def render(settings):
     msources = [str(ipaddress.ip_network(_text(x).strip(), strict=False)) for x in s.get("metrics_sources") or []]
 
     cfg = _head(
-        "roles/vllm_front", hard_stop,
+        "roles/vllm_front",
+        hard_stop,
         (["    user %s" % _text(s["user"]), "    group %s" % _text(s["user"])] if s.get("user") else [])
         + ["    tune.ssl.default-dh-param 2048"],
         # client, method, path only (%HPO: no query string), status, bytes, total time (ms) - never a header.
-        "%ci front=%f client=%[var(txn.client_name)] %HM %HPO %ST %B %Tt", ["http-buffer-request"],
-        request, stream, queue, [], sorted(set(ERRORS) & set(HAPROXY_ERRORS)))
+        "%ci front=%f client=%[var(txn.client_name)] %HM %HPO %ST %B %Tt",
+        ["http-buffer-request"],
+        request,
+        stream,
+        queue,
+        [],
+        sorted(set(ERRORS) & set(HAPROXY_ERRORS)),
+    )
     files = {}
     for svc in services:
         name = svc["name"]
         cmap = "%s/clients-%s.map" % (conf, name)
         table = "clients_%s" % name
-        cfg += ["", "# ---- service %s: engine 127.0.0.1:%d, total cap %d" % (name, svc["engine_port"], svc["cap"]),
-                "frontend front_%s" % name]
+        cfg += [
+            "",
+            "# ---- service %s: engine 127.0.0.1:%d, total cap %d" % (name, svc["engine_port"], svc["cap"]),
+            "frontend front_%s" % name,
+        ]
         cfg += _bind(addresses, svc["front_port"], tls, conf)
         cfg += [
             # Which configuration the worker answering runs (a digest of every file of it, no secret in clear): the
@@ -515,8 +597,10 @@ def render(settings):
         cfg.append("    " + _return(404, " unless route_known"))
         for path in allowed:
             methods = ALLOWED_ROUTES[path]["methods"]
-            cfg.append("    %s if { path -m str %s } !{ method %s }"
-                       % (_return(405, " hdr Allow %s" % ",".join(methods)), path, " ".join(methods)))
+            cfg.append(
+                "    %s if { path -m str %s } !{ method %s }"
+                % (_return(405, " hdr Allow %s" % ",".join(methods)), path, " ".join(methods))
+            )
         # /health answers without a key (load balancers); every other allowed route needs one.
         keyless = sorted(p for p in ALLOWED_ROUTES if ALLOWED_ROUTES[p].get("key") is False)
         cfg += [
@@ -525,8 +609,12 @@ def render(settings):
         if s.get("draining"):
             # Drained for a rollout: the fleet's balancers see /health fail and send new requests elsewhere;
             # requests in flight here finish.
-            cfg.append("    " + _return(503, " if { path -m str /health }").replace(
-                ERRORS[503][0], "Draining: this host is being updated; the fleet sends requests elsewhere"))
+            cfg.append(
+                "    "
+                + _return(503, " if { path -m str /health }").replace(
+                    ERRORS[503][0], "Draining: this host is being updated; the fleet sends requests elsewhere"
+                )
+            )
         cfg += [
             # Exactly one Authorization header, 'Bearer <key>' (scheme in any case); its hash names the client. fhdr,
             # not hdr: hdr splits a header at commas, so two values in one header would count once and hash a part.
@@ -551,7 +639,9 @@ def render(settings):
             "    http-request del-header authorization",
         ]
         if svc.get("engine_key"):
-            cfg.append('    http-request set-header Authorization "Bearer %%[str(%s),map(%s/%s)]"' % (name, conf, ENGINE_MAP))
+            cfg.append(
+                '    http-request set-header Authorization "Bearer %%[str(%s),map(%s/%s)]"' % (name, conf, ENGINE_MAP)
+            )
         cfg += [
             "    use_backend health_%s if keyless" % name,
             "    default_backend engine_%s" % name,
@@ -586,19 +676,26 @@ def render(settings):
                     "    " + _return(401, " hdr WWW-Authenticate Bearer unless { var(txn.token) -m found }"),
                 ]
                 files["metrics-%s.map" % name] = {"content": metrics_map(svc), "mode": "0600", "secret": False}
-            cfg += ["    http-request del-header authorization",
-                    "    default_backend metrics_%s" % name,
-                    "",
-                    "backend metrics_%s" % name,
-                    "    server engine 127.0.0.1:%d maxconn 4" % svc["engine_port"]]
+            cfg += [
+                "    http-request del-header authorization",
+                "    default_backend metrics_%s" % name,
+                "",
+                "backend metrics_%s" % name,
+                "    server engine 127.0.0.1:%d maxconn 4" % svc["engine_port"],
+            ]
         files["clients-%s.map" % name] = {"content": client_map(svc), "mode": "0600", "secret": False}
     keys = ["%s %s" % (svc["name"], svc["engine_key"]) for svc in services if svc.get("engine_key")]
     for svc in services:
         key = svc.get("engine_key") or ""
         if any(c.isspace() for c in key) or '"' in key or "'" in key:
-            raise FrontError("the engine key of service %s holds spaces or quotes: the proxy cannot send it" % svc["name"])
-    files[ENGINE_MAP] = {"content": "# service -> the engine's own API key (root only)\n" + "".join(k + "\n" for k in keys),
-                         "mode": "0600", "secret": True}
+            raise FrontError(
+                "the engine key of service %s holds spaces or quotes: the proxy cannot send it" % svc["name"]
+            )
+    files[ENGINE_MAP] = {
+        "content": "# service -> the engine's own API key (root only)\n" + "".join(k + "\n" for k in keys),
+        "mode": "0600",
+        "secret": True,
+    }
     text = "\n".join(cfg) + "\n"
     fingerprint = config_fingerprint(dict(files, **{CONFIG_FILE: {"content": text}}))
     files[CONFIG_FILE] = {"content": text.replace(_FP_SLOT, fingerprint), "mode": "0600", "secret": False}
@@ -619,6 +716,7 @@ def config_fingerprint(files):
 
 # ------------------------------------------------------------------------------------------------ host package
 
+
 def haproxy_version(text):
     """(major, minor, patch) from `haproxy -v` ('HAProxy version 2.6.12-1+deb12u4 2026/10/17 - ...'), or None."""
     return release(_text(text), after=r"(?:HA-?Proxy|haproxy) version ")
@@ -628,10 +726,14 @@ def version_ok(text):
     """(ok, sentence) for the host's HAProxy (host mode)."""
     version = haproxy_version(text)
     if version is None:
-        return False, "haproxy -v did not say a version (%r): install HAProxy >= %d.%d" % ((_text(text).strip()[:80],) + MIN_HAPROXY)
+        return False, "haproxy -v did not say a version (%r): install HAProxy >= %d.%d" % (
+            (_text(text).strip()[:80],) + MIN_HAPROXY
+        )
     if version[:2] < MIN_HAPROXY:
-        return False, ("the host's HAProxy is %d.%d.%d; the front door needs >= %d.%d (http-request return, http-error): "
-                       "install a newer package or use vllm_front_mode: container" % (version + MIN_HAPROXY))
+        return False, (
+            "the host's HAProxy is %d.%d.%d; the front door needs >= %d.%d (http-request return, http-error): "
+            "install a newer package or use vllm_front_mode: container" % (version + MIN_HAPROXY)
+        )
     return True, "HAProxy %d.%d.%d" % version
 
 
@@ -639,8 +741,15 @@ def version_ok(text):
 
 # The host's front door variables a service of airgap_vllm_services may set for itself (its own port, clients,
 # limits); the rest (mode, addresses, TLS, sources) is one per host.
-PER_SERVICE = ("vllm_front_port", "vllm_front_clients", "vllm_front_max_concurrent", "vllm_front_client_max_concurrent",
-               "vllm_front_client_rate_per_minute", "vllm_front_metrics_port", "vllm_front_metrics_tokens")
+PER_SERVICE = (
+    "vllm_front_port",
+    "vllm_front_clients",
+    "vllm_front_max_concurrent",
+    "vllm_front_client_max_concurrent",
+    "vllm_front_client_rate_per_minute",
+    "vllm_front_metrics_port",
+    "vllm_front_metrics_tokens",
+)
 
 
 def _hashed(clients):
@@ -681,15 +790,28 @@ def front_inputs(services, host_values, argvs=None):
             metrics = _int(host.get("vllm_front_metrics_port") or 0, "vllm_front_metrics_port")
             metrics = metrics + index if metrics else 0
         keys = value("vllm_service_api_keys") or []
-        item = {"name": _text(svc.get("name")), "port": svc.get("port"), "front_port": port, "metrics_port": metrics,
-                "argv": list(argvs.get(svc.get("name")) or []),
-                "max_concurrent": value("vllm_front_max_concurrent", 0),
-                "client_max_concurrent": value("vllm_front_client_max_concurrent", 0),
-                "client_rate_per_minute": value("vllm_front_client_rate_per_minute", 0)}
-        check.append(dict(item, clients=value("vllm_front_clients") or [],
-                          metrics_tokens=value("vllm_front_metrics_tokens") or []))
-        out.append(dict(item, clients=_hashed(value("vllm_front_clients")),
-                        metrics_tokens=_hashed(value("vllm_front_metrics_tokens"))))
+        item = {
+            "name": _text(svc.get("name")),
+            "port": svc.get("port"),
+            "front_port": port,
+            "metrics_port": metrics,
+            "argv": list(argvs.get(svc.get("name")) or []),
+            "max_concurrent": value("vllm_front_max_concurrent", 0),
+            "client_max_concurrent": value("vllm_front_client_max_concurrent", 0),
+            "client_rate_per_minute": value("vllm_front_client_rate_per_minute", 0),
+        }
+        check.append(
+            dict(
+                item, clients=value("vllm_front_clients") or [], metrics_tokens=value("vllm_front_metrics_tokens") or []
+            )
+        )
+        out.append(
+            dict(
+                item,
+                clients=_hashed(value("vllm_front_clients")),
+                metrics_tokens=_hashed(value("vllm_front_metrics_tokens")),
+            )
+        )
         engine_keys[item["name"]] = _text(keys[0]) if keys else ""
     return {"services": out, "engine_keys": engine_keys, "check": check}
 
@@ -739,9 +861,11 @@ def front_warnings(get):
     tls = get("vllm_front_tls")
     out = warnings({"enabled": True, "tls": True if tls is None else _truthy(tls)})
     if _truthy(get("vllm_service_metrics_expose")):
-        out.append("vllm_service_metrics_expose publishes the whole engine port beside the front door (vLLM guards only "
-                   "/v1 with its key: /invocations answers there without one); use vllm_front_metrics_port instead and "
-                   "turn it off (docs/monitoring.md, migrating)")
+        out.append(
+            "vllm_service_metrics_expose publishes the whole engine port beside the front door (vLLM guards only "
+            "/v1 with its key: /invocations answers there without one); use vllm_front_metrics_port instead and "
+            "turn it off (docs/monitoring.md, migrating)"
+        )
     return out
 
 
@@ -752,6 +876,7 @@ def _truthy(value):
 
 
 # ------------------------------------------------------------------------------------------------ the fleet
+
 
 def render_fleet(settings):
     """haproxy.cfg of a fleet balancer (inventory group vllm_front): one listener per service port, TLS with its own
@@ -769,21 +894,35 @@ def render_fleet(settings):
     members = s.get("members") or []
     if not members:
         raise FrontError("the fleet balancer has no member hosts (vllm_front_fleet_members)")
-    cfg = _head("roles/vllm_front fleet", stream, [], "%ci fleet=%f member=%s %HM %HPO %ST %B %Tt", [],
-                request, stream, "5s",
-                # A member that fails mid-request: try another one for requests that never reached it.
-                ["    retries 2", "    option redispatch"], (502, 503, 504))
+    cfg = _head(
+        "roles/vllm_front fleet",
+        stream,
+        [],
+        "%ci fleet=%f member=%s %HM %HPO %ST %B %Tt",
+        [],
+        request,
+        stream,
+        "5s",
+        # A member that fails mid-request: try another one for requests that never reached it.
+        ["    retries 2", "    option redispatch"],
+        (502, 503, 504),
+    )
     for svc in s.get("services") or []:
         name, port = svc["name"], _port(svc["front_port"], "vllm_front_port")
         member_port = _port(svc.get("member_port") or port, "the members' front port")
         cfg += ["", "frontend fleet_%s" % name]
         cfg += _bind(addresses, port, tls, conf)
-        cfg += ["    default_backend members_%s" % name, "", "backend members_%s" % name,
-                "    balance leastconn",
-                "    option httpchk GET /health",
-                "    http-check expect status 200",
-                "    default-server check inter %ds fall 2 rise 2 ssl verify required ca-file %s/ca.crt"
-                % (inter, conf) if tls else "    default-server check inter %ds fall 2 rise 2" % inter]
+        cfg += [
+            "    default_backend members_%s" % name,
+            "",
+            "backend members_%s" % name,
+            "    balance leastconn",
+            "    option httpchk GET /health",
+            "    http-check expect status 200",
+            "    default-server check inter %ds fall 2 rise 2 ssl verify required ca-file %s/ca.crt" % (inter, conf)
+            if tls
+            else "    default-server check inter %ds fall 2 rise 2" % inter,
+        ]
         for m in members:
             address = _text(m["address"]).strip()
             ip = None

@@ -31,25 +31,52 @@ MIB = 1024 * 1024
 # (metric, type, help, field or function of the health dict)
 GPU_METRICS = (
     ('DCGM_FI_DEV_GPU_TEMP', 'gauge', 'GPU temperature (in C).', 'temperature_c'),
-    ('DCGM_FI_DEV_POWER_USAGE', 'gauge', 'Power draw (in W).',
-     lambda g: None if g.get('power_mw') is None else g['power_mw'] / 1000.0),
-    ('airgap_gpu_power_limit_watts', 'gauge', 'Enforced power limit (in W).',
-     lambda g: None if g.get('power_limit_mw') is None else g['power_limit_mw'] / 1000.0),
+    (
+        'DCGM_FI_DEV_POWER_USAGE',
+        'gauge',
+        'Power draw (in W).',
+        lambda g: None if g.get('power_mw') is None else g['power_mw'] / 1000.0,
+    ),
+    (
+        'airgap_gpu_power_limit_watts',
+        'gauge',
+        'Enforced power limit (in W).',
+        lambda g: None if g.get('power_limit_mw') is None else g['power_limit_mw'] / 1000.0,
+    ),
     ('DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION', 'counter', 'Total energy consumption since boot (in mJ).', 'energy_mj'),
     ('DCGM_FI_DEV_SM_CLOCK', 'gauge', 'SM clock frequency (in MHz).', 'sm_clock_mhz'),
     ('DCGM_FI_DEV_MEM_CLOCK', 'gauge', 'Memory clock frequency (in MHz).', 'mem_clock_mhz'),
-    ('DCGM_FI_DEV_CLOCK_THROTTLE_REASONS', 'gauge', 'Current clock throttle reasons (NVML bitmask).',
-     'throttle_reasons'),
-    ('DCGM_FI_DEV_GPU_UTIL', 'gauge', 'GPU utilization (in %).',
-     lambda g: (g.get('utilization') or {}).get('gpu')),
-    ('DCGM_FI_DEV_MEM_COPY_UTIL', 'gauge', 'Memory utilization (in %).',
-     lambda g: (g.get('utilization') or {}).get('memory')),
-    ('DCGM_FI_DEV_FB_USED', 'gauge', 'Framebuffer memory used (in MiB).',
-     lambda g: None if g.get('memory_used') is None else g['memory_used'] // MIB),
-    ('DCGM_FI_DEV_FB_FREE', 'gauge', 'Framebuffer memory free (in MiB).',
-     lambda g: None if g.get('memory_free') is None else g['memory_free'] // MIB),
-    ('airgap_gpu_fb_total_mib', 'gauge', 'Framebuffer memory total (in MiB).',
-     lambda g: None if g.get('memory_total') is None else g['memory_total'] // MIB),
+    (
+        'DCGM_FI_DEV_CLOCK_THROTTLE_REASONS',
+        'gauge',
+        'Current clock throttle reasons (NVML bitmask).',
+        'throttle_reasons',
+    ),
+    ('DCGM_FI_DEV_GPU_UTIL', 'gauge', 'GPU utilization (in %).', lambda g: (g.get('utilization') or {}).get('gpu')),
+    (
+        'DCGM_FI_DEV_MEM_COPY_UTIL',
+        'gauge',
+        'Memory utilization (in %).',
+        lambda g: (g.get('utilization') or {}).get('memory'),
+    ),
+    (
+        'DCGM_FI_DEV_FB_USED',
+        'gauge',
+        'Framebuffer memory used (in MiB).',
+        lambda g: None if g.get('memory_used') is None else g['memory_used'] // MIB,
+    ),
+    (
+        'DCGM_FI_DEV_FB_FREE',
+        'gauge',
+        'Framebuffer memory free (in MiB).',
+        lambda g: None if g.get('memory_free') is None else g['memory_free'] // MIB,
+    ),
+    (
+        'airgap_gpu_fb_total_mib',
+        'gauge',
+        'Framebuffer memory total (in MiB).',
+        lambda g: None if g.get('memory_total') is None else g['memory_total'] // MIB,
+    ),
     ('DCGM_FI_DEV_ECC_SBE_VOL_TOTAL', 'counter', 'Single-bit volatile ECC errors.', 'ecc_sbe_volatile'),
     ('DCGM_FI_DEV_ECC_DBE_VOL_TOTAL', 'counter', 'Double-bit volatile ECC errors.', 'ecc_dbe_volatile'),
     ('DCGM_FI_DEV_ECC_SBE_AGG_TOTAL', 'counter', 'Single-bit persistent ECC errors.', 'ecc_sbe_aggregate'),
@@ -57,20 +84,42 @@ GPU_METRICS = (
     ('DCGM_FI_DEV_RETIRED_SBE', 'counter', 'Total number of retired pages due to single-bit errors.', 'retired_sbe'),
     ('DCGM_FI_DEV_RETIRED_DBE', 'counter', 'Total number of retired pages due to double-bit errors.', 'retired_dbe'),
     ('DCGM_FI_DEV_RETIRED_PENDING', 'gauge', 'Pages pending retirement (1: a reset is needed).', 'retired_pending'),
-    ('DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS', 'counter', 'Rows remapped for correctable errors.',
-     lambda g: (g.get('remapped_rows') or {}).get('correctable')),
-    ('DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS', 'counter', 'Rows remapped for uncorrectable errors.',
-     lambda g: (g.get('remapped_rows') or {}).get('uncorrectable')),
-    ('DCGM_FI_DEV_ROW_REMAP_FAILURE', 'gauge', 'Whether remapping of rows has failed.',
-     lambda g: (g.get('remapped_rows') or {}).get('failure')),
-    ('airgap_gpu_row_remap_pending', 'gauge', 'Rows pending remapping (1: a reset is needed).',
-     lambda g: (g.get('remapped_rows') or {}).get('pending')),
+    (
+        'DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS',
+        'counter',
+        'Rows remapped for correctable errors.',
+        lambda g: (g.get('remapped_rows') or {}).get('correctable'),
+    ),
+    (
+        'DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS',
+        'counter',
+        'Rows remapped for uncorrectable errors.',
+        lambda g: (g.get('remapped_rows') or {}).get('uncorrectable'),
+    ),
+    (
+        'DCGM_FI_DEV_ROW_REMAP_FAILURE',
+        'gauge',
+        'Whether remapping of rows has failed.',
+        lambda g: (g.get('remapped_rows') or {}).get('failure'),
+    ),
+    (
+        'airgap_gpu_row_remap_pending',
+        'gauge',
+        'Rows pending remapping (1: a reset is needed).',
+        lambda g: (g.get('remapped_rows') or {}).get('pending'),
+    ),
 )
 # Every metric name the exporter can write (the dashboard and rule tests check their names against it).
 METRIC_NAMES = tuple(m[0] for m in GPU_METRICS) + (
-    'airgap_gpu_clock_throttle_reason', 'DCGM_FI_DEV_XID_ERRORS', 'airgap_gpu_xid_errors_total',
-    'airgap_gpu_exporter_up', 'airgap_gpu_exporter_last_run_timestamp_seconds', 'airgap_gpu_count',
-    'airgap_gpu_read_errors', 'airgap_gpu_metric_unavailable')
+    'airgap_gpu_clock_throttle_reason',
+    'DCGM_FI_DEV_XID_ERRORS',
+    'airgap_gpu_xid_errors_total',
+    'airgap_gpu_exporter_up',
+    'airgap_gpu_exporter_last_run_timestamp_seconds',
+    'airgap_gpu_count',
+    'airgap_gpu_read_errors',
+    'airgap_gpu_metric_unavailable',
+)
 
 # `NVRM: Xid (PCI:0000:3b:00): 79, pid=0, GPU has fallen off the bus.` (R470+), and the older
 # `NVRM: Xid (0000:03:00): 31, Ch 00000010, ...`; the function number (.0) is absent in both.
@@ -91,8 +140,12 @@ def parse_xid(text):
     for line in (text or '').splitlines():
         m = XID_RE.search(line)
         if m:
-            events.append({'bus': '%04x:%s:%s' % (int(m.group(1), 16), m.group(2).lower(), m.group(3).lower()),
-                           'xid': int(m.group(4))})
+            events.append(
+                {
+                    'bus': '%04x:%s:%s' % (int(m.group(1), 16), m.group(2).lower(), m.group(3).lower()),
+                    'xid': int(m.group(4)),
+                }
+            )
     return events
 
 
@@ -113,8 +166,13 @@ def _number(value):
 
 
 def gpu_labels(gpu):
-    return (('gpu', gpu['index']), ('UUID', gpu.get('uuid') or ''), ('device', 'nvidia%d' % gpu['index']),
-            ('modelName', gpu.get('name') or ''), ('pci_bus_id', gpu.get('pci_bus_id') or ''))
+    return (
+        ('gpu', gpu['index']),
+        ('UUID', gpu.get('uuid') or ''),
+        ('device', 'nvidia%d' % gpu['index']),
+        ('modelName', gpu.get('name') or ''),
+        ('pci_bus_id', gpu.get('pci_bus_id') or ''),
+    )
 
 
 def render(health, xid_events=None, now=None):
@@ -123,17 +181,35 @@ def render(health, xid_events=None, now=None):
     families = []  # (name, type, help, [(labels, value)])
     gpus = health.get('gpus') or []
     up = 1 if health.get('nvml_state') == 'ok' else 0
-    families.append(('airgap_gpu_exporter_up', 'gauge', 'NVML answered (1) or not (0: see nvml_state).',
-                     [((('nvml_state', health.get('nvml_state') or 'unknown'),), up)]))
+    families.append(
+        (
+            'airgap_gpu_exporter_up',
+            'gauge',
+            'NVML answered (1) or not (0: see nvml_state).',
+            [((('nvml_state', health.get('nvml_state') or 'unknown'),), up)],
+        )
+    )
     if now is not None:
-        families.append(('airgap_gpu_exporter_last_run_timestamp_seconds', 'gauge',
-                         'When the exporter last ran (Unix time).', [((), float(now))]))
+        families.append(
+            (
+                'airgap_gpu_exporter_last_run_timestamp_seconds',
+                'gauge',
+                'When the exporter last ran (Unix time).',
+                [((), float(now))],
+            )
+        )
     if up:
-        families.append(('airgap_gpu_count', 'gauge', 'GPUs NVML lists.',
-                         [((), len(gpus) + len(health.get('gpu_errors') or []))]))
-        families.append(('airgap_gpu_read_errors', 'gauge', 'GPUs whose NVML reads failed on this run.',
-                         [((('gpu', e['index']), ('error', e.get('name') or '')), 1)
-                          for e in health.get('gpu_errors') or []]))
+        families.append(
+            ('airgap_gpu_count', 'gauge', 'GPUs NVML lists.', [((), len(gpus) + len(health.get('gpu_errors') or []))])
+        )
+        families.append(
+            (
+                'airgap_gpu_read_errors',
+                'gauge',
+                'GPUs whose NVML reads failed on this run.',
+                [((('gpu', e['index']), ('error', e.get('name') or '')), 1) for e in health.get('gpu_errors') or []],
+            )
+        )
     unavailable = []  # (gpu, metric): what NVML did not answer, said once rather than left to guess
     for name, kind, text, field in GPU_METRICS:
         samples = []
@@ -152,8 +228,14 @@ def render(health, xid_events=None, now=None):
             continue
         for bit, reason in _nvml.THROTTLE_REASONS:
             reasons.append((gpu_labels(g) + (('reason', reason),), 1 if mask & bit else 0))
-    families.append(('airgap_gpu_clock_throttle_reason', 'gauge',
-                     'Clock throttle reason active (1) or not (0), one series per NVML reason bit.', reasons))
+    families.append(
+        (
+            'airgap_gpu_clock_throttle_reason',
+            'gauge',
+            'Clock throttle reason active (1) or not (0), one series per NVML reason bit.',
+            reasons,
+        )
+    )
     if xid_events is not None:
         by_bus = dict((bus_key(g.get('pci_bus_id')), g) for g in gpus)
         last, counts = {}, {}
@@ -163,17 +245,36 @@ def render(health, xid_events=None, now=None):
                 continue
             last[g['index']] = event['xid']
             counts[(g['index'], event['xid'])] = counts.get((g['index'], event['xid']), 0) + 1
-        families.append(('DCGM_FI_DEV_XID_ERRORS', 'gauge',
-                         'Value of the last XID error encountered (0: none since boot).',
-                         [(gpu_labels(g), last.get(g['index'], 0)) for g in gpus]))
-        families.append(('airgap_gpu_xid_errors_total', 'counter', 'XID errors in the kernel log since boot, by XID.',
-                         [(gpu_labels(by_index) + (('xid', xid),), n)
-                          for (index, xid), n in sorted(counts.items())
-                          for by_index in gpus if by_index['index'] == index]))
-    families.append(('airgap_gpu_metric_unavailable', 'gauge',
-                     'A figure NVML did not answer for this GPU (not offered by the card or driver): the metric '
-                     'named is absent, not 0.',
-                     [(gpu_labels(g) + (('metric', name),), 1) for g, name in unavailable]))
+        families.append(
+            (
+                'DCGM_FI_DEV_XID_ERRORS',
+                'gauge',
+                'Value of the last XID error encountered (0: none since boot).',
+                [(gpu_labels(g), last.get(g['index'], 0)) for g in gpus],
+            )
+        )
+        families.append(
+            (
+                'airgap_gpu_xid_errors_total',
+                'counter',
+                'XID errors in the kernel log since boot, by XID.',
+                [
+                    (gpu_labels(by_index) + (('xid', xid),), n)
+                    for (index, xid), n in sorted(counts.items())
+                    for by_index in gpus
+                    if by_index['index'] == index
+                ],
+            )
+        )
+    families.append(
+        (
+            'airgap_gpu_metric_unavailable',
+            'gauge',
+            'A figure NVML did not answer for this GPU (not offered by the card or driver): the metric '
+            'named is absent, not 0.',
+            [(gpu_labels(g) + (('metric', name),), 1) for g, name in unavailable],
+        )
+    )
     lines = []
     for name, kind, text, samples in families:
         if not samples:

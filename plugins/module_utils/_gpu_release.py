@@ -47,11 +47,16 @@ def load_state(text):
     state.setdefault('containers', {})
     services, containers = state['services'], state['containers']
     if not isinstance(services, dict) or not all(
-            isinstance(r, dict) and isinstance(r.get('replicas'), int) for r in services.values()):
+        isinstance(r, dict) and isinstance(r.get('replicas'), int) for r in services.values()
+    ):
         raise GpuReleaseError('"services" must map service names to {"replicas": <int>}')
     if not isinstance(containers, dict) or not all(
-            isinstance(r, dict) and isinstance(r.get('name'), str) and isinstance(r.get('restart_policy'), str)
-            and isinstance(r.get('was_running'), bool) for r in containers.values()):
+        isinstance(r, dict)
+        and isinstance(r.get('name'), str)
+        and isinstance(r.get('restart_policy'), str)
+        and isinstance(r.get('was_running'), bool)
+        for r in containers.values()
+    ):
         raise GpuReleaseError('"containers" must map container ids to {"name", "restart_policy", "was_running"}')
     return state
 
@@ -68,7 +73,8 @@ def read_state_file(path):
         raise GpuReleaseError(
             'gpu release state file %s is unreadable: %s. It records what to put back after a release: '
             'restore those workloads by hand (docker service scale / docker update --restart / docker start) '
-            'and delete the file, or fix its JSON' % (path, exc))
+            'and delete the file, or fix its JSON' % (path, exc)
+        )
 
 
 def _name(container):
@@ -104,7 +110,8 @@ def service_replicas(service):
             'swarm service %s runs in global mode and cannot be scaled to 0: remove it '
             '(docker service rm) or constrain it off this node (docker service update '
             '--constraint-add node.hostname!=<this host>) and run again'
-            % (service.get('Spec') or {}).get('Name', service.get('ID')))
+            % (service.get('Spec') or {}).get('Name', service.get('ID'))
+        )
     return int(mode['Replicated'].get('Replicas') or 0)
 
 
@@ -131,12 +138,15 @@ def plan_release(state, services, containers):
         policy_name = policy.get('Name') or 'no'
         if not running and policy_name in ('no', ''):
             continue
-        new['containers'].setdefault(cid, {
-            'name': _name(container),
-            'restart_policy': policy_name,
-            'maximum_retry_count': int(policy.get('MaximumRetryCount') or 0),
-            'was_running': running,
-        })
+        new['containers'].setdefault(
+            cid,
+            {
+                'name': _name(container),
+                'restart_policy': policy_name,
+                'maximum_retry_count': int(policy.get('MaximumRetryCount') or 0),
+                'was_running': running,
+            },
+        )
         if policy_name not in ('no', ''):
             actions.append(['update', '--restart=no', cid])
         if running:
@@ -172,8 +182,9 @@ def plan_restore(state, existing_services, existing_containers):
 
 def write_state_atomic(path, state):
     """The record, readable by root only, replaced atomically and durably (module_utils/_files.py)."""
-    write_atomic(path, json.dumps(state, indent=2, sort_keys=True) + '\n', mode=0o600, makedirs=0o700,
-                 prefix='.gpu-release-')
+    write_atomic(
+        path, json.dumps(state, indent=2, sort_keys=True) + '\n', mode=0o600, makedirs=0o700, prefix='.gpu-release-'
+    )
 
 
 def restore_workloads(docker, state, state_file, check_mode=False):
@@ -187,15 +198,18 @@ def restore_workloads(docker, state, state_file, check_mode=False):
         try:
             swarm = docker.swarm_state()
         except DockerError as exc:
-            raise GpuReleaseError('docker info failed (rc %s): %s: cannot tell which released workloads still exist, so nothing was restored '
-                                  'and the record %s is kept; start Docker and run again'
-                                  % (exc.rc, (exc.stderr or exc.stdout or str(exc)).strip(), state_file))
+            raise GpuReleaseError(
+                'docker info failed (rc %s): %s: cannot tell which released workloads still exist, so nothing was restored '
+                'and the record %s is kept; start Docker and run again'
+                % (exc.rc, (exc.stderr or exc.stdout or str(exc)).strip(), state_file)
+            )
         if state['services'] and swarm != 'active':
             raise GpuReleaseError(
                 'swarm node is %r, not active (right after a reboot it stays pending until it rejoins): '
                 'services %s cannot be scaled back yet; nothing was restored and the record %s is kept. Run '
                 'again once `docker info` shows Swarm: active (if this node left the swarm for good, scale them '
-                'from a manager and delete the record)' % (swarm, ', '.join(sorted(state['services'])), state_file))
+                'from a manager and delete the record)' % (swarm, ', '.join(sorted(state['services'])), state_file)
+            )
         services = docker.service_names() if state['services'] else set()
     else:
         services = set()

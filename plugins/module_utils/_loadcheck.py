@@ -8,6 +8,7 @@ Result keys are those vLLM 0.27.1 writes with --save-result (vllm/benchmarks/ser
 failed, output_throughput, max_concurrent_requests, p<N>_<metric>_ms for --metric-percentiles)."""
 
 from __future__ import absolute_import, division, print_function
+
 __metaclass__ = type
 
 import json
@@ -51,16 +52,21 @@ def _finite(value):
     return number if math.isfinite(number) else None
 
 
-def settings_problems(num_prompts, input_len, output_len, concurrency=None, timeout=900,
-                      ttft_p95_max_ms=None, tpot_p95_max_ms=None):
+def settings_problems(
+    num_prompts, input_len, output_len, concurrency=None, timeout=900, ttft_p95_max_ms=None, tpot_p95_max_ms=None
+):
     """What is wrong with the load check's settings (one sentence each; [] when it can run).
 
     At least one prompt (0 prompts would "pass" without a request), whole lengths and a timeout of at least 1,
     a concurrency of at least 1 when given, thresholds that are finite and above 0 when given (NaN compares
     false with every latency, so a NaN threshold would never warn)."""
     problems = []
-    for name, value, low in (("num_prompts", num_prompts, 1), ("input_len", input_len, 1),
-                             ("output_len", output_len, 1), ("timeout", timeout, 1)):
+    for name, value, low in (
+        ("num_prompts", num_prompts, 1),
+        ("input_len", input_len, 1),
+        ("output_len", output_len, 1),
+        ("timeout", timeout, 1),
+    ):
         number = _whole(value)
         if number is None or number < low:
             problems.append("%s must be a whole number of at least %d, not %r" % (name, low, value))
@@ -102,27 +108,54 @@ def serving_facts(args):
         raise LoadCheckError("the container does not run `vllm serve MODEL_DIR ...`: %r" % args[:3])
     model = args[0]
     names = option_value(args, "--served-model-name")
-    return {"model_dir": model,
-            "served_model_name": names or model,
-            "port": int(option_value(args, "--port") or 8000),
-            "max_num_seqs": int(option_value(args, "--max-num-seqs") or 0) or None}
+    return {
+        "model_dir": model,
+        "served_model_name": names or model,
+        "port": int(option_value(args, "--port") or 8000),
+        "max_num_seqs": int(option_value(args, "--max-num-seqs") or 0) or None,
+    }
 
 
 def bench_argv(facts, concurrency, num_prompts, input_len, output_len, result_dir, result_file):
     """`vllm bench serve` against the server from inside its own container: random prompts, the model
     directory as tokenizer (offline), the planned concurrency, percentiles 50 and 95 saved as JSON."""
-    return ["vllm", "bench", "serve",
-            "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
-            "--base-url", "http://127.0.0.1:%d" % facts["port"],
-            "--model", facts["served_model_name"], "--tokenizer", facts["model_dir"],
-            "--dataset-name", "random",
-            "--random-input-len", str(int(input_len)), "--random-output-len", str(int(output_len)),
-            "--num-prompts", str(int(num_prompts)), "--max-concurrency", str(int(concurrency)),
-            "--ignore-eos",
-            "--percentile-metrics", ",".join(METRICS),
-            "--metric-percentiles", ",".join(str(p) for p in PERCENTILES),
-            "--save-result", "--save-detailed", "--result-dir", result_dir, "--result-filename", result_file,
-            "--disable-tqdm"]
+    return [
+        "vllm",
+        "bench",
+        "serve",
+        "--backend",
+        "openai-chat",
+        "--endpoint",
+        "/v1/chat/completions",
+        "--base-url",
+        "http://127.0.0.1:%d" % facts["port"],
+        "--model",
+        facts["served_model_name"],
+        "--tokenizer",
+        facts["model_dir"],
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(int(input_len)),
+        "--random-output-len",
+        str(int(output_len)),
+        "--num-prompts",
+        str(int(num_prompts)),
+        "--max-concurrency",
+        str(int(concurrency)),
+        "--ignore-eos",
+        "--percentile-metrics",
+        ",".join(METRICS),
+        "--metric-percentiles",
+        ",".join(str(p) for p in PERCENTILES),
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        result_dir,
+        "--result-filename",
+        result_file,
+        "--disable-tqdm",
+    ]
 
 
 def peak_running(metrics_text):
@@ -141,8 +174,7 @@ def _num(result, key):
     return float(v) if isinstance(v, (int, float)) else None
 
 
-def summarize(result, concurrency, num_prompts, ttft_p95_max_ms=None, tpot_p95_max_ms=None,
-              peak_running_seen=None):
+def summarize(result, concurrency, num_prompts, ttft_p95_max_ms=None, tpot_p95_max_ms=None, peak_running_seen=None):
     """Figures, problems (requests that failed: the deployment fails) and warnings (latency over
     the operator's thresholds; with no thresholds there are none)."""
     if not isinstance(result, dict) or not isinstance(result.get("completed"), int):
@@ -151,29 +183,36 @@ def summarize(result, concurrency, num_prompts, ttft_p95_max_ms=None, tpot_p95_m
     if wrong:
         raise LoadCheckError("; ".join(wrong))
     failed = int(result.get("failed") or 0)
-    figures = {"requests": int(num_prompts), "completed": result["completed"], "failed": failed,
-               "concurrency": int(concurrency),
-               "duration_s": _num(result, "duration"),
-               "output_tokens_per_s": _num(result, "output_throughput"),
-               "request_throughput": _num(result, "request_throughput"),
-               "peak_concurrent_requests": result.get("max_concurrent_requests"),
-               "peak_running_in_metrics": peak_running_seen,
-               "streaming_at_once": streaming_at_once(stream_intervals(result))}
+    figures = {
+        "requests": int(num_prompts),
+        "completed": result["completed"],
+        "failed": failed,
+        "concurrency": int(concurrency),
+        "duration_s": _num(result, "duration"),
+        "output_tokens_per_s": _num(result, "output_throughput"),
+        "request_throughput": _num(result, "request_throughput"),
+        "peak_concurrent_requests": result.get("max_concurrent_requests"),
+        "peak_running_in_metrics": peak_running_seen,
+        "streaming_at_once": streaming_at_once(stream_intervals(result)),
+    }
     for metric in METRICS:
         for p in PERCENTILES:
             figures["p%d_%s_ms" % (p, metric)] = _num(result, "p%d_%s_ms" % (p, metric))
     problems, warnings = [], []
     errors = [e for e in result.get("errors") or [] if e]
     if failed or result["completed"] < int(num_prompts):
-        problems.append("%d of %d requests failed%s" % (
-            max(failed, int(num_prompts) - result["completed"]), int(num_prompts),
-            (": " + errors[0].strip().splitlines()[-1][:300]) if errors else ""))
-    for label, key, limit in (("TTFT", "p95_ttft_ms", ttft_p95_max_ms),
-                              ("TPOT", "p95_tpot_ms", tpot_p95_max_ms)):
+        problems.append(
+            "%d of %d requests failed%s"
+            % (
+                max(failed, int(num_prompts) - result["completed"]),
+                int(num_prompts),
+                (": " + errors[0].strip().splitlines()[-1][:300]) if errors else "",
+            )
+        )
+    for label, key, limit in (("TTFT", "p95_ttft_ms", ttft_p95_max_ms), ("TPOT", "p95_tpot_ms", tpot_p95_max_ms)):
         if limit is not None and figures[key] is not None and figures[key] > float(limit):
             warnings.append("%s p95 %.1f ms is over the threshold of %s ms" % (label, figures[key], limit))
-    return {"figures": figures, "problems": problems, "warnings": warnings,
-            "ok": not problems}
+    return {"figures": figures, "problems": problems, "warnings": warnings, "ok": not problems}
 
 
 def compact(result):
@@ -187,13 +226,26 @@ def render(summary):
     def ms(key):
         return "-" if f.get(key) is None else "%.0f" % f[key]
 
-    lines = ["load check: %d requests at concurrency %d: %d ok, %d failed (peak %s running in /metrics, %s streaming "
-             "at once)" % (f["requests"], f["concurrency"], f["completed"], f["failed"],
-                           "?" if f["peak_running_in_metrics"] is None else "%g" % f["peak_running_in_metrics"],
-                           "?" if f.get("streaming_at_once") is None else "%d" % f["streaming_at_once"]),
-             "  TTFT p50/p95 %s/%s ms, TPOT p50/p95 %s/%s ms, output %s tokens/s" % (
-                 ms("p50_ttft_ms"), ms("p95_ttft_ms"), ms("p50_tpot_ms"), ms("p95_tpot_ms"),
-                 "-" if f["output_tokens_per_s"] is None else "%.1f" % f["output_tokens_per_s"])]
+    lines = [
+        "load check: %d requests at concurrency %d: %d ok, %d failed (peak %s running in /metrics, %s streaming "
+        "at once)"
+        % (
+            f["requests"],
+            f["concurrency"],
+            f["completed"],
+            f["failed"],
+            "?" if f["peak_running_in_metrics"] is None else "%g" % f["peak_running_in_metrics"],
+            "?" if f.get("streaming_at_once") is None else "%d" % f["streaming_at_once"],
+        ),
+        "  TTFT p50/p95 %s/%s ms, TPOT p50/p95 %s/%s ms, output %s tokens/s"
+        % (
+            ms("p50_ttft_ms"),
+            ms("p95_ttft_ms"),
+            ms("p50_tpot_ms"),
+            ms("p95_tpot_ms"),
+            "-" if f["output_tokens_per_s"] is None else "%.1f" % f["output_tokens_per_s"],
+        ),
+    ]
     lines += ["  WARNING: " + w for w in summary["warnings"]]
     lines += ["  FAILED: " + p for p in summary["problems"]]
     return "\n".join(lines)
@@ -211,8 +263,13 @@ DEFAULT_PROFILES = PROFILES
 PROFILE_DEFAULTS = {
     "random": {"num_prompts": 32, "input_len": 256, "output_len": 64, "concurrency": None},
     "long-context": {"num_prompts": 1, "input_len": None, "output_len": 16, "concurrency": 1},
-    "shared-prefix": {"num_prompts": None, "prefix_len": None, "suffix_len": 128, "output_len": 32,
-                      "concurrency": None},
+    "shared-prefix": {
+        "num_prompts": None,
+        "prefix_len": None,
+        "suffix_len": 128,
+        "output_len": 32,
+        "concurrency": None,
+    },
     "tools": {"num_prompts": None, "output_len": 256, "concurrency": None},
     "single-stream": {"num_prompts": 3, "input_len": 2048, "output_len": 128, "concurrency": 1},
 }
@@ -223,11 +280,20 @@ LONG_CONTEXT_MARGIN = 64  # also room for a chat template or a BOS token, were o
 SHARED_PREFIX_BLOCKS = 8
 SHARED_PREFIX_MIN = 2048
 # The tools profile asks questions a tool answers (the README's example among them).
-TOOL_QUESTIONS = ("What is the weather in Beijing? Use the tool.", "What is the weather in Beijing?",
-                  "How is the weather in Beijing today?", "Tell me the weather in Beijing.")
-WEATHER_TOOL = {"type": "function", "function": {
-    "name": "get_weather", "description": "Current weather of a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+TOOL_QUESTIONS = (
+    "What is the weather in Beijing? Use the tool.",
+    "What is the weather in Beijing?",
+    "How is the weather in Beijing today?",
+    "Tell me the weather in Beijing.",
+)
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather of a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
 
 
 def engine_settings(args):
@@ -250,12 +316,16 @@ def engine_settings(args):
         prefix = False
     ctx = option_value(args, "--max-model-len")
     block = option_value(args, "--block-size")
-    return {"max_model_len": _whole(ctx) if ctx else None,
-            "max_num_seqs": _whole(option_value(args, "--max-num-seqs")),
-            "speculative_method": method, "num_speculative_tokens": num_spec,
-            "prefix_caching": prefix, "block_size": _whole(block) if block else None,
-            "tools": "--enable-auto-tool-choice" in args,
-            "reasoning": option_value(args, "--reasoning-parser") is not None}
+    return {
+        "max_model_len": _whole(ctx) if ctx else None,
+        "max_num_seqs": _whole(option_value(args, "--max-num-seqs")),
+        "speculative_method": method,
+        "num_speculative_tokens": num_spec,
+        "prefix_caching": prefix,
+        "block_size": _whole(block) if block else None,
+        "tools": "--enable-auto-tool-choice" in args,
+        "reasoning": option_value(args, "--reasoning-parser") is not None,
+    }
 
 
 def profile_settings(name, overrides, concurrency, max_model_len=None, block_size=None):
@@ -267,8 +337,9 @@ def profile_settings(name, overrides, concurrency, max_model_len=None, block_siz
     s = dict(PROFILE_DEFAULTS[name])
     extra = set((overrides or {}).keys()) - set(s)
     if extra:
-        raise LoadCheckError("profile %s has no setting %s (it takes %s)"
-                             % (name, ", ".join(sorted(extra)), ", ".join(sorted(s))))
+        raise LoadCheckError(
+            "profile %s has no setting %s (it takes %s)" % (name, ", ".join(sorted(extra)), ", ".join(sorted(s)))
+        )
     s.update(dict((k, v) for k, v in (overrides or {}).items() if v is not None))
     conc = _whole(concurrency) or 1
     if s["concurrency"] is None:
@@ -279,8 +350,10 @@ def profile_settings(name, overrides, concurrency, max_model_len=None, block_siz
                 raise LoadCheckError("long-context needs the engine's --max-model-len (or input_len)")
             s["input_len"] = int(max_model_len) - int(s["output_len"]) - LONG_CONTEXT_MARGIN
         if max_model_len and int(s["input_len"]) + int(s["output_len"]) > int(max_model_len):
-            raise LoadCheckError("long-context: %s + %s tokens exceed --max-model-len %s"
-                                 % (s["input_len"], s["output_len"], max_model_len))
+            raise LoadCheckError(
+                "long-context: %s + %s tokens exceed --max-model-len %s"
+                % (s["input_len"], s["output_len"], max_model_len)
+            )
     if name == "shared-prefix":
         if s["num_prompts"] is None:
             s["num_prompts"] = 4 * int(s["concurrency"])
@@ -305,24 +378,39 @@ def profile_argv(name, facts, settings, result_dir, result_file):
     if name == "tools":
         return None
     if name == "random" or name == "single-stream":
-        return bench_argv(facts, s["concurrency"], s["num_prompts"], s["input_len"], s["output_len"],
-                          result_dir, result_file)
-    argv = bench_argv(facts, s["concurrency"], s["num_prompts"], s.get("input_len", 1), s["output_len"],
-                      result_dir, result_file)
+        return bench_argv(
+            facts, s["concurrency"], s["num_prompts"], s["input_len"], s["output_len"], result_dir, result_file
+        )
+    argv = bench_argv(
+        facts, s["concurrency"], s["num_prompts"], s.get("input_len", 1), s["output_len"], result_dir, result_file
+    )
     at = argv.index("--dataset-name")
-    head, tail = argv[:at], argv[at + 6:]  # drop --dataset-name random --random-input-len N --random-output-len N
+    head, tail = argv[:at], argv[at + 6 :]  # drop --dataset-name random --random-input-len N --random-output-len N
     if name == "long-context":
         # (kept for running it through the bench by hand) The completions API: no chat template around the prompt.
         head[head.index("--backend") + 1] = "openai"
         head[head.index("--endpoint") + 1] = "/v1/completions"
-        data = ["--dataset-name", "random", "--random-input-len", str(s["input_len"]),
-                "--random-output-len", str(s["output_len"])]
+        data = [
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            str(s["input_len"]),
+            "--random-output-len",
+            str(s["output_len"]),
+        ]
     else:  # shared-prefix: vLLM's prefix_repetition dataset, one prefix shared by every request
-        data = ["--dataset-name", "prefix_repetition",
-                "--prefix-repetition-prefix-len", str(s["prefix_len"]),
-                "--prefix-repetition-suffix-len", str(s["suffix_len"]),
-                "--prefix-repetition-num-prefixes", "1",
-                "--prefix-repetition-output-len", str(s["output_len"])]
+        data = [
+            "--dataset-name",
+            "prefix_repetition",
+            "--prefix-repetition-prefix-len",
+            str(s["prefix_len"]),
+            "--prefix-repetition-suffix-len",
+            str(s["suffix_len"]),
+            "--prefix-repetition-num-prefixes",
+            "1",
+            "--prefix-repetition-output-len",
+            str(s["output_len"]),
+        ]
     return head + data + tail
 
 
@@ -358,8 +446,16 @@ def vocab_size_of(config_text):
 
 
 def _streamed(model, prompt, output_len):
-    return {"model": model, "prompt": prompt, "max_tokens": int(output_len), "min_tokens": int(output_len),
-            "ignore_eos": True, "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+    return {
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": int(output_len),
+        "min_tokens": int(output_len),
+        "ignore_eos": True,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
 
 
 def api_requests(name, model, settings, vocab_size):
@@ -370,15 +466,21 @@ def api_requests(name, model, settings, vocab_size):
     if name == "tools":
         return "/v1/chat/completions", tool_requests(model, s)
     if name == "long-context":
-        return "/v1/completions", [_streamed(model, token_ids(s["input_len"], 1, vocab_size), s["output_len"])
-                                   for _i in range(s["num_prompts"])]
+        return "/v1/completions", [
+            _streamed(model, token_ids(s["input_len"], 1, vocab_size), s["output_len"])
+            for _i in range(s["num_prompts"])
+        ]
     if name == "shared-prefix":
         prefix = token_ids(s["prefix_len"], 7, vocab_size)
-        return "/v1/completions", [_streamed(model, prefix + token_ids(s["suffix_len"], 100 + i, vocab_size),
-                                             s["output_len"]) for i in range(s["num_prompts"])]
+        return "/v1/completions", [
+            _streamed(model, prefix + token_ids(s["suffix_len"], 100 + i, vocab_size), s["output_len"])
+            for i in range(s["num_prompts"])
+        ]
     if name == "single-stream":
-        return "/v1/completions", [_streamed(model, token_ids(s["input_len"], 1000 + i, vocab_size), s["output_len"])
-                                   for i in range(s["num_prompts"])]
+        return "/v1/completions", [
+            _streamed(model, token_ids(s["input_len"], 1000 + i, vocab_size), s["output_len"])
+            for i in range(s["num_prompts"])
+        ]
     raise LoadCheckError("profile %s is not sent through the API" % name)
 
 
@@ -389,30 +491,47 @@ def api_result(records, duration_s, peak_in_flight=None):
     ok = [r for r in records or [] if isinstance(r, dict) and not r.get("error") and r.get("ttft") is not None]
     errors = [str(r.get("error")) for r in records or [] if isinstance(r, dict) and r.get("error")]
     ttfts = [float(r["ttft"]) * 1000.0 for r in ok]
-    tpots = [(float(r["e2e"]) - float(r["ttft"])) * 1000.0 / (int(r["completion_tokens"]) - 1)
-             for r in ok if _whole(r.get("completion_tokens")) and int(r["completion_tokens"]) > 1]
+    tpots = [
+        (float(r["e2e"]) - float(r["ttft"])) * 1000.0 / (int(r["completion_tokens"]) - 1)
+        for r in ok
+        if _whole(r.get("completion_tokens")) and int(r["completion_tokens"]) > 1
+    ]
     out_tokens = sum(int(r.get("completion_tokens") or 0) for r in ok)
     duration = _finite(duration_s)
-    return {"completed": len(ok), "failed": len(records or []) - len(ok), "errors": errors,
-            "duration": duration,
-            "mean_ttft_ms": sum(ttfts) / len(ttfts) if ttfts else None,
-            "mean_tpot_ms": sum(tpots) / len(tpots) if tpots else None,
-            "p95_ttft_ms": sorted(ttfts)[int(0.95 * (len(ttfts) - 1))] if ttfts else None,
-            "total_input_tokens": sum(int(r.get("prompt_tokens") or 0) for r in ok),
-            "total_output_tokens": out_tokens,
-            "output_throughput": out_tokens / duration if duration else None,
-            "max_concurrent_requests": peak_in_flight,
-            "stream_intervals": [[r["first"], r["last"]] for r in ok
-                                 if _finite(r.get("first")) is not None and _finite(r.get("last")) is not None]}
+    return {
+        "completed": len(ok),
+        "failed": len(records or []) - len(ok),
+        "errors": errors,
+        "duration": duration,
+        "mean_ttft_ms": sum(ttfts) / len(ttfts) if ttfts else None,
+        "mean_tpot_ms": sum(tpots) / len(tpots) if tpots else None,
+        "p95_ttft_ms": sorted(ttfts)[int(0.95 * (len(ttfts) - 1))] if ttfts else None,
+        "total_input_tokens": sum(int(r.get("prompt_tokens") or 0) for r in ok),
+        "total_output_tokens": out_tokens,
+        "output_throughput": out_tokens / duration if duration else None,
+        "max_concurrent_requests": peak_in_flight,
+        "stream_intervals": [
+            [r["first"], r["last"]]
+            for r in ok
+            if _finite(r.get("first")) is not None and _finite(r.get("last")) is not None
+        ],
+    }
 
 
 def tool_requests(model, settings):
     """Chat bodies of the tools profile: a tool on offer, greedy, the questions in turn."""
     out = []
     for i in range(int(settings["num_prompts"])):
-        out.append({"model": model, "temperature": 0, "max_tokens": int(settings["output_len"]),
-                    "tools": [WEATHER_TOOL], "tool_choice": "auto",
-                    "messages": [{"role": "user", "content": TOOL_QUESTIONS[i % len(TOOL_QUESTIONS)]}]})
+        out.append(
+            {
+                "model": model,
+                "temperature": 0,
+                "max_tokens": int(settings["output_len"]),
+                "tools": [WEATHER_TOOL],
+                "tool_choice": "auto",
+                "messages": [{"role": "user", "content": TOOL_QUESTIONS[i % len(TOOL_QUESTIONS)]}],
+            }
+        )
     return out
 
 
@@ -450,18 +569,32 @@ def tool_outcome(answers, errors=0, duration_s=None):
         if reasoning:
             with_reasoning += 1
     sent = len(answers or []) + int(errors or 0)
-    return {"requests": sent, "completed": len(answers or []), "failed": int(errors or 0),
-            "tool_calls_parsed": parsed, "with_reasoning": with_reasoning, "tool_names": names,
-            "parse_rate": (parsed / float(sent)) if sent else None, "duration_s": duration_s}
+    return {
+        "requests": sent,
+        "completed": len(answers or []),
+        "failed": int(errors or 0),
+        "tool_calls_parsed": parsed,
+        "with_reasoning": with_reasoning,
+        "tool_names": names,
+        "parse_rate": (parsed / float(sent)) if sent else None,
+        "duration_s": duration_s,
+    }
 
 
 # --- vLLM's own counters ----------------------------------------------------------------------------
 # vLLM 0.27.1 v1/metrics/loggers.py (prometheus_client text): every series carries model_name and engine
 # labels; counters are written NAME_total (and NAME_created); per-position acceptance has a `position`
 # label (spec_decode/metrics.py:253). Values are floats ("12.0").
-COUNTERS = ("prefix_cache_queries", "prefix_cache_hits", "spec_decode_num_drafts",
-            "spec_decode_num_draft_tokens", "spec_decode_num_accepted_tokens", "num_preemptions",
-            "prompt_tokens", "generation_tokens")
+COUNTERS = (
+    "prefix_cache_queries",
+    "prefix_cache_hits",
+    "spec_decode_num_drafts",
+    "spec_decode_num_draft_tokens",
+    "spec_decode_num_accepted_tokens",
+    "num_preemptions",
+    "prompt_tokens",
+    "generation_tokens",
+)
 GAUGES = ("kv_cache_usage_perc", "num_requests_running", "num_requests_waiting")
 _SAMPLE = re.compile(r'^vllm:([a-z_]+?)(_total)?(\{[^}]*\})? ([0-9.eE+-]+|NaN|[+-]Inf)$')
 _POSITION = re.compile(r'position="(\d+)"')
@@ -504,12 +637,16 @@ def counter_delta(before, after):
     d["accepted_per_pos"] = dict((p, v - pos_before.get(p, 0.0)) for p, v in sorted(pos_after.items()))
     q, h = d["prefix_cache_queries"], d["prefix_cache_hits"]
     d["prefix_cache_hit_rate"] = (h / q) if q and h is not None else None
-    drafts, tokens, acc = (d["spec_decode_num_drafts"], d["spec_decode_num_draft_tokens"],
-                           d["spec_decode_num_accepted_tokens"])
+    drafts, tokens, acc = (
+        d["spec_decode_num_drafts"],
+        d["spec_decode_num_draft_tokens"],
+        d["spec_decode_num_accepted_tokens"],
+    )
     d["spec_acceptance_rate"] = (acc / tokens) if tokens and acc is not None else None
     d["spec_mean_accepted_length"] = (1.0 + acc / drafts) if drafts and acc is not None else None
-    d["spec_acceptance_per_pos"] = [round(v / drafts, 4) for _p, v in sorted(d["accepted_per_pos"].items())] \
-        if drafts else []
+    d["spec_acceptance_per_pos"] = (
+        [round(v / drafts, 4) for _p, v in sorted(d["accepted_per_pos"].items())] if drafts else []
+    )
     return d
 
 
@@ -560,16 +697,20 @@ def bench_figures(result):
     inputs = _finite(result.get("total_input_tokens"))
     outputs = _finite(result.get("total_output_tokens"))
     prompt = inputs / completed if inputs is not None and completed else None
-    return {"completed": completed, "failed": _whole(result.get("failed")) or 0,
-            "duration_s": _finite(result.get("duration")),
-            "decode_tok_s": 1000.0 / tpot if tpot else None,
-            "prefill_tok_s": prompt / (ttft / 1000.0) if prompt and ttft else None,
-            "mean_prompt_tokens": prompt,
-            "mean_output_tokens": outputs / completed if outputs is not None and completed else None,
-            "output_tokens_per_s": _finite(result.get("output_throughput")),
-            "mean_ttft_ms": ttft, "mean_tpot_ms": tpot,
-            "peak_concurrent_requests": _whole(result.get("max_concurrent_requests")),
-            "streaming_at_once": streaming_at_once(stream_intervals(result))}
+    return {
+        "completed": completed,
+        "failed": _whole(result.get("failed")) or 0,
+        "duration_s": _finite(result.get("duration")),
+        "decode_tok_s": 1000.0 / tpot if tpot else None,
+        "prefill_tok_s": prompt / (ttft / 1000.0) if prompt and ttft else None,
+        "mean_prompt_tokens": prompt,
+        "mean_output_tokens": outputs / completed if outputs is not None and completed else None,
+        "output_tokens_per_s": _finite(result.get("output_throughput")),
+        "mean_ttft_ms": ttft,
+        "mean_tpot_ms": tpot,
+        "peak_concurrent_requests": _whole(result.get("max_concurrent_requests")),
+        "streaming_at_once": streaming_at_once(stream_intervals(result)),
+    }
 
 
 # --- promises ---------------------------------------------------------------------------------------
@@ -598,14 +739,23 @@ def threshold_problems(thresholds):
             continue
         number = _finite(value)
         if number is None or number < 0 or (key.endswith(("_rate", "_fill")) and number > 1):
-            problems.append("promise threshold %s must be a finite number >= 0%s, not %r"
-                            % (key, " and <= 1" if key.endswith(("_rate", "_fill")) else "", value))
+            problems.append(
+                "promise threshold %s must be a finite number >= 0%s, not %r"
+                % (key, " and <= 1" if key.endswith(("_rate", "_fill")) else "", value)
+            )
     return problems
 
 
 def _row(key, promise, expected, measured, status, advice="", source=""):
-    return {"key": key, "promise": promise, "expected": expected, "measured": measured,
-            "status": status, "advice": advice, "source": source}
+    return {
+        "key": key,
+        "promise": promise,
+        "expected": expected,
+        "measured": measured,
+        "status": status,
+        "advice": advice,
+        "source": source,
+    }
 
 
 def _pct(x):
@@ -645,23 +795,49 @@ def promises(plan, engine, profiles, thresholds=None, tradeoff=None):
     # context: one request of the planned context is admitted and finishes without preemption
     lc = fig("long-context")
     if not lc:
-        rows.append(_row("context", "a request of the planned context is admitted and finishes",
-                         ctx, None, "not measured", "run the long-context profile", "plan"))
+        rows.append(
+            _row(
+                "context",
+                "a request of the planned context is admitted and finishes",
+                ctx,
+                None,
+                "not measured",
+                "run the long-context profile",
+                "plan",
+            )
+        )
     else:
         used = (lc.get("mean_prompt_tokens") or 0) + (lc.get("mean_output_tokens") or 0)
         pre = delta("long-context").get("num_preemptions")
         ok = lc.get("completed") and not lc.get("failed") and ctx and used >= t["context_fill"] * ctx and not pre
         measured = "%d of %s tokens, %s, %s preemption(s)" % (
-            used, ctx or "?", "finished" if lc.get("completed") and not lc.get("failed") else "FAILED",
-            "?" if pre is None else "%d" % pre)
-        advice = "" if ok else (
-            "the planned context does not serve: vLLM preempted or refused the long request; the deployment "
-            "report's re-plan and trade-off table give the longest context that fits (vllm_plan_context)"
-            if lc.get("failed") or pre else
-            "the prompt sent was shorter than %.0f %% of the context: raise the long-context input_len" % (
-                100 * t["context_fill"]))
-        rows.append(_row("context", "a request of the planned context is admitted and finishes",
-                         "%s tokens" % ctx, measured, "MET" if ok else "MISSED", advice, "plan"))
+            used,
+            ctx or "?",
+            "finished" if lc.get("completed") and not lc.get("failed") else "FAILED",
+            "?" if pre is None else "%d" % pre,
+        )
+        advice = (
+            ""
+            if ok
+            else (
+                "the planned context does not serve: vLLM preempted or refused the long request; the deployment "
+                "report's re-plan and trade-off table give the longest context that fits (vllm_plan_context)"
+                if lc.get("failed") or pre
+                else "the prompt sent was shorter than %.0f %% of the context: raise the long-context input_len"
+                % (100 * t["context_fill"])
+            )
+        )
+        rows.append(
+            _row(
+                "context",
+                "a request of the planned context is admitted and finishes",
+                "%s tokens" % ctx,
+                measured,
+                "MET" if ok else "MISSED",
+                advice,
+                "plan",
+            )
+        )
     # concurrency: the planned number of requests ran at once, none failed. Two witnesses: the sampled
     # vllm:num_requests_running gauge and the requests' own token streams that overlapped (streaming_at_once).
     names = ("random", "shared-prefix", "tools")
@@ -669,42 +845,89 @@ def promises(plan, engine, profiles, thresholds=None, tradeoff=None):
     streams = [x for x in [fig(n).get("streaming_at_once") for n in names] if x is not None]
     failed = sum(int(fig(n).get("failed") or 0) for n in names)
     if not (peaks or streams) or not conc:
-        rows.append(_row("concurrency", "the planned requests run at once", conc, None, "not measured",
-                         "run the random or shared-prefix profile with metrics_url", "plan"))
+        rows.append(
+            _row(
+                "concurrency",
+                "the planned requests run at once",
+                conc,
+                None,
+                "not measured",
+                "run the random or shared-prefix profile with metrics_url",
+                "plan",
+            )
+        )
     else:
         peak = max(peaks + streams)
         ok = peak >= conc and not failed
         measured = "; ".join(
-            ([("peak %g running in /metrics" % max(peaks))] if peaks else []) +
-            ([("%d streaming at once" % max(streams))] if streams else []) + ["%d failed" % failed])
-        rows.append(_row("concurrency", "the planned requests run at once", "%d" % conc,
-                         measured, "MET" if ok else "MISSED",
-                         "" if ok else ("requests failed: see the load check's errors" if failed else
-                                        "requests queued: not enough KV cache for all at once at that length, or the "
-                                        "profile was too short to fill the slots (raise its num_prompts)"), "plan"))
+            ([("peak %g running in /metrics" % max(peaks))] if peaks else [])
+            + ([("%d streaming at once" % max(streams))] if streams else [])
+            + ["%d failed" % failed]
+        )
+        rows.append(
+            _row(
+                "concurrency",
+                "the planned requests run at once",
+                "%d" % conc,
+                measured,
+                "MET" if ok else "MISSED",
+                ""
+                if ok
+                else (
+                    "requests failed: see the load check's errors"
+                    if failed
+                    else "requests queued: not enough KV cache for all at once at that length, or the "
+                    "profile was too short to fill the slots (raise its num_prompts)"
+                ),
+                "plan",
+            )
+        )
     # prefix-cache hit rate in the shared-prefix profile
     sp = delta("shared-prefix")
     rate = sp.get("prefix_cache_hit_rate")
     if plan.get("prefix_caching") is False or engine.get("prefix_caching") is False:
-        rows.append(_row("prefix_cache_hit_rate", "shared prefixes hit the prefix cache",
-                         ">= %s" % _pct(t["prefix_cache_hit_rate"]), "prefix caching is off", "MISSED",
-                         "agents share a long system prompt and tool definitions: turn prefix caching on "
-                         "(vllm_plan_enable_prefix_caching: true)", "field notes: 80-90 % in steady agent traffic"))
+        rows.append(
+            _row(
+                "prefix_cache_hit_rate",
+                "shared prefixes hit the prefix cache",
+                ">= %s" % _pct(t["prefix_cache_hit_rate"]),
+                "prefix caching is off",
+                "MISSED",
+                "agents share a long system prompt and tool definitions: turn prefix caching on "
+                "(vllm_plan_enable_prefix_caching: true)",
+                "field notes: 80-90 % in steady agent traffic",
+            )
+        )
     elif rate is None:
-        rows.append(_row("prefix_cache_hit_rate", "shared prefixes hit the prefix cache",
-                         ">= %s" % _pct(t["prefix_cache_hit_rate"]), None, "not measured",
-                         "run the shared-prefix profile", "field notes: 80-90 % in steady agent traffic"))
+        rows.append(
+            _row(
+                "prefix_cache_hit_rate",
+                "shared prefixes hit the prefix cache",
+                ">= %s" % _pct(t["prefix_cache_hit_rate"]),
+                None,
+                "not measured",
+                "run the shared-prefix profile",
+                "field notes: 80-90 % in steady agent traffic",
+            )
+        )
     else:
         ok = rate >= t["prefix_cache_hit_rate"]
-        rows.append(_row("prefix_cache_hit_rate", "shared prefixes hit the prefix cache",
-                         ">= %s" % _pct(t["prefix_cache_hit_rate"]),
-                         "%s (%d of %d prompt tokens)" % (_pct(rate), sp.get("prefix_cache_hits") or 0,
-                                                          sp.get("prefix_cache_queries") or 0),
-                         "MET" if ok else "MISSED",
-                         "" if ok else "keep the system prompt and tool definitions byte-identical and first; do not "
-                         "switch reasoning_effort/enable_thinking within a session (it rewrites the system prefix and "
-                         "the whole prompt is prefilled again); a shared prefix shorter than a few KV blocks cannot hit",
-                         "field notes: 80-90 % in steady agent traffic"))
+        rows.append(
+            _row(
+                "prefix_cache_hit_rate",
+                "shared prefixes hit the prefix cache",
+                ">= %s" % _pct(t["prefix_cache_hit_rate"]),
+                "%s (%d of %d prompt tokens)"
+                % (_pct(rate), sp.get("prefix_cache_hits") or 0, sp.get("prefix_cache_queries") or 0),
+                "MET" if ok else "MISSED",
+                ""
+                if ok
+                else "keep the system prompt and tool definitions byte-identical and first; do not "
+                "switch reasoning_effort/enable_thinking within a session (it rewrites the system prefix and "
+                "the whole prompt is prefilled again); a shared prefix shorter than a few KV blocks cannot hit",
+                "field notes: 80-90 % in steady agent traffic",
+            )
+        )
     # speculative decoding: mean accepted length over the whole check
     total = (profiles.get("_all") or {}).get("delta") or {}
     # Natural questions and answers (the tools profile) say more about real traffic than random tokens do: its
@@ -714,80 +937,165 @@ def promises(plan, engine, profiles, thresholds=None, tradeoff=None):
         spec_src, spec_where = delta("tools"), "tools profile"
     length, acc = spec_src.get("spec_mean_accepted_length"), spec_src.get("spec_acceptance_rate")
     if not spec:
-        rows.append(_row("mtp_accepted_length", "speculative decoding pays (mean accepted length)",
-                         ">= %.1f" % t["mtp_accepted_length"], "no speculative decoding planned", "not measured",
-                         "", "field notes: AL >= 2.5 pays"))
+        rows.append(
+            _row(
+                "mtp_accepted_length",
+                "speculative decoding pays (mean accepted length)",
+                ">= %.1f" % t["mtp_accepted_length"],
+                "no speculative decoding planned",
+                "not measured",
+                "",
+                "field notes: AL >= 2.5 pays",
+            )
+        )
     elif length is None:
-        rows.append(_row("mtp_accepted_length", "speculative decoding pays (mean accepted length)",
-                         ">= %.1f" % t["mtp_accepted_length"], None, "not measured",
-                         "no drafts counted: run a profile that decodes", "field notes: AL >= 2.5 pays"))
+        rows.append(
+            _row(
+                "mtp_accepted_length",
+                "speculative decoding pays (mean accepted length)",
+                ">= %.1f" % t["mtp_accepted_length"],
+                None,
+                "not measured",
+                "no drafts counted: run a profile that decodes",
+                "field notes: AL >= 2.5 pays",
+            )
+        )
     else:
         ok = length >= t["mtp_accepted_length"]
         advice = ""
         if not ok:
             zero = _mtp_zero(tradeoff)
-            advice = ("speculation costs more than it gives on this traffic: set vllm_plan_num_speculative_tokens: 0")
+            advice = "speculation costs more than it gives on this traffic: set vllm_plan_num_speculative_tokens: 0"
             if zero:
-                advice += (" (the trade-off table's MTP 0 row: %s tokens x %s requests, %s blocks of %s)" % (
-                    zero.get("all_fit_len") or "none", (tradeoff or {}).get("concurrency"),
-                    zero.get("blocks"), zero.get("block_size")))
+                advice += " (the trade-off table's MTP 0 row: %s tokens x %s requests, %s blocks of %s)" % (
+                    zero.get("all_fit_len") or "none",
+                    (tradeoff or {}).get("concurrency"),
+                    zero.get("blocks"),
+                    zero.get("block_size"),
+                )
             advice += "; the load check's prompts are synthetic: read the same counters over your own traffic"
         per_pos = ", ".join("%.0f %%" % (100 * p) for p in spec_src.get("spec_acceptance_per_pos") or [])
-        rows.append(_row("mtp_accepted_length", "speculative decoding pays (mean accepted length)",
-                         ">= %.1f" % t["mtp_accepted_length"],
-                         "%.2f (acceptance %s%s; %s)" % (length, _pct(acc), "; per position " + per_pos if per_pos
-                                                         else "", spec_where),
-                         "MET" if ok else "MISSED", advice, "field notes: acceptance 56-70 %, AL 2.7-3.1; AL >= 2.5 pays"))
+        rows.append(
+            _row(
+                "mtp_accepted_length",
+                "speculative decoding pays (mean accepted length)",
+                ">= %.1f" % t["mtp_accepted_length"],
+                "%.2f (acceptance %s%s; %s)"
+                % (length, _pct(acc), "; per position " + per_pos if per_pos else "", spec_where),
+                "MET" if ok else "MISSED",
+                advice,
+                "field notes: acceptance 56-70 %, AL 2.7-3.1; AL >= 2.5 pays",
+            )
+        )
     # tool calls
     tl = fig("tools")
     if not tl:
         why = "run the tools profile"
         if engine.get("tools") is False:
-            why = ("the server parses no tool calls (no --enable-auto-tool-choice): set vllm_plan_tool_call_parser "
-                   "for agents that call tools")
-        rows.append(_row("tool_call_parse_rate", "tool calls parse", ">= %s" % _pct(t["tool_call_parse_rate"]),
-                         None, "not measured", why, "field notes: --tool-call-parser qwen3_coder"))
+            why = (
+                "the server parses no tool calls (no --enable-auto-tool-choice): set vllm_plan_tool_call_parser "
+                "for agents that call tools"
+            )
+        rows.append(
+            _row(
+                "tool_call_parse_rate",
+                "tool calls parse",
+                ">= %s" % _pct(t["tool_call_parse_rate"]),
+                None,
+                "not measured",
+                why,
+                "field notes: --tool-call-parser qwen3_coder",
+            )
+        )
     else:
         rate = tl.get("parse_rate") or 0.0
         ok = rate >= t["tool_call_parse_rate"]
-        rows.append(_row("tool_call_parse_rate", "tool calls parse", ">= %s" % _pct(t["tool_call_parse_rate"]),
-                         "%s (%d of %d; %d with reasoning)" % (_pct(rate), tl.get("tool_calls_parsed") or 0,
-                                                               tl.get("requests") or 0, tl.get("with_reasoning") or 0),
-                         "MET" if ok else "MISSED",
-                         "" if ok else "check --enable-auto-tool-choice and the tool-call parser for this model "
-                         "(qwen3_coder for Qwen3.x): the server returned text instead of tool_calls",
-                         "field notes: --tool-call-parser qwen3_coder"))
+        rows.append(
+            _row(
+                "tool_call_parse_rate",
+                "tool calls parse",
+                ">= %s" % _pct(t["tool_call_parse_rate"]),
+                "%s (%d of %d; %d with reasoning)"
+                % (
+                    _pct(rate),
+                    tl.get("tool_calls_parsed") or 0,
+                    tl.get("requests") or 0,
+                    tl.get("with_reasoning") or 0,
+                ),
+                "MET" if ok else "MISSED",
+                ""
+                if ok
+                else "check --enable-auto-tool-choice and the tool-call parser for this model "
+                "(qwen3_coder for Qwen3.x): the server returned text instead of tool_calls",
+                "field notes: --tool-call-parser qwen3_coder",
+            )
+        )
     # decode and prefill speed
     ss, rnd = fig("single-stream"), fig("random")
     for key, promise, value, source, advice in (
-            ("single_stream_decode_tok_s", "decode tok/s of one user", ss.get("decode_tok_s"),
-             "field notes: 40-48 tok/s with MTP (20+ without)",
-             "decode is bound by memory bandwidth: MTP (num_speculative_tokens 3) is the single-stream lever; "
-             "a faster card or tensor parallelism the rest"),
-            ("per_stream_decode_tok_s", "decode tok/s of each user at the planned concurrency",
-             rnd.get("decode_tok_s") if rnd.get("decode_tok_s") is not None else fig("shared-prefix").get(
-                 "decode_tok_s"), "field notes: ~36 tok/s each at 4 streams",
-             "fewer concurrent requests (vllm_plan_concurrency) make each faster; the aggregate grows with them"),
-            ("prefill_tok_s", "prefill tok/s of one user (prompt / time to first token)", ss.get("prefill_tok_s"),
-             "field notes: 2400+ tok/s",
-             "prefill is bound by compute: a larger --max-num-batched-tokens, prefix caching for shared prompts")):
+        (
+            "single_stream_decode_tok_s",
+            "decode tok/s of one user",
+            ss.get("decode_tok_s"),
+            "field notes: 40-48 tok/s with MTP (20+ without)",
+            "decode is bound by memory bandwidth: MTP (num_speculative_tokens 3) is the single-stream lever; "
+            "a faster card or tensor parallelism the rest",
+        ),
+        (
+            "per_stream_decode_tok_s",
+            "decode tok/s of each user at the planned concurrency",
+            rnd.get("decode_tok_s")
+            if rnd.get("decode_tok_s") is not None
+            else fig("shared-prefix").get("decode_tok_s"),
+            "field notes: ~36 tok/s each at 4 streams",
+            "fewer concurrent requests (vllm_plan_concurrency) make each faster; the aggregate grows with them",
+        ),
+        (
+            "prefill_tok_s",
+            "prefill tok/s of one user (prompt / time to first token)",
+            ss.get("prefill_tok_s"),
+            "field notes: 2400+ tok/s",
+            "prefill is bound by compute: a larger --max-num-batched-tokens, prefix caching for shared prompts",
+        ),
+    ):
         if value is None:
-            rows.append(_row(key, promise, ">= %g" % t[key], None, "not measured",
-                             "run the %s profile" % ("random or shared-prefix" if key.startswith("per_")
-                                                     else "single-stream"), source))
+            rows.append(
+                _row(
+                    key,
+                    promise,
+                    ">= %g" % t[key],
+                    None,
+                    "not measured",
+                    "run the %s profile" % ("random or shared-prefix" if key.startswith("per_") else "single-stream"),
+                    source,
+                )
+            )
             continue
         ok = value >= t[key]
-        rows.append(_row(key, promise, ">= %g" % t[key], "%.1f" % value, "MET" if ok else "MISSED",
-                         "" if ok else advice, source))
+        rows.append(
+            _row(
+                key, promise, ">= %g" % t[key], "%.1f" % value, "MET" if ok else "MISSED", "" if ok else advice, source
+            )
+        )
     # preemptions over the whole check; the KV cache's peak use (a figure, no promise)
     pre = total.get("num_preemptions")
     if pre is None:
         rows.append(_row("preemptions", "no request is preempted", "0", None, "not measured", "", "field notes"))
     else:
-        rows.append(_row("preemptions", "no request is preempted", "0", "%d" % pre, "MET" if not pre else "MISSED",
-                         "" if not pre else "running requests outgrew the KV pool: a shorter context or fewer "
-                         "concurrent requests (trade-off table); KV offload holds only idle sessions",
-                         "field notes: 0 preemptions with 4 conversations"))
+        rows.append(
+            _row(
+                "preemptions",
+                "no request is preempted",
+                "0",
+                "%d" % pre,
+                "MET" if not pre else "MISSED",
+                ""
+                if not pre
+                else "running requests outgrew the KV pool: a shorter context or fewer "
+                "concurrent requests (trade-off table); KV offload holds only idle sessions",
+                "field notes: 0 preemptions with 4 conversations",
+            )
+        )
     return rows
 
 
@@ -804,12 +1112,18 @@ def planned_from_report(report):
     prefix caching, the measured block size. {} without a report."""
     if not isinstance(report, dict):
         return {}
-    planned, measured, final = (report.get("planned") or {}), (report.get("measured") or {}), (report.get("final") or {})
-    return {"max_model_len": final.get("max_model_len") or planned.get("max_model_len"),
-            "concurrency": final.get("concurrency") or planned.get("concurrency"),
-            "num_speculative_tokens": (report.get("ledger") or {}).get("num_speculative_tokens"),
-            "prefix_caching": measured.get("enable_prefix_caching"),
-            "block_size": measured.get("block_size") or planned.get("block_size")}
+    planned, measured, final = (
+        (report.get("planned") or {}),
+        (report.get("measured") or {}),
+        (report.get("final") or {}),
+    )
+    return {
+        "max_model_len": final.get("max_model_len") or planned.get("max_model_len"),
+        "concurrency": final.get("concurrency") or planned.get("concurrency"),
+        "num_speculative_tokens": (report.get("ledger") or {}).get("num_speculative_tokens"),
+        "prefix_caching": measured.get("enable_prefix_caching"),
+        "block_size": measured.get("block_size") or planned.get("block_size"),
+    }
 
 
 def profile_line(name, record):
@@ -820,14 +1134,22 @@ def profile_line(name, record):
     head = "  %-13s %s" % (name, "%.0f s" % took if took is not None else "")
     if name == "tools":
         return "%s: %d of %d answers with a parsed tool call, %d with reasoning" % (
-            head, f.get("tool_calls_parsed") or 0, f.get("requests") or 0, f.get("with_reasoning") or 0)
+            head,
+            f.get("tool_calls_parsed") or 0,
+            f.get("requests") or 0,
+            f.get("with_reasoning") or 0,
+        )
     parts = ["%d ok, %d failed" % (f.get("completed") or 0, f.get("failed") or 0)]
     if name == "long-context" and f.get("mean_prompt_tokens"):
         parts.append("prompt %d tokens, prefill %.0f tok/s" % (f["mean_prompt_tokens"], f.get("prefill_tok_s") or 0))
     if name == "single-stream":
-        parts.append("decode %s tok/s, prefill %s tok/s" % (
-            "-" if f.get("decode_tok_s") is None else "%.1f" % f["decode_tok_s"],
-            "-" if f.get("prefill_tok_s") is None else "%.0f" % f["prefill_tok_s"]))
+        parts.append(
+            "decode %s tok/s, prefill %s tok/s"
+            % (
+                "-" if f.get("decode_tok_s") is None else "%.1f" % f["decode_tok_s"],
+                "-" if f.get("prefill_tok_s") is None else "%.0f" % f["prefill_tok_s"],
+            )
+        )
     if name in ("random", "shared-prefix") and f.get("decode_tok_s"):
         parts.append("decode %.1f tok/s each" % f["decode_tok_s"])
     if d.get("prefix_cache_hit_rate") is not None and name == "shared-prefix":
@@ -843,9 +1165,15 @@ def render_promises(rows):
     """The promises as lines for the end of a playbook."""
     lines = ["promises:"]
     for r in rows or []:
-        lines.append("  %-12s %-28s expected %s, measured %s" % (
-            r["status"], r["key"], r["expected"] if r["expected"] is not None else "-",
-            r["measured"] if r["measured"] is not None else "-"))
+        lines.append(
+            "  %-12s %-28s expected %s, measured %s"
+            % (
+                r["status"],
+                r["key"],
+                r["expected"] if r["expected"] is not None else "-",
+                r["measured"] if r["measured"] is not None else "-",
+            )
+        )
         if r["advice"] and r["status"] == "MISSED":
             lines.append("               -> " + r["advice"])
     return "\n".join(lines)

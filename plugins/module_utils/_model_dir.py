@@ -76,8 +76,7 @@ def safetensors_header(path):
                 raise ModelDirError("%s: truncated safetensors file" % path)
             (n,) = struct.unpack("<Q", head)
             if n <= 0 or 8 + n > size:
-                raise ModelDirError("%s: safetensors header length %d does not fit the %d-byte file"
-                                    % (path, n, size))
+                raise ModelDirError("%s: safetensors header length %d does not fit the %d-byte file" % (path, n, size))
             if n > MAX_HEADER_BYTES:
                 raise ModelDirError("%s: implausible safetensors header length %d" % (path, n))
             raw = f.read(n)
@@ -117,8 +116,10 @@ def read_index(path):
         raise ModelDirError("%s: no weight_map" % index_path)
     bad = [v for v in weight_map.values() if not isinstance(v, str)]
     if bad:
-        raise ModelDirError("%s: weight_map names shard %r, which is not a file name string; fix or re-export "
-                            "the index" % (index_path, bad[0]))
+        raise ModelDirError(
+            "%s: weight_map names shard %r, which is not a file name string; fix or re-export "
+            "the index" % (index_path, bad[0])
+        )
     shards = sorted(set(weight_map.values()))
     for shard in shards:
         if "/" in shard or shard.startswith("."):
@@ -175,5 +176,11 @@ def read_model_dir(path, verify_shards=True):
         weight, how = sum(shard_bytes.values()), "sum of %d safetensors headers" % len(shards)
     else:
         weight, how = None, None
-    return {"config": config, "index": index, "shards": shards, "shard_bytes": shard_bytes,
-            "weight_bytes": weight, "weight_source": how}
+    return {
+        "config": config,
+        "index": index,
+        "shards": shards,
+        "shard_bytes": shard_bytes,
+        "weight_bytes": weight,
+        "weight_source": how,
+    }

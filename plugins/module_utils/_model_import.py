@@ -58,24 +58,34 @@ def validate_model_dir(path, language_model_only=False):
             raise ModelError("%s: %s missing (needed for an offline start)" % (path, name))
     tok_cfg = _load_json(os.path.join(path, "tokenizer_config.json"), "tokenizer_config.json")
     if not os.path.isfile(os.path.join(path, "chat_template.jinja")) and not (
-            isinstance(tok_cfg, dict) and tok_cfg.get("chat_template")):
-        raise ModelError("%s: no chat template (chat_template.jinja or tokenizer_config.json chat_template): "
-                         "every chat request would fail" % path)
+        isinstance(tok_cfg, dict) and tok_cfg.get("chat_template")
+    ):
+        raise ModelError(
+            "%s: no chat template (chat_template.jinja or tokenizer_config.json chat_template): "
+            "every chat request would fail" % path
+        )
     # Only a multimodal checkpoint (a vision tower in config.json) needs the image processor's config.
     archs = config.get("architectures") or []
     if not isinstance(archs, list):
         archs = [archs]
     multimodal = any(k in config for k in ("vision_config", "visual", "vision_tower")) or any(
-        str(a).endswith("ForConditionalGeneration") for a in archs)
-    if multimodal and not language_model_only and \
-            not os.path.isfile(os.path.join(path, "preprocessor_config.json")):
-        raise ModelError("%s: preprocessor_config.json missing; vLLM fails 'Can't load image processor' "
-                         "unless started with --language-model-only" % path)
+        str(a).endswith("ForConditionalGeneration") for a in archs
+    )
+    if multimodal and not language_model_only and not os.path.isfile(os.path.join(path, "preprocessor_config.json")):
+        raise ModelError(
+            "%s: preprocessor_config.json missing; vLLM fails 'Can't load image processor' "
+            "unless started with --language-model-only" % path
+        )
     if not os.path.isfile(os.path.join(path, "generation_config.json")):
         warnings.append("%s: generation_config.json missing: vLLM's sampling defaults replace the model's" % path)
     total = model["index"]["total_size"] if model["index"] is not None else None
-    return {"warnings": warnings, "shards": len(model["shards"]), "total_size": total,
-            "model_type": config.get("model_type"), "architectures": [str(a) for a in archs]}
+    return {
+        "warnings": warnings,
+        "shards": len(model["shards"]),
+        "total_size": total,
+        "model_type": config.get("model_type"),
+        "architectures": [str(a) for a in archs],
+    }
 
 
 def read_stamp(dest):
@@ -102,7 +112,9 @@ def _safe_members(tar, src):
         if norm.startswith("/") or norm == ".." or norm.startswith("../"):
             raise ModelError("%s: member %r escapes the extraction directory" % (src, m.name))
         if not (m.isfile() or m.isdir()):
-            raise ModelError("%s: member %r is a link or device; only files and directories are accepted" % (src, m.name))
+            raise ModelError(
+                "%s: member %r is a link or device; only files and directories are accepted" % (src, m.name)
+            )
         m.name = norm
         tops.add(norm.split("/", 1)[0])
         members.append(m)
@@ -110,9 +122,11 @@ def _safe_members(tar, src):
     # tarfile stops quietly at a truncated header or member: a complete archive ends with two zero blocks.
     tar.fileobj.seek(tar.offset)
     if tar.fileobj.read(1024) != b"\0" * 1024:
-        raise ModelError("%s: not a readable tar archive (it ends before its end-of-archive marker, after %d "
-                         "members): it is truncated or corrupt; stage the bundle again (bundle_verify names a "
-                         "damaged file)" % (src, len(members)))
+        raise ModelError(
+            "%s: not a readable tar archive (it ends before its end-of-archive marker, after %d "
+            "members): it is truncated or corrupt; stage the bundle again (bundle_verify names a "
+            "damaged file)" % (src, len(members))
+        )
     strip = None
     if len(tops) == 1:
         top = tops.pop()
@@ -126,8 +140,10 @@ _BAD_ARCHIVE = (tarfile.TarError, EOFError, zlib.error, OSError, ValueError)
 
 
 def _bad_archive(src, exc):
-    return ModelError("%s: not a readable tar archive (%s: %s): it is truncated or corrupt; stage the bundle "
-                      "again (bundle_verify names a damaged file)" % (src, type(exc).__name__, " ".join(str(exc).split())))
+    return ModelError(
+        "%s: not a readable tar archive (%s: %s): it is truncated or corrupt; stage the bundle "
+        "again (bundle_verify names a damaged file)" % (src, type(exc).__name__, " ".join(str(exc).split()))
+    )
 
 
 def _inside(real_root, real):
@@ -147,8 +163,10 @@ def scan_dir(src):
         for name in list(dirnames):
             path = os.path.join(dirpath, name)
             if os.path.islink(path):
-                raise ModelError("%s is a symlink to a directory (%s); copy the model into a plain directory "
-                                 "first (cp -rL) or import its tar" % (path, os.readlink(path)))
+                raise ModelError(
+                    "%s is a symlink to a directory (%s); copy the model into a plain directory "
+                    "first (cp -rL) or import its tar" % (path, os.readlink(path))
+                )
         for name in sorted(filenames):
             path = os.path.join(dirpath, name)
             rel = os.path.relpath(path, src)
@@ -156,20 +174,25 @@ def scan_dir(src):
             if os.path.islink(path):
                 real = os.path.realpath(path)
                 if not _inside(real_root, real):
-                    raise ModelError("%s is a symlink to %s, outside the model source %s: refusing to follow "
-                                     "it; copy the model into a plain directory first (cp -rL) or import its "
-                                     "tar" % (path, real, src))
+                    raise ModelError(
+                        "%s is a symlink to %s, outside the model source %s: refusing to follow "
+                        "it; copy the model into a plain directory first (cp -rL) or import its "
+                        "tar" % (path, real, src)
+                    )
                 read = real
             try:
                 st = os.stat(read)
             except OSError:
                 raise ModelError("%s is a dangling symlink; fix or remove it in the model source" % path)
             if stat.S_ISDIR(st.st_mode):
-                raise ModelError("%s is a symlink to a directory; copy the model into a plain directory "
-                                 "first (cp -rL)" % path)
+                raise ModelError(
+                    "%s is a symlink to a directory; copy the model into a plain directory first (cp -rL)" % path
+                )
             if not stat.S_ISREG(st.st_mode):
-                raise ModelError("%s is a device, FIFO or socket, not a regular file: only files and directories "
-                                 "are imported; remove it from the model source" % path)
+                raise ModelError(
+                    "%s is a device, FIFO or socket, not a regular file: only files and directories "
+                    "are imported; remove it from the model source" % path
+                )
             out.append((rel, read, st.st_size, not st.st_mode & stat.S_IROTH))
     return out
 
@@ -200,8 +223,10 @@ def file_sha256(path, bufsize=8 * 1024 * 1024):
 def directory_digests(src, lines):
     """The digests a directory source may carry: the bundle's (paths as staged, `<parent>/<dir>/<rel>`)
     and the plain one (paths relative to the directory). `lines` is [(rel, sha256)]."""
-    prefix = "%s/%s/" % (os.path.basename(os.path.dirname(os.path.abspath(src))), os.path.basename(
-        os.path.abspath(src)))
+    prefix = "%s/%s/" % (
+        os.path.basename(os.path.dirname(os.path.abspath(src))),
+        os.path.basename(os.path.abspath(src)),
+    )
     out = []
     for pre in (prefix, ""):
         body = ["%s  %s%s" % (sha, pre, rel.replace(os.sep, "/")) for rel, sha in lines]
@@ -234,7 +259,7 @@ def _extract_members(src, tmp):
     with tarfile.open(src, "r:*") as tar:
         members, strip = _safe_members(tar, src)[:2]
         for m in members:
-            rel = m.name[len(strip):] if strip and m.name.startswith(strip) else m.name
+            rel = m.name[len(strip) :] if strip and m.name.startswith(strip) else m.name
             if strip and m.name + "/" == strip:
                 continue
             out = os.path.join(tmp, rel)
@@ -324,8 +349,9 @@ def _resolve_dest(models_dir, name):
     return models_dir, name
 
 
-def import_model(src, models_dir, name, sha256, uid=None, gid=None, language_model_only=False,
-                 check_mode=False, force=False):
+def import_model(
+    src, models_dir, name, sha256, uid=None, gid=None, language_model_only=False, check_mode=False, force=False
+):
     """Put src (archive or directory) at models_dir/name unless the stamp says it is already there."""
     if "/" in name or name in ("", ".", "..") or name.startswith("."):
         raise ModelError("model name %r must be a plain directory name" % name)
@@ -352,8 +378,9 @@ def import_model(src, models_dir, name, sha256, uid=None, gid=None, language_mod
     if not os.path.exists(src):
         if check_mode:
             # A check run before the bundle is staged: the real run stages it first.
-            result.update(changed=True, imported=True,
-                          warnings=["%s does not exist yet; a real run would import it" % src])
+            result.update(
+                changed=True, imported=True, warnings=["%s does not exist yet; a real run would import it" % src]
+            )
             return result
         raise ModelError("model source %s not found" % src)
     needed = source_size(src)
@@ -364,14 +391,18 @@ def import_model(src, models_dir, name, sha256, uid=None, gid=None, language_mod
         os.makedirs(models_dir, 0o755)
     avail = free_bytes(models_dir)
     if avail < needed + SPACE_MARGIN:
-        raise ModelError("%s: %d bytes free, the model needs %d (+%d headroom); nothing was written" % (
-            models_dir, avail, needed, SPACE_MARGIN))
+        raise ModelError(
+            "%s: %d bytes free, the model needs %d (+%d headroom); nothing was written"
+            % (models_dir, avail, needed, SPACE_MARGIN)
+        )
     is_dir = os.path.isdir(src)
     if not is_dir:
         got = file_sha256(src)
         if got != sha256:
-            raise ModelError("%s: sha256 is %s, expected %s: the source is not the model the bundle names "
-                             "(re-stage it, or pass the right sha256); nothing was changed" % (src, got, sha256))
+            raise ModelError(
+                "%s: sha256 is %s, expected %s: the source is not the model the bundle names "
+                "(re-stage it, or pass the right sha256); nothing was changed" % (src, got, sha256)
+            )
     tmp = os.path.join(models_dir, ".%s.importing" % name)
     old = os.path.join(models_dir, ".%s.replaced" % name)
     os.makedirs(tmp, 0o700)
@@ -379,9 +410,11 @@ def import_model(src, models_dir, name, sha256, uid=None, gid=None, language_mod
         if is_dir:
             lines, private = _copy_tree(src, tmp)
             if sha256 not in directory_digests(src, lines):
-                raise ModelError("%s: the digest of its files is %s, expected %s: the directory is not the model "
-                                 "the bundle names (re-stage it, or pass the right sha256); nothing was changed"
-                                 % (src, directory_digests(src, lines)[0], sha256))
+                raise ModelError(
+                    "%s: the digest of its files is %s, expected %s: the directory is not the model "
+                    "the bundle names (re-stage it, or pass the right sha256); nothing was changed"
+                    % (src, directory_digests(src, lines)[0], sha256)
+                )
         else:
             private = _extract(src, tmp)
         info = validate_model_dir(tmp, language_model_only)

@@ -44,8 +44,9 @@ def version_id(version, sha256):
     version = (version or "").strip()
     vid = "%s-%s" % (version, sha[:8]) if version else sha[:12]
     if not VERSION_RE.match(vid):
-        raise ModelVersionError("model version %r: use letters, digits and . _ + - (at most 55 characters)"
-                                % (version,))
+        raise ModelVersionError(
+            "model version %r: use letters, digits and . _ + - (at most 55 characters)" % (version,)
+        )
     return vid
 
 
@@ -91,9 +92,13 @@ def present_versions(models_dir, name):
         entries = os.listdir(models_dir)
     except (IOError, OSError):
         return []
-    return sorted(e[len(prefix):] for e in entries
-                  if e.startswith(prefix) and os.path.isdir(os.path.join(models_dir, e))
-                  and not os.path.islink(os.path.join(models_dir, e)))
+    return sorted(
+        e[len(prefix) :]
+        for e in entries
+        if e.startswith(prefix)
+        and os.path.isdir(os.path.join(models_dir, e))
+        and not os.path.islink(os.path.join(models_dir, e))
+    )
 
 
 def current_version(models_dir, name):
@@ -102,7 +107,7 @@ def current_version(models_dir, name):
     if os.path.islink(link):
         target = os.readlink(link)
         base = os.path.basename(target.rstrip("/"))
-        return base[len(name) + 1:] if base.startswith(name + "@") else None
+        return base[len(name) + 1 :] if base.startswith(name + "@") else None
     return "" if os.path.isdir(link) else None
 
 
@@ -132,8 +137,9 @@ def prepare(models_dir, name, vid, sha256, check_mode=False):
     if not os.path.isdir(link):
         raise ModelVersionError("%s is neither a directory nor a link: move it away first" % link)
     old_sha = _stamp_sha(link)
-    old_vid = vid if old_sha and old_sha == (sha256 or "").lower() else (
-        "legacy-" + old_sha[:12] if old_sha else "legacy")
+    old_vid = (
+        vid if old_sha and old_sha == (sha256 or "").lower() else ("legacy-" + old_sha[:12] if old_sha else "legacy")
+    )
     dest = version_dir(models_dir, name, old_vid)
     if os.path.lexists(dest):
         raise ModelVersionError("cannot migrate %s: %s exists already" % (link, dest))
@@ -189,11 +195,14 @@ def activate(models_dir, name, vid, keep, protect=(), check_mode=False):
         present.append(vid)
     if damaged:
         remove = []
-        held = ["nothing removed: %s; which versions were active before is unknown, so every version is kept "
-                "(fix or remove the file; the next activation then records a new history)" % damaged]
+        held = [
+            "nothing removed: %s; which versions were active before is unknown, so every version is kept "
+            "(fix or remove the file; the next activation then records a new history)" % damaged
+        ]
     else:
-        remove, held = owned_versions(models_dir, name,
-                                      prunable(present, new_history, vid, keep, replaced=replaced, protect=protect))
+        remove, held = owned_versions(
+            models_dir, name, prunable(present, new_history, vid, keep, replaced=replaced, protect=protect)
+        )
     switch = replaced != vid
     changed = switch or bool(remove) or new_history != history
     if not check_mode:
@@ -203,8 +212,17 @@ def activate(models_dir, name, vid, keep, protect=(), check_mode=False):
             _write_history(models_dir, name, new_history)
         for v in remove:
             shutil.rmtree(version_dir(models_dir, name, v))
-    return dict(changed=changed, version=vid, previous=replaced or "", switched=switch, removed=remove,
-                versions=sorted(set(present) - set(remove)), dir=link, version_dir=target, held=held)
+    return dict(
+        changed=changed,
+        version=vid,
+        previous=replaced or "",
+        switched=switch,
+        removed=remove,
+        versions=sorted(set(present) - set(remove)),
+        dir=link,
+        version_dir=target,
+        held=held,
+    )
 
 
 def in_place(models_dir, name, vid, sha256, keep):

@@ -16,16 +16,61 @@ SERVICE_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
 
 # Units and containers of the host itself that a service of ours must never be named after: the role would
 # overwrite /etc/systemd/system/<name>.service and `docker rm -f <name>` at uninstall.
-RESERVED_SERVICE_NAMES = frozenset([
-    "auditd", "chronyd", "containerd", "crond", "dbus", "dbus-broker", "docker", "firewalld", "getty",
-    "haproxy", "irqbalance", "kdump", "network", "networkmanager", "nginx", "nvidia-fabricmanager",
-    "nvidia-persistenced", "polkit", "rsyslog", "sshd", "ssh", "sudo", "systemd", "systemd-journald",
-    "systemd-logind", "systemd-networkd", "systemd-resolved", "systemd-timesyncd", "systemd-udevd",
-    "tuned", "udev", "init", "emergency", "rescue", "default", "multi-user", "graphical", "reboot",
-    "shutdown", "poweroff", "halt", "kexec", "basic", "sysinit", "local-fs", "remote-fs", "network-online",
-    # Ours, but not a vLLM service's: the front door's unit and configuration directory (roles/vllm_front).
-    "front", "vllm-front", "observe",
-])
+RESERVED_SERVICE_NAMES = frozenset(
+    [
+        "auditd",
+        "chronyd",
+        "containerd",
+        "crond",
+        "dbus",
+        "dbus-broker",
+        "docker",
+        "firewalld",
+        "getty",
+        "haproxy",
+        "irqbalance",
+        "kdump",
+        "network",
+        "networkmanager",
+        "nginx",
+        "nvidia-fabricmanager",
+        "nvidia-persistenced",
+        "polkit",
+        "rsyslog",
+        "sshd",
+        "ssh",
+        "sudo",
+        "systemd",
+        "systemd-journald",
+        "systemd-logind",
+        "systemd-networkd",
+        "systemd-resolved",
+        "systemd-timesyncd",
+        "systemd-udevd",
+        "tuned",
+        "udev",
+        "init",
+        "emergency",
+        "rescue",
+        "default",
+        "multi-user",
+        "graphical",
+        "reboot",
+        "shutdown",
+        "poweroff",
+        "halt",
+        "kexec",
+        "basic",
+        "sysinit",
+        "local-fs",
+        "remote-fs",
+        "network-online",
+        # Ours, but not a vLLM service's: the front door's unit and configuration directory (roles/vllm_front).
+        "front",
+        "vllm-front",
+        "observe",
+    ]
+)
 
 
 def service_name_problem(name):
@@ -33,8 +78,10 @@ def service_name_problem(name):
     if not isinstance(name, str):
         return "wants a string, got %s" % type(name).__name__
     if not SERVICE_NAME_RE.match(name):
-        return ("%r is not a service name: 1-63 letters, digits, '-', '_' or '.', starting with a letter or "
-                "digit (it names a systemd unit, a container and a directory)" % (name,))
+        return (
+            "%r is not a service name: 1-63 letters, digits, '-', '_' or '.', starting with a letter or "
+            "digit (it names a systemd unit, a container and a directory)" % (name,)
+        )
     if name in (".", "..") or name.endswith((".service", ".socket", ".target", ".timer", ".mount")):
         return "%r is not a service name: it reads as a path or a systemd unit type" % (name,)
     if name.lower() in RESERVED_SERVICE_NAMES or name.lower().startswith(("systemd-", "dbus-", "docker-")):

@@ -89,6 +89,9 @@ def parse_erase_test(text):
 def removal_blockers(names, dependents, keep=()):
     """(blocked, also_removed): dependents outside `names` that are kept (refuse) or would go too (report)."""
     outside = dict((d, needs) for d, needs in dependents.items() if d not in names)
-    blocked = dict((d, needs) for d, needs in outside.items()
-                   if is_toolkit(d) or any(fnmatch.fnmatchcase(d, p) for p in keep or ()))
+    blocked = dict(
+        (d, needs)
+        for d, needs in outside.items()
+        if is_toolkit(d) or any(fnmatch.fnmatchcase(d, p) for p in keep or ())
+    )
     return blocked, sorted(d for d in outside if d not in blocked)

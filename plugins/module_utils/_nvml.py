@@ -70,11 +70,11 @@ STATE_BY_INIT_ERROR = {
 HINTS = {
     'absent': 'libnvidia-ml.so.1 is not installed: install the NVIDIA driver (nvidia_driver role).',
     'driver_not_loaded': 'The NVIDIA kernel module is not loaded: check "dkms status" and '
-                         '"modprobe nvidia" (a missing module for the running kernel, nouveau still '
-                         'bound, or Secure Boot refusing the module), or reboot after a driver install.',
+    '"modprobe nvidia" (a missing module for the running kernel, nouveau still '
+    'bound, or Secure Boot refusing the module), or reboot after a driver install.',
     'version_mismatch': 'The loaded kernel module ({kernel}) is not the version of libnvidia-ml ({library}): '
-                        'reboot, or stop GPU users (nvidia-persistenced, GPU containers) and unload the old '
-                        'module (rmmod nvidia_drm nvidia_modeset nvidia_uvm nvidia) so the new one loads.',
+    'reboot, or stop GPU users (nvidia-persistenced, GPU containers) and unload the old '
+    'module (rmmod nvidia_drm nvidia_modeset nvidia_uvm nvidia) so the new one loads.',
     'error': 'NVML failed with {name}: see nvidia-smi and the kernel log (dmesg).',
 }
 
@@ -190,8 +190,12 @@ class Nvml:
 
 
 class DlInfo(ctypes.Structure):
-    _fields_ = [('dli_fname', ctypes.c_char_p), ('dli_fbase', ctypes.c_void_p),
-                ('dli_sname', ctypes.c_char_p), ('dli_saddr', ctypes.c_void_p)]
+    _fields_ = [
+        ('dli_fname', ctypes.c_char_p),
+        ('dli_fbase', ctypes.c_void_p),
+        ('dli_sname', ctypes.c_char_p),
+        ('dli_saddr', ctypes.c_void_p),
+    ]
 
 
 def library_file(lib, symbol='nvmlInit_v2'):
@@ -278,9 +282,11 @@ def process_details(nvml, pid, proc_root='/proc'):
 
 
 def _processes(nvml, handle):
-    for name, struct in (('nvmlDeviceGetComputeRunningProcesses_v3', ProcessInfo),
-                         ('nvmlDeviceGetComputeRunningProcesses_v2', ProcessInfo),
-                         ('nvmlDeviceGetComputeRunningProcesses', ProcessInfoV1)):
+    for name, struct in (
+        ('nvmlDeviceGetComputeRunningProcesses_v3', ProcessInfo),
+        ('nvmlDeviceGetComputeRunningProcesses_v2', ProcessInfo),
+        ('nvmlDeviceGetComputeRunningProcesses', ProcessInfoV1),
+    ):
         if not nvml.has(name):
             continue
         count = ctypes.c_uint(0)
@@ -304,15 +310,18 @@ def _memory(nvml, handle):
         mem = MemoryV2(version=MEMORY_V2_VERSION)
         try:
             nvml.call('nvmlDeviceGetMemoryInfo_v2', handle, ctypes.byref(mem))
-            return {'memory_total': mem.total, 'memory_used': mem.used, 'memory_free': mem.free,
-                    'memory_reserved': mem.reserved}
+            return {
+                'memory_total': mem.total,
+                'memory_used': mem.used,
+                'memory_free': mem.free,
+                'memory_reserved': mem.reserved,
+            }
         except NvmlError as e:
             if e.code not in (NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_ARGUMENT_VERSION_MISMATCH):
                 raise
     mem = Memory()
     nvml.call('nvmlDeviceGetMemoryInfo', handle, ctypes.byref(mem))
-    return {'memory_total': mem.total, 'memory_used': mem.used, 'memory_free': mem.free,
-            'memory_reserved': None}
+    return {'memory_total': mem.total, 'memory_used': mem.used, 'memory_free': mem.free, 'memory_reserved': None}
 
 
 def _optional(fn, default=None):
@@ -327,8 +336,9 @@ def _optional(fn, default=None):
 
 def gpu_info(nvml, index, proc_root='/proc'):
     handle = ctypes.c_void_p()
-    nvml.first(('nvmlDeviceGetHandleByIndex_v2', 'nvmlDeviceGetHandleByIndex'), ctypes.c_uint(index),
-               ctypes.byref(handle))
+    nvml.first(
+        ('nvmlDeviceGetHandleByIndex_v2', 'nvmlDeviceGetHandleByIndex'), ctypes.c_uint(index), ctypes.byref(handle)
+    )
     pci = PciInfo()
     nvml.call('nvmlDeviceGetPciInfo_v3', handle, ctypes.byref(pci))
     major, minor = ctypes.c_int(), ctypes.c_int()
@@ -379,10 +389,12 @@ def empty_result():
 
 def _fail(result, state, err):
     result['nvml_state'] = state
-    result['nvml_error'] = {'code': err.code, 'name': err.name, 'message': err.message,
-                            'function': err.function}
-    result['hint'] = HINTS[state].format(kernel=result['kernel_module_version'] or 'unknown',
-                                         library=result['library_version'] or 'unknown', name=err.name)
+    result['nvml_error'] = {'code': err.code, 'name': err.name, 'message': err.message, 'function': err.function}
+    result['hint'] = HINTS[state].format(
+        kernel=result['kernel_module_version'] or 'unknown',
+        library=result['library_version'] or 'unknown',
+        name=err.name,
+    )
     return result
 
 
@@ -401,8 +413,12 @@ def collect(library='libnvidia-ml.so.1', driver_version_file='/proc/driver/nvidi
         lib = ctypes.CDLL(library)
     except OSError as e:
         result['nvml_state'] = 'absent'
-        result['nvml_error'] = {'code': NVML_ERROR_LIBRARY_NOT_FOUND, 'name': NVML_ERROR_NAMES[12],
-                                'message': str(e), 'function': 'dlopen'}
+        result['nvml_error'] = {
+            'code': NVML_ERROR_LIBRARY_NOT_FOUND,
+            'name': NVML_ERROR_NAMES[12],
+            'message': str(e),
+            'function': 'dlopen',
+        }
         result['hint'] = HINTS['absent']
         return result
     result['library_path'] = library_file(lib) or loaded_library_path() or (library if os.path.isabs(library) else None)
@@ -487,17 +503,28 @@ def _retired_pages(nvml, handle, cause):
 
 def _remapped_rows(nvml, handle):
     corr, unc, pending, failure = ctypes.c_uint(), ctypes.c_uint(), ctypes.c_uint(), ctypes.c_uint()
-    nvml.call('nvmlDeviceGetRemappedRows', handle, ctypes.byref(corr), ctypes.byref(unc), ctypes.byref(pending),
-              ctypes.byref(failure))
-    return {'correctable': corr.value, 'uncorrectable': unc.value, 'pending': bool(pending.value),
-            'failure': bool(failure.value)}
+    nvml.call(
+        'nvmlDeviceGetRemappedRows',
+        handle,
+        ctypes.byref(corr),
+        ctypes.byref(unc),
+        ctypes.byref(pending),
+        ctypes.byref(failure),
+    )
+    return {
+        'correctable': corr.value,
+        'uncorrectable': unc.value,
+        'pending': bool(pending.value),
+        'failure': bool(failure.value),
+    }
 
 
 def gpu_health(nvml, index):
     """Health figures of one GPU; each is None where the GPU, driver or permission level does not offer it."""
     handle = ctypes.c_void_p()
-    nvml.first(('nvmlDeviceGetHandleByIndex_v2', 'nvmlDeviceGetHandleByIndex'), ctypes.c_uint(index),
-               ctypes.byref(handle))
+    nvml.first(
+        ('nvmlDeviceGetHandleByIndex_v2', 'nvmlDeviceGetHandleByIndex'), ctypes.c_uint(index), ctypes.byref(handle)
+    )
     pci = PciInfo()
     nvml.call('nvmlDeviceGetPciInfo_v3', handle, ctypes.byref(pci))
 
@@ -507,25 +534,29 @@ def gpu_health(nvml, index):
         return {'gpu': u.gpu, 'memory': u.memory}
 
     def ecc(error_type, counter_type):
-        return lambda: _ulonglong(nvml, ('nvmlDeviceGetTotalEccErrors',), handle, ctypes.c_int(error_type),
-                                  ctypes.c_int(counter_type))
+        return lambda: _ulonglong(
+            nvml, ('nvmlDeviceGetTotalEccErrors',), handle, ctypes.c_int(error_type), ctypes.c_int(counter_type)
+        )
 
     info = {
         'index': index,
         'uuid': nvml.string('nvmlDeviceGetUUID', handle),
         'name': nvml.string('nvmlDeviceGetName', handle),
         'pci_bus_id': _text(pci.busId),
-        'temperature_c': _optional(lambda: _uint(nvml, 'nvmlDeviceGetTemperature', handle,
-                                                 ctypes.c_int(NVML_TEMPERATURE_GPU))),
+        'temperature_c': _optional(
+            lambda: _uint(nvml, 'nvmlDeviceGetTemperature', handle, ctypes.c_int(NVML_TEMPERATURE_GPU))
+        ),
         'power_mw': _optional(lambda: _uint(nvml, 'nvmlDeviceGetPowerUsage', handle)),
         'power_limit_mw': _optional(lambda: _uint(nvml, 'nvmlDeviceGetEnforcedPowerLimit', handle)),
         'energy_mj': _optional(lambda: _ulonglong(nvml, ('nvmlDeviceGetTotalEnergyConsumption',), handle)),
         'sm_clock_mhz': _optional(lambda: _uint(nvml, 'nvmlDeviceGetClockInfo', handle, ctypes.c_int(NVML_CLOCK_SM))),
-        'mem_clock_mhz': _optional(lambda: _uint(nvml, 'nvmlDeviceGetClockInfo', handle,
-                                                 ctypes.c_int(NVML_CLOCK_MEM))),
+        'mem_clock_mhz': _optional(lambda: _uint(nvml, 'nvmlDeviceGetClockInfo', handle, ctypes.c_int(NVML_CLOCK_MEM))),
         # the newer name first (drivers >= 535); the older one is kept by NVML as an alias
-        'throttle_reasons': _optional(lambda: _ulonglong(nvml, ('nvmlDeviceGetCurrentClocksEventReasons',
-                                                                'nvmlDeviceGetCurrentClocksThrottleReasons'), handle)),
+        'throttle_reasons': _optional(
+            lambda: _ulonglong(
+                nvml, ('nvmlDeviceGetCurrentClocksEventReasons', 'nvmlDeviceGetCurrentClocksThrottleReasons'), handle
+            )
+        ),
         'utilization': _optional(utilization),
         'ecc_sbe_volatile': _optional(ecc(NVML_MEMORY_ERROR_CORRECTED, NVML_VOLATILE_ECC)),
         'ecc_dbe_volatile': _optional(ecc(NVML_MEMORY_ERROR_UNCORRECTED, NVML_VOLATILE_ECC)),
@@ -548,8 +579,12 @@ def collect_health(library='libnvidia-ml.so.1'):
         lib = ctypes.CDLL(library)
     except OSError as e:
         result['nvml_state'] = 'absent'
-        result['nvml_error'] = {'code': NVML_ERROR_LIBRARY_NOT_FOUND, 'name': NVML_ERROR_NAMES[12],
-                                'message': str(e), 'function': 'dlopen'}
+        result['nvml_error'] = {
+            'code': NVML_ERROR_LIBRARY_NOT_FOUND,
+            'name': NVML_ERROR_NAMES[12],
+            'message': str(e),
+            'function': 'dlopen',
+        }
         return result
     nvml = Nvml(lib)
     try:

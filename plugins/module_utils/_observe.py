@@ -28,21 +28,21 @@ PREFIX = 'airgap_vllm'
 BY = 'job, instance, host, service, model_name'
 
 DEFAULTS = {
-    'vllm_job': 'vllm',               # scrape job of the engines' /metrics (through the front door)
-    'node_job': 'node',               # scrape job of node_exporter (the GPU textfile metrics)
-    'max_num_seqs': 256,              # vLLM 0.27.1's default on cards under 70 GiB
-    'queue_factor': 1.0,              # waiting requests over max_num_seqs x this: the queue grows
+    'vllm_job': 'vllm',  # scrape job of the engines' /metrics (through the front door)
+    'node_job': 'node',  # scrape job of node_exporter (the GPU textfile metrics)
+    'max_num_seqs': 256,  # vLLM 0.27.1's default on cards under 70 GiB
+    'queue_factor': 1.0,  # waiting requests over max_num_seqs x this: the queue grows
     'queue_time_p95_s': 5.0,
-    'ttft_p95_s': 5.0,                # without a load-check baseline
-    'ttft_factor': 2.0,               # TTFT p95 over the load check's p95 x this
+    'ttft_p95_s': 5.0,  # without a load-check baseline
+    'ttft_factor': 2.0,  # TTFT p95 over the load check's p95 x this
     'kv_usage_ratio': 0.95,
     'kv_for': '5m',
     'preemptions_per_s': 0.0,
     'preemptions_for': '10m',
     'engine_down_for': '1m',
     'gpu_temp_c': 85,
-    'gpu_memory_utilization': 0.92,   # vLLM's default --gpu-memory-utilization
-    'gpu_memory_margin': 0.05,        # used memory over the planned fraction + this: something else is on the GPU
+    'gpu_memory_utilization': 0.92,  # vLLM's default --gpu-memory-utilization
+    'gpu_memory_margin': 0.05,  # used memory over the planned fraction + this: something else is on the GPU
     'gpu_exporter_stale_s': 120,
 }
 # XIDs after which NVIDIA's guide asks for a GPU reset or a node drain (DBE, fallen off the bus, contained and
@@ -59,7 +59,9 @@ THROTTLE_BAD = ('hw_slowdown', 'hw_thermal_slowdown', 'sw_thermal_slowdown', 'hw
 ALERT_SIGNALS = {
     'GpuXidError': ('airgap_gpu_xid_errors_total or DCGM_FI_DEV_XID_ERRORS',),
     'GpuXidCritical': ('airgap_gpu_xid_errors_total or DCGM_FI_DEV_XID_ERRORS',),
-    'GpuResetPending': ('DCGM_FI_DEV_RETIRED_PENDING or airgap_gpu_row_remap_pending or DCGM_FI_DEV_ROW_REMAP_FAILURE',),
+    'GpuResetPending': (
+        'DCGM_FI_DEV_RETIRED_PENDING or airgap_gpu_row_remap_pending or DCGM_FI_DEV_ROW_REMAP_FAILURE',
+    ),
 }
 _FILTER = re.compile(r'^(?P<signal>.+?)\s*(?:==|!=|>=|<=|>|<)\s*-?[0-9.]+(?:[eE][-+]?[0-9]+)?$', re.S)
 
@@ -86,14 +88,17 @@ def recording_rules():
 
     def rec(name, expr):
         r.append({'record': '%s:%s' % (PREFIX, name), 'expr': expr})
+
     rec('request_success:rate5m', 'sum by (%s) (rate(vllm:request_success_total[5m]))' % BY)
     rec('prompt_tokens:rate5m', 'sum by (%s) (rate(vllm:prompt_tokens_total[5m]))' % BY)
     rec('generation_tokens:rate5m', 'sum by (%s) (rate(vllm:generation_tokens_total[5m]))' % BY)
     for q in ('0.5', '0.95', '0.99'):
         tag = 'p%d' % int(float(q) * 100)
         rec('time_to_first_token_seconds:%s_5m' % tag, _quantile(q, 'vllm:time_to_first_token_seconds'))
-        rec('request_time_per_output_token_seconds:%s_5m' % tag,
-            _quantile(q, 'vllm:request_time_per_output_token_seconds'))
+        rec(
+            'request_time_per_output_token_seconds:%s_5m' % tag,
+            _quantile(q, 'vllm:request_time_per_output_token_seconds'),
+        )
     rec('inter_token_latency_seconds:p95_5m', _quantile('0.95', 'vllm:inter_token_latency_seconds'))
     rec('e2e_request_latency_seconds:p95_5m', _quantile('0.95', 'vllm:e2e_request_latency_seconds'))
     rec('request_queue_time_seconds:p95_5m', _quantile('0.95', 'vllm:request_queue_time_seconds'))
@@ -102,10 +107,16 @@ def recording_rules():
     rec('num_requests_waiting:max', 'max by (%s) (vllm:num_requests_waiting)' % BY)
     rec('num_requests_running:max', 'max by (%s) (vllm:num_requests_running)' % BY)
     # 0/0 (no queries in the window) gives no sample rather than a false 0 % hit rate
-    rec('prefix_cache_hit:ratio5m', 'sum by (%s) (rate(vllm:prefix_cache_hits_total[5m])) / '
-        'sum by (%s) (rate(vllm:prefix_cache_queries_total[5m])) > -1' % (BY, BY))
-    rec('spec_decode_acceptance:ratio5m', 'sum by (%s) (rate(vllm:spec_decode_num_accepted_tokens_total[5m])) / '
-        'sum by (%s) (rate(vllm:spec_decode_num_draft_tokens_total[5m])) > -1' % (BY, BY))
+    rec(
+        'prefix_cache_hit:ratio5m',
+        'sum by (%s) (rate(vllm:prefix_cache_hits_total[5m])) / '
+        'sum by (%s) (rate(vllm:prefix_cache_queries_total[5m])) > -1' % (BY, BY),
+    )
+    rec(
+        'spec_decode_acceptance:ratio5m',
+        'sum by (%s) (rate(vllm:spec_decode_num_accepted_tokens_total[5m])) / '
+        'sum by (%s) (rate(vllm:spec_decode_num_draft_tokens_total[5m])) > -1' % (BY, BY),
+    )
     rec('gpu_fb_used:ratio', 'DCGM_FI_DEV_FB_USED / (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE)')
     return r
 
@@ -130,8 +141,11 @@ def service_alerts(t, service=None):
     selector for the static default set)."""
     sel = _selector(service)
     who = '{{ $labels.host }}/{{ $labels.service }} ({{ $labels.model_name }})'
-    queue = float(service.get('max_num_seqs') or t['max_num_seqs']) * t['queue_factor'] if service else \
-        t['max_num_seqs'] * t['queue_factor']
+    queue = (
+        float(service.get('max_num_seqs') or t['max_num_seqs']) * t['queue_factor']
+        if service
+        else t['max_num_seqs'] * t['queue_factor']
+    )
     ttft = t['ttft_p95_s']
     source = 'the default %ss' % _num(ttft)
     if service and service.get('ttft_p95_ms'):
@@ -141,17 +155,32 @@ def service_alerts(t, service=None):
     mem = min(util + t['gpu_memory_margin'], 0.999)
     node_sel = '{host=%s}' % _q(service['host']) if service else ''
     return [
-        _alert('VllmQueueGrowing', '%s:num_requests_waiting:max%s > %s' % (PREFIX, sel, _num(queue)), '5m',
-               'warning', 'vLLM queue longer than the planned batch on %s' % who,
-               '{{ $value }} requests waiting for 5 minutes; the plan runs at most %s at once '
-               '(max_num_seqs x %s).' % (_num(queue / t['queue_factor']), _num(t['queue_factor']))),
-        _alert('VllmTtftOverBaseline', '%s:time_to_first_token_seconds:p95_5m%s > %s' % (PREFIX, sel, _num(ttft)),
-               '10m', 'warning', 'Time to first token p95 over the baseline on %s' % who,
-               'TTFT p95 {{ $value | humanizeDuration }} for 10 minutes; the limit is %s.' % source),
-        _alert('GpuMemoryOutOfPlan', '%s:gpu_fb_used:ratio%s > %s' % (PREFIX, node_sel, _num(mem)), '10m', 'warning',
-               'GPU {{ $labels.gpu }} memory over the planned share on {{ $labels.instance }}',
-               'Used {{ $value | humanizePercentage }} of the card; the plan gives vLLM %s (+ %s margin): '
-               'another process holds GPU memory.' % (_num(util), _num(t['gpu_memory_margin']))),
+        _alert(
+            'VllmQueueGrowing',
+            '%s:num_requests_waiting:max%s > %s' % (PREFIX, sel, _num(queue)),
+            '5m',
+            'warning',
+            'vLLM queue longer than the planned batch on %s' % who,
+            '{{ $value }} requests waiting for 5 minutes; the plan runs at most %s at once '
+            '(max_num_seqs x %s).' % (_num(queue / t['queue_factor']), _num(t['queue_factor'])),
+        ),
+        _alert(
+            'VllmTtftOverBaseline',
+            '%s:time_to_first_token_seconds:p95_5m%s > %s' % (PREFIX, sel, _num(ttft)),
+            '10m',
+            'warning',
+            'Time to first token p95 over the baseline on %s' % who,
+            'TTFT p95 {{ $value | humanizeDuration }} for 10 minutes; the limit is %s.' % source,
+        ),
+        _alert(
+            'GpuMemoryOutOfPlan',
+            '%s:gpu_fb_used:ratio%s > %s' % (PREFIX, node_sel, _num(mem)),
+            '10m',
+            'warning',
+            'GPU {{ $labels.gpu }} memory over the planned share on {{ $labels.instance }}',
+            'Used {{ $value | humanizePercentage }} of the card; the plan gives vLLM %s (+ %s margin): '
+            'another process holds GPU memory.' % (_num(util), _num(t['gpu_memory_margin'])),
+        ),
     ]
 
 
@@ -161,50 +190,119 @@ def alert_rules(t):
     gpu = 'GPU {{ $labels.gpu }} ({{ $labels.modelName }}) on {{ $labels.instance }}'
     critical = '|'.join(str(x) for x in CRITICAL_XIDS)
     return [
-        _alert('VllmEngineDown', 'up{job=%s} == 0' % vjob, t['engine_down_for'], 'critical',
-               'vLLM engine not answering on {{ $labels.instance }}',
-               "Prometheus cannot scrape /metrics of {{ $labels.host }}/{{ $labels.service }}: the engine or the "
-               "front door is down (journalctl -u the service's unit)."),
-        _alert('VllmEngineRestarted', 'changes(process_start_time_seconds{job=%s}[15m]) > 0' % vjob, '', 'warning',
-               'vLLM engine restarted on {{ $labels.instance }}',
-               'The engine process started again {{ $value }} time(s) in 15 minutes.'),
-        _alert('VllmKvCacheNearlyFull', '%s:kv_cache_usage:ratio > %s' % (PREFIX, _num(t['kv_usage_ratio'])),
-               t['kv_for'], 'warning', 'KV cache nearly full on %s' % who,
-               'KV cache usage {{ $value | humanizePercentage }} for %s: new requests wait or preempt others.'
-               % t['kv_for']),
-        _alert('VllmPreempting', '%s:num_preemptions:rate5m > %s' % (PREFIX, _num(t['preemptions_per_s'])),
-               t['preemptions_for'], 'warning', 'vLLM is preempting requests on %s' % who,
-               '{{ $value }} preemptions/s for %s: the KV cache is too small for the load.' % t['preemptions_for']),
-        _alert('VllmQueueTimeHigh', '%s:request_queue_time_seconds:p95_5m > %s' % (PREFIX, _num(t['queue_time_p95_s'])),
-               '10m', 'warning', 'Requests queue too long on %s' % who,
-               'Queue time p95 {{ $value | humanizeDuration }} for 10 minutes.'),
-        _alert('GpuExporterDown', 'airgap_gpu_exporter_up{job=%s} == 0' % njob, '5m', 'warning',
-               'NVML does not answer on {{ $labels.instance }}',
-               'The GPU exporter reads nvml_state={{ $labels.nvml_state }} (driver not loaded, version mismatch).'),
-        _alert('GpuExporterStale', 'time() - airgap_gpu_exporter_last_run_timestamp_seconds{job=%s} > %s'
-               % (njob, _num(t['gpu_exporter_stale_s'])), '5m', 'warning',
-               'GPU metrics stale on {{ $labels.instance }}',
-               'airgap_gpu.prom last written {{ $value | humanizeDuration }} ago: check airgap-gpu-exporter.timer.'),
-        _alert('GpuTemperatureHigh', 'DCGM_FI_DEV_GPU_TEMP > %s' % _num(t['gpu_temp_c']), '5m', 'warning',
-               '%s is hot' % gpu, '{{ $value }} C for 5 minutes.'),
-        _alert('GpuThrottled', 'airgap_gpu_clock_throttle_reason{reason=~"%s"} == 1' % '|'.join(THROTTLE_BAD), '5m',
-               'warning', '%s throttled: {{ $labels.reason }}' % gpu,
-               'Clocks held down by {{ $labels.reason }} for 5 minutes (cooling or power supply).'),
+        _alert(
+            'VllmEngineDown',
+            'up{job=%s} == 0' % vjob,
+            t['engine_down_for'],
+            'critical',
+            'vLLM engine not answering on {{ $labels.instance }}',
+            "Prometheus cannot scrape /metrics of {{ $labels.host }}/{{ $labels.service }}: the engine or the "
+            "front door is down (journalctl -u the service's unit).",
+        ),
+        _alert(
+            'VllmEngineRestarted',
+            'changes(process_start_time_seconds{job=%s}[15m]) > 0' % vjob,
+            '',
+            'warning',
+            'vLLM engine restarted on {{ $labels.instance }}',
+            'The engine process started again {{ $value }} time(s) in 15 minutes.',
+        ),
+        _alert(
+            'VllmKvCacheNearlyFull',
+            '%s:kv_cache_usage:ratio > %s' % (PREFIX, _num(t['kv_usage_ratio'])),
+            t['kv_for'],
+            'warning',
+            'KV cache nearly full on %s' % who,
+            'KV cache usage {{ $value | humanizePercentage }} for %s: new requests wait or preempt others.'
+            % t['kv_for'],
+        ),
+        _alert(
+            'VllmPreempting',
+            '%s:num_preemptions:rate5m > %s' % (PREFIX, _num(t['preemptions_per_s'])),
+            t['preemptions_for'],
+            'warning',
+            'vLLM is preempting requests on %s' % who,
+            '{{ $value }} preemptions/s for %s: the KV cache is too small for the load.' % t['preemptions_for'],
+        ),
+        _alert(
+            'VllmQueueTimeHigh',
+            '%s:request_queue_time_seconds:p95_5m > %s' % (PREFIX, _num(t['queue_time_p95_s'])),
+            '10m',
+            'warning',
+            'Requests queue too long on %s' % who,
+            'Queue time p95 {{ $value | humanizeDuration }} for 10 minutes.',
+        ),
+        _alert(
+            'GpuExporterDown',
+            'airgap_gpu_exporter_up{job=%s} == 0' % njob,
+            '5m',
+            'warning',
+            'NVML does not answer on {{ $labels.instance }}',
+            'The GPU exporter reads nvml_state={{ $labels.nvml_state }} (driver not loaded, version mismatch).',
+        ),
+        _alert(
+            'GpuExporterStale',
+            'time() - airgap_gpu_exporter_last_run_timestamp_seconds{job=%s} > %s'
+            % (njob, _num(t['gpu_exporter_stale_s'])),
+            '5m',
+            'warning',
+            'GPU metrics stale on {{ $labels.instance }}',
+            'airgap_gpu.prom last written {{ $value | humanizeDuration }} ago: check airgap-gpu-exporter.timer.',
+        ),
+        _alert(
+            'GpuTemperatureHigh',
+            'DCGM_FI_DEV_GPU_TEMP > %s' % _num(t['gpu_temp_c']),
+            '5m',
+            'warning',
+            '%s is hot' % gpu,
+            '{{ $value }} C for 5 minutes.',
+        ),
+        _alert(
+            'GpuThrottled',
+            'airgap_gpu_clock_throttle_reason{reason=~"%s"} == 1' % '|'.join(THROTTLE_BAD),
+            '5m',
+            'warning',
+            '%s throttled: {{ $labels.reason }}' % gpu,
+            'Clocks held down by {{ $labels.reason }} for 5 minutes (cooling or power supply).',
+        ),
         # a count that grew, or an XID seen for the first time (a new series) on a host whose exporter was
         # already reporting 15 minutes ago (so a Prometheus restart does not re-announce old XIDs)
-        _alert('GpuXidError', 'increase(airgap_gpu_xid_errors_total[15m]) > 0 or ((airgap_gpu_xid_errors_total '
-               'unless airgap_gpu_xid_errors_total offset 15m) and on (instance) '
-               '(airgap_gpu_exporter_up offset 15m))', '', 'warning', '%s: XID {{ $labels.xid }}' % gpu,
-               'The driver logged XID {{ $labels.xid }} (dmesg | grep Xid).'),
-        _alert('GpuXidCritical', 'airgap_gpu_xid_errors_total{xid=~"%s"} > 0' % critical, '', 'critical',
-               '%s needs a reset: XID {{ $labels.xid }}' % gpu,
-               'XID {{ $labels.xid }} since boot: drain the host and reset the GPU or reboot.'),
-        _alert('GpuEccUncorrectable', 'increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[15m]) > 0', '', 'critical',
-               '%s: uncorrectable ECC errors' % gpu, '{{ $value }} double-bit errors in 15 minutes.'),
-        _alert('GpuResetPending', 'DCGM_FI_DEV_RETIRED_PENDING == 1 or airgap_gpu_row_remap_pending == 1 '
-               'or DCGM_FI_DEV_ROW_REMAP_FAILURE == 1', '', 'warning', '%s needs a reset' % gpu,
-               'Pages are pending retirement, rows pending remapping, or remapping failed: reset the GPU '
-               'when it can be drained.'),
+        _alert(
+            'GpuXidError',
+            'increase(airgap_gpu_xid_errors_total[15m]) > 0 or ((airgap_gpu_xid_errors_total '
+            'unless airgap_gpu_xid_errors_total offset 15m) and on (instance) '
+            '(airgap_gpu_exporter_up offset 15m))',
+            '',
+            'warning',
+            '%s: XID {{ $labels.xid }}' % gpu,
+            'The driver logged XID {{ $labels.xid }} (dmesg | grep Xid).',
+        ),
+        _alert(
+            'GpuXidCritical',
+            'airgap_gpu_xid_errors_total{xid=~"%s"} > 0' % critical,
+            '',
+            'critical',
+            '%s needs a reset: XID {{ $labels.xid }}' % gpu,
+            'XID {{ $labels.xid }} since boot: drain the host and reset the GPU or reboot.',
+        ),
+        _alert(
+            'GpuEccUncorrectable',
+            'increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[15m]) > 0',
+            '',
+            'critical',
+            '%s: uncorrectable ECC errors' % gpu,
+            '{{ $value }} double-bit errors in 15 minutes.',
+        ),
+        _alert(
+            'GpuResetPending',
+            'DCGM_FI_DEV_RETIRED_PENDING == 1 or airgap_gpu_row_remap_pending == 1 '
+            'or DCGM_FI_DEV_ROW_REMAP_FAILURE == 1',
+            '',
+            'warning',
+            '%s needs a reset' % gpu,
+            'Pages are pending retirement, rows pending remapping, or remapping failed: reset the GPU '
+            'when it can be drained.',
+        ),
     ]
 
 
@@ -273,16 +371,24 @@ def service_thresholds(host, service, plan=None, loadcheck=None):
     except ValueError:
         util = None
     ttft = figures.get('p95_ttft_ms')
-    return {'host': host, 'service': service, 'max_num_seqs': seqs or None,
-            'ttft_p95_ms': float(ttft) if isinstance(ttft, (int, float)) and ttft > 0 else None,
-            'gpu_memory_utilization': util}
+    return {
+        'host': host,
+        'service': service,
+        'max_num_seqs': seqs or None,
+        'ttft_p95_ms': float(ttft) if isinstance(ttft, (int, float)) and ttft > 0 else None,
+        'gpu_memory_utilization': util,
+    }
 
 
 def base_rules(overrides=None):
     """Recording rules and the alerts whose limits are the same everywhere (files/prometheus/airgap-vllm.rules.yml)."""
     t = thresholds(overrides)
-    return {'groups': [{'name': 'airgap-vllm.records', 'rules': recording_rules()},
-                       {'name': 'airgap-vllm.alerts', 'rules': alert_rules(t)}]}
+    return {
+        'groups': [
+            {'name': 'airgap-vllm.records', 'rules': recording_rules()},
+            {'name': 'airgap-vllm.alerts', 'rules': alert_rules(t)},
+        ]
+    }
 
 
 def plan_rules(overrides=None, services=None, group='airgap-vllm.plan'):
@@ -302,7 +408,8 @@ def plan_rules(overrides=None, services=None, group='airgap-vllm.plan'):
         seen.add(key)
         for rule in service_alerts(t, s):
             if rule['alert'] == 'GpuMemoryOutOfPlan' and any(
-                    r['alert'] == 'GpuMemoryOutOfPlan' and r['expr'] == rule['expr'] for r in site):
+                r['alert'] == 'GpuMemoryOutOfPlan' and r['expr'] == rule['expr'] for r in site
+            ):
                 continue  # one per host (the services of a host share its GPUs)
             site.append(rule)
     return {'groups': [{'name': group, 'rules': site}]}
@@ -324,8 +431,9 @@ def scrape_targets(host, address, node_port=9100, services=None):
     for s in services or []:
         port = int(s.get('metrics_port') or 0)
         if port:
-            out['vllm'].append({'targets': ['%s:%d' % (_hostport(address), port)],
-                                'labels': {'host': host, 'service': s['name']}})
+            out['vllm'].append(
+                {'targets': ['%s:%d' % (_hostport(address), port)], 'labels': {'host': host, 'service': s['name']}}
+            )
     return out
 
 
@@ -342,7 +450,7 @@ def service_inputs(host, services, instances=None, loadchecks=None, front=None, 
     as a mapping, or None}; front: None when the front door is off, else the host's vllm_front_* per-service
     values (their metrics ports are _front.front_inputs's, the one rule); overrides: vllm_observe_services
     ([{name, ...}]: what the operator sets wins)."""
-    plans = ((instances or {}).get('plan') or {})
+    plans = (instances or {}).get('plan') or {}
     ports = {}
     if front is not None:
         for svc in front_inputs(services, front)['services']:
@@ -368,15 +476,28 @@ def service_inputs(host, services, instances=None, loadchecks=None, front=None, 
     return out
 
 
-def role_outputs(host, address, node_port, services, instances=None, loadchecks=None, front=None, overrides=None,
-                 thresholds_=None, dcgm_port=0):
+def role_outputs(
+    host,
+    address,
+    node_port,
+    services,
+    instances=None,
+    loadchecks=None,
+    front=None,
+    overrides=None,
+    thresholds_=None,
+    dcgm_port=0,
+):
     """What the vllm_observe role writes on the controller: {services, base_rules (at thresholds_: one file for the
     site), plan_rules (this host's), targets (node, vllm and, with NVIDIA's DCGM exporter on dcgm_port, dcgm)}."""
     inputs = service_inputs(host, services, instances, loadchecks, front, overrides)
-    targets = scrape_targets(host, address, node_port, [{'name': s['service'], 'metrics_port': s['metrics_port']}
-                                                        for s in inputs])
+    targets = scrape_targets(
+        host, address, node_port, [{'name': s['service'], 'metrics_port': s['metrics_port']} for s in inputs]
+    )
     targets['dcgm'] = scrape_targets(host, address, dcgm_port)['node'] if dcgm_port else []
-    return {'services': inputs,
-            'base_rules': base_rules(thresholds_),
-            'plan_rules': plan_rules(thresholds_, inputs, group='airgap-vllm.plan.%s' % host),
-            'targets': targets}
+    return {
+        'services': inputs,
+        'base_rules': base_rules(thresholds_),
+        'plan_rules': plan_rules(thresholds_, inputs, group='airgap-vllm.plan.%s' % host),
+        'targets': targets,
+    }

@@ -37,14 +37,52 @@ UNIT_DIRS = ("/etc/systemd/system",)
 
 # Directories of the system itself: never a root of ours, whatever a setting says (a root is what we may
 # remove things below; `/etc` as a root would let a name remove /etc/ssh).
-SYSTEM_DIRS = frozenset([
-    "/", "/bin", "/boot", "/dev", "/etc", "/etc/systemd", "/home", "/lib", "/lib64", "/lib/systemd", "/media",
-    "/mnt", "/opt", "/proc", "/root", "/run", "/run/systemd", "/sbin", "/snap", "/srv", "/sys", "/tmp", "/usr",
-    "/usr/bin", "/usr/lib", "/usr/lib/systemd", "/usr/lib64", "/usr/local", "/usr/local/bin", "/usr/sbin",
-    "/usr/share", "/var", "/var/cache", "/var/lib", "/var/lib/docker", "/var/log", "/var/run", "/var/tmp",
-    "/var/spool", "/var/opt", "/var/lib/containerd",
-])
-_CONTROL_RE = re.compile(u"[\x00-\x1f\x7f]")
+SYSTEM_DIRS = frozenset(
+    [
+        "/",
+        "/bin",
+        "/boot",
+        "/dev",
+        "/etc",
+        "/etc/systemd",
+        "/home",
+        "/lib",
+        "/lib64",
+        "/lib/systemd",
+        "/media",
+        "/mnt",
+        "/opt",
+        "/proc",
+        "/root",
+        "/run",
+        "/run/systemd",
+        "/sbin",
+        "/snap",
+        "/srv",
+        "/sys",
+        "/tmp",
+        "/usr",
+        "/usr/bin",
+        "/usr/lib",
+        "/usr/lib/systemd",
+        "/usr/lib64",
+        "/usr/local",
+        "/usr/local/bin",
+        "/usr/sbin",
+        "/usr/share",
+        "/var",
+        "/var/cache",
+        "/var/lib",
+        "/var/lib/docker",
+        "/var/log",
+        "/var/run",
+        "/var/tmp",
+        "/var/spool",
+        "/var/opt",
+        "/var/lib/containerd",
+    ]
+)
+_CONTROL_RE = re.compile("[\x00-\x1f\x7f]")
 
 
 def _plain_path_problem(path, what):
@@ -150,8 +188,9 @@ def parse_docker_ps(text):
         parts = line.split("\t")
         if len(parts) < 2 or not parts[0].strip():
             continue
-        rows.append({"id": parts[0].strip(), "names": parts[1].strip(),
-                     "label": parts[2].strip() if len(parts) > 2 else ""})
+        rows.append(
+            {"id": parts[0].strip(), "names": parts[1].strip(), "label": parts[2].strip() if len(parts) > 2 else ""}
+        )
     return rows
 
 
@@ -169,7 +208,7 @@ def survey(names, unit_texts, container_rows):
         parsed = parse_unit(unit_texts[path])
         if parsed is None:
             continue
-        stem = os.path.basename(path)[:-len(".service")] if path.endswith(".service") else None
+        stem = os.path.basename(path)[: -len(".service")] if path.endswith(".service") else None
         service = parsed["service"] or stem
         if service != stem:
             warnings.append("%s carries our marker for service %s, not for its own name: left alone" % (path, service))
@@ -210,7 +249,9 @@ def survey(names, unit_texts, container_rows):
             ours, foreign = split_containers(container_rows, name)
             entry.update(containers=ours, foreign_containers=foreign)
             for cid in foreign:
-                warnings.append("container %s (%s) has our service's name but not our label %s=%s: left alone "
-                                "(remove it yourself if it is a leftover of ours)" % (name, cid[:12], CONTAINER_LABEL, name))
+                warnings.append(
+                    "container %s (%s) has our service's name but not our label %s=%s: left alone "
+                    "(remove it yourself if it is a leftover of ours)" % (name, cid[:12], CONTAINER_LABEL, name)
+                )
         services[name] = entry
     return {"services": services, "discovered": sorted(set(discovered)), "problems": problems, "notes": warnings}

@@ -47,9 +47,17 @@ def parse_lspci_mm(text):
         class_name, class_id = _name_and_id(fields[0])
         vendor_name, vendor_id = _name_and_id(fields[1])
         device_name, device_id = _name_and_id(fields[2])
-        devices.append({'slot': tokens[0].lower(), 'class': class_id, 'class_name': class_name,
-                        'vendor': vendor_id, 'vendor_name': vendor_name,
-                        'device': device_id, 'device_name': device_name})
+        devices.append(
+            {
+                'slot': tokens[0].lower(),
+                'class': class_id,
+                'class_name': class_name,
+                'vendor': vendor_id,
+                'vendor_name': vendor_name,
+                'device': device_id,
+                'device_name': device_name,
+            }
+        )
     return devices
 
 
@@ -88,5 +96,11 @@ def pci_facts(rc, out, err, lspci_path):
         return dict(empty, lspci=lspci_path, error='lspci failed (rc %s): %s' % (rc, (err or out or '').strip()))
     gpus = nvidia_gpus(out)
     switches = nvswitches(out)
-    return {'lspci': lspci_path, 'error': None, 'gpus': gpus, 'summary': [describe(g) for g in gpus],
-            'nvswitches': switches, 'nvswitch_summary': [describe(s) for s in switches]}
+    return {
+        'lspci': lspci_path,
+        'error': None,
+        'gpus': gpus,
+        'summary': [describe(g) for g in gpus],
+        'nvswitches': switches,
+        'nvswitch_summary': [describe(s) for s in switches],
+    }

@@ -66,6 +66,7 @@ class PeerFetchError(BundleError):
 
 # ---------------------------------------------------------------- shared
 
+
 def check_token(token):
     if not isinstance(token, str) or not _TOKEN.match(token):
         raise BundleError("token must be 16-128 characters of [A-Za-z0-9_-] (it is the unguessable path)")
@@ -76,8 +77,10 @@ def check_base_url(url):
     """http://HOST:PORT only: no path, query, credentials or other scheme; returns it without a trailing /."""
     parts = urlsplit(url or "")
     if parts.scheme != "http" or not parts.hostname:
-        raise BundleError("url %r must be http://ADDRESS:PORT of the seed (plain http on the site LAN; "
-                          "every file is checked against the manifest's sha256)" % (url,))
+        raise BundleError(
+            "url %r must be http://ADDRESS:PORT of the seed (plain http on the site LAN; "
+            "every file is checked against the manifest's sha256)" % (url,)
+        )
     if parts.username or parts.password or parts.query or parts.fragment or parts.path not in ("", "/"):
         raise BundleError("url %r must be only http://ADDRESS:PORT (no path, query or credentials)" % (url,))
     return "http://%s" % parts.netloc
@@ -89,6 +92,7 @@ def file_url(base_url, token, rel):
 
 
 # ---------------------------------------------------------------- seed: serve
+
 
 def parse_range(header, size):
     """(start, end_inclusive) for a Range header on a file of `size` bytes; None = whole file.
@@ -113,7 +117,7 @@ def resolve_request(path, token, files):
     prefix = "/%s/" % token
     if not raw.startswith(prefix):
         return None
-    rel = posixpath.normpath(unquote(raw[len(prefix):]))
+    rel = posixpath.normpath(unquote(raw[len(prefix) :]))
     if rel.startswith("/") or rel.startswith("..") or rel not in files:
         return None
     return rel, files[rel]
@@ -142,8 +146,11 @@ class ServeStats(object):
 
     def as_dict(self):
         with self.lock:
-            return {"requests": self.requests, "bytes_sent": self.bytes_sent,
-                    "clients": dict((k, dict(v)) for k, v in self.clients.items())}
+            return {
+                "requests": self.requests,
+                "bytes_sent": self.bytes_sent,
+                "clients": dict((k, dict(v)) for k, v in self.clients.items()),
+            }
 
 
 class PeerRequestHandler(BaseHTTPRequestHandler):
@@ -161,8 +168,14 @@ class PeerRequestHandler(BaseHTTPRequestHandler):
         if not log:
             return
         line = "%s %s %s %s %d %s %d\n" % (
-            time.strftime("%Y-%m-%dT%H:%M:%S"), self.client_address[0], self.command, rel or "-", status,
-            "%d-%d" % rng if rng else "-", sent)
+            time.strftime("%Y-%m-%dT%H:%M:%S"),
+            self.client_address[0],
+            self.command,
+            rel or "-",
+            status,
+            "%d-%d" % rng if rng else "-",
+            sent,
+        )
         with self.server.airgap_log_lock:
             fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             try:
@@ -258,8 +271,10 @@ def peer_bind_problem(address):
             return None
         return "an IP address (or host name) of the seed the peers reach, not %r" % (address,)
     if ip.is_unspecified:
-        return ("one address of the seed the peers reach, not every interface (%s): the seed's bundle would be "
-                "offered on every network it is on" % text)
+        return (
+            "one address of the seed the peers reach, not every interface (%s): the seed's bundle would be "
+            "offered on every network it is on" % text
+        )
     return None
 
 
@@ -278,9 +293,10 @@ def make_server(bind, port, token, root, entries, log_path=None):
     try:
         server = ThreadingHTTPServer((bind, int(port)), PeerRequestHandler)
     except (IOError, OSError) as e:
-        raise BundleError("cannot listen on %s:%s (%s): is another server using the port, or is %s not an "
-                          "address of this host? set bundle_peer_address / bundle_peer_port" % (
-                              bind, port, e.strerror or e, bind))
+        raise BundleError(
+            "cannot listen on %s:%s (%s): is another server using the port, or is %s not an "
+            "address of this host? set bundle_peer_address / bundle_peer_port" % (bind, port, e.strerror or e, bind)
+        )
     server.daemon_threads = True
     server.airgap_token = token
     server.airgap_files = files
@@ -315,6 +331,7 @@ def serve_until(server, stop_file, max_seconds, poll=0.5, clock=time.time):
 
 # ---------------------------------------------------------------- peer: fetch
 
+
 class _NoRedirect(HTTPRedirectHandler):
     def redirect_request(self, req, fp, code, msg, headers, newurl):  # pylint: disable=too-many-arguments
         raise PeerFetchError("%s answered with a redirect to %s: refusing to follow it" % (req.full_url, newurl))
@@ -347,9 +364,14 @@ class RangeReader(object):
         try:
             resp = self.opener.open(req, timeout=self.timeout)
         except HTTPError as e:
-            raise PeerFetchError("%s: the seed answered HTTP %d%s" % (
-                _safe(self.url), e.code, " (not staged on the seed, or another bundle there)" if e.code in (404, 409)
-                else ""))
+            raise PeerFetchError(
+                "%s: the seed answered HTTP %d%s"
+                % (
+                    _safe(self.url),
+                    e.code,
+                    " (not staged on the seed, or another bundle there)" if e.code in (404, 409) else "",
+                )
+            )
         status = resp.getcode()
         if self.offset and status != 206:
             resp.close()
@@ -358,8 +380,9 @@ class RangeReader(object):
             want = "bytes %d-%d/%d" % (self.offset, self.size - 1, self.size)
             if resp.headers.get("Content-Range") != want:
                 resp.close()
-                raise PeerFetchError("%s: the seed sent %r, expected %r" % (
-                    _safe(self.url), resp.headers.get("Content-Range"), want))
+                raise PeerFetchError(
+                    "%s: the seed sent %r, expected %r" % (_safe(self.url), resp.headers.get("Content-Range"), want)
+                )
         self.resp = resp
 
     def readinto(self, view):
@@ -389,8 +412,19 @@ def _safe(url):
 _TRANSIENT = (URLError, HTTPException, socket.timeout, ConnectionError, IOError, OSError)
 
 
-def fetch_one(base_url, token, dest_root, entry, log_path=None, opener=None, timeout=60.0, retries=3,
-              connect_wait=60.0, sleep=time.sleep, clock=time.monotonic):
+def fetch_one(
+    base_url,
+    token,
+    dest_root,
+    entry,
+    log_path=None,
+    opener=None,
+    timeout=60.0,
+    retries=3,
+    connect_wait=60.0,
+    sleep=time.sleep,
+    clock=time.monotonic,
+):
     """Fetch one artifact into <dest>.part, resuming; retries a cut connection from the part's size.
 
     Returns {'bytes_copied', 'resumed_from', 'sha256', 'size', 'restarted_stale_part', 'attempts'}.
@@ -419,8 +453,7 @@ def fetch_one(base_url, token, dest_root, entry, log_path=None, opener=None, tim
             raise
         except _TRANSIENT as e:
             reason = getattr(e, "reason", e)
-            refused = (isinstance(reason, ConnectionRefusedError)
-                       or getattr(reason, "errno", None) == errno.ECONNREFUSED)
+            refused = isinstance(reason, ConnectionRefusedError) or getattr(reason, "errno", None) == errno.ECONNREFUSED
             got = os.path.getsize(part) if os.path.exists(part) else 0
             copied += max(got - before, 0)
             if refused and clock() - t0 < connect_wait:
@@ -428,8 +461,10 @@ def fetch_one(base_url, token, dest_root, entry, log_path=None, opener=None, tim
                 continue
             failures += 1
             if failures > retries:
-                raise PeerFetchError("%s: %s after %d attempts; %d bytes are kept in %s.part, the next run "
-                                     "resumes there" % (_safe(url), reason, attempts, got, entry["path"]))
+                raise PeerFetchError(
+                    "%s: %s after %d attempts; %d bytes are kept in %s.part, the next run "
+                    "resumes there" % (_safe(url), reason, attempts, got, entry["path"])
+                )
             progress.message("connection cut at %d bytes (%s); resuming" % (got, reason))
             sleep(min(2.0 * failures, 10.0))
             continue
@@ -439,12 +474,20 @@ def fetch_one(base_url, token, dest_root, entry, log_path=None, opener=None, tim
         if out["size"] < entry["size"]:
             failures += 1
             if failures > retries:
-                raise PeerFetchError("%s ended at %d of %d bytes after %d attempts; the part is kept, the next "
-                                     "run resumes there" % (_safe(url), out["size"], entry["size"], attempts))
+                raise PeerFetchError(
+                    "%s ended at %d of %d bytes after %d attempts; the part is kept, the next "
+                    "run resumes there" % (_safe(url), out["size"], entry["size"], attempts)
+                )
             sleep(min(2.0 * failures, 10.0))
             continue
-        return {"bytes_copied": copied, "resumed_from": resumed_from, "sha256": out["sha256"],
-                "size": out["size"], "restarted_stale_part": stale, "attempts": attempts}
+        return {
+            "bytes_copied": copied,
+            "resumed_from": resumed_from,
+            "sha256": out["sha256"],
+            "size": out["size"],
+            "restarted_stale_part": stale,
+            "attempts": attempts,
+        }
 
 
 def probe_peer(dest_root, entries, stamps):
@@ -456,13 +499,36 @@ def probe_peer(dest_root, entries, stamps):
         offset = 0
         if not current and not stale_part(dest, entry) and os.path.exists(part_path(dest)):
             offset = min(os.path.getsize(part_path(dest)), entry["size"])
-        out.append({"path": entry["path"], "size": entry["size"], "state": "current" if current else "missing",
-                    "offset": offset, "hashed_dest": hashed, "bytes_copied": 0, "resumed_from": 0})
+        out.append(
+            {
+                "path": entry["path"],
+                "size": entry["size"],
+                "state": "current" if current else "missing",
+                "offset": offset,
+                "hashed_dest": hashed,
+                "bytes_copied": 0,
+                "resumed_from": 0,
+            }
+        )
     return out
 
 
-def fetch_files(base_url, token, dest_root, entries, stamps=None, log_path=None, check_mode=False, mode=0o644,
-                keep_free=0, opener=None, timeout=60.0, retries=3, connect_wait=60.0, sleep=time.sleep):
+def fetch_files(
+    base_url,
+    token,
+    dest_root,
+    entries,
+    stamps=None,
+    log_path=None,
+    check_mode=False,
+    mode=0o644,
+    keep_free=0,
+    opener=None,
+    timeout=60.0,
+    retries=3,
+    connect_wait=60.0,
+    sleep=time.sleep,
+):
     """Fetch every artifact the peer lacks from the seed; all-or-nothing commit like bundle_stage.
 
     Returns the per-file results; raises StageError (results attached) when a file cannot be fetched or
@@ -483,22 +549,35 @@ def fetch_files(base_url, token, dest_root, entries, stamps=None, log_path=None,
     for r in todo:
         entry = by_path[r["path"]]
         try:
-            out = fetch_one(base_url, token, dest_root, entry, log_path=log_path, opener=opener, timeout=timeout,
-                            retries=retries, connect_wait=connect_wait, sleep=sleep)
+            out = fetch_one(
+                base_url,
+                token,
+                dest_root,
+                entry,
+                log_path=log_path,
+                opener=opener,
+                timeout=timeout,
+                retries=retries,
+                connect_wait=connect_wait,
+                sleep=sleep,
+            )
         except PeerFetchError as e:
             r["state"] = "interrupted"
             errors.append(str(e))
             continue
-        r.update(bytes_copied=out["bytes_copied"], resumed_from=out["resumed_from"], attempts=out["attempts"],
-                 restarted_stale_part=out["restarted_stale_part"])
+        r.update(
+            bytes_copied=out["bytes_copied"],
+            resumed_from=out["resumed_from"],
+            attempts=out["attempts"],
+            restarted_stale_part=out["restarted_stale_part"],
+        )
         if out["sha256"] != entry["sha256"]:
             discard_part(os.path.join(dest_root, entry["path"]))
             r["state"] = "checksum_mismatch"
         else:
             pending.append((os.path.join(dest_root, entry["path"]), out["sha256"]))
     if errors:
-        raise StageError("fetching from the seed failed, nothing was put in place: %s" % "; ".join(errors),
-                         results)
+        raise StageError("fetching from the seed failed, nothing was put in place: %s" % "; ".join(errors), results)
     # Renames every verified part into place, or none (and fails naming a checksum mismatch).
     commit_verified(results, pending, stamps, mode)
     return results

@@ -27,25 +27,46 @@ VLLM_VERSION = "0.27.1"
 # (ec_shared_region.py guarded, the KV offload region not), complete. ``differs``: what changed from the release
 # before it, as far as the collection knows.
 KNOWN_RELEASES = (
-    {"release": "0.27.1", "planner": "0.27.1", "madvise_upstream": "none", "reasoning_field": "reasoning",
-     "swap_space": False,
-     "differs": ["--swap-space removed (refused by the parser)",
-                 "chat completions carry the thinking as `reasoning` (earlier: `reasoning_content`)"]},
-    {"release": "0.28.0", "planner": "0.27.1", "madvise_upstream": "partial", "reasoning_field": "reasoning",
-     "swap_space": False,
-     "differs": ["madvise fix upstream in ec_shared_region.py (_madvise_populate_write probed under "
-                 "try/except OSError); the KV offload region still needs the patch"]},
-    {"release": "0.30.0", "planner": "0.27.1", "madvise_upstream": "complete", "reasoning_field": "reasoning",
-     "swap_space": False,
-     "differs": ["madvise fix upstream everywhere: the source patch finds upstream_fixed and changes nothing",
-                 "the start-up check keeps the null block out of the pool (since 0.29.0: SIZING_RULES)",
-                 "the `vllm serve` parser moved to vllm/entrypoints/launchers/cli_args.py (since 0.29.0)"]},
+    {
+        "release": "0.27.1",
+        "planner": "0.27.1",
+        "madvise_upstream": "none",
+        "reasoning_field": "reasoning",
+        "swap_space": False,
+        "differs": [
+            "--swap-space removed (refused by the parser)",
+            "chat completions carry the thinking as `reasoning` (earlier: `reasoning_content`)",
+        ],
+    },
+    {
+        "release": "0.28.0",
+        "planner": "0.27.1",
+        "madvise_upstream": "partial",
+        "reasoning_field": "reasoning",
+        "swap_space": False,
+        "differs": [
+            "madvise fix upstream in ec_shared_region.py (_madvise_populate_write probed under "
+            "try/except OSError); the KV offload region still needs the patch"
+        ],
+    },
+    {
+        "release": "0.30.0",
+        "planner": "0.27.1",
+        "madvise_upstream": "complete",
+        "reasoning_field": "reasoning",
+        "swap_space": False,
+        "differs": [
+            "madvise fix upstream everywhere: the source patch finds upstream_fixed and changes nothing",
+            "the start-up check keeps the null block out of the pool (since 0.29.0: SIZING_RULES)",
+            "the `vllm serve` parser moved to vllm/entrypoints/launchers/cli_args.py (since 0.29.0)",
+        ],
+    },
 )
 
 
 # Sizing rules that changed between releases, each with the first release it holds for: the one home the planner
 # asks (rule_holds). Found by asking each release's own sizing code the same questions (tests/vllm_parser/
-# release_compare.py, run in the test world's 0.27.1 and 0.30.0 engine images by tests/integration/
+# release_compare.py, run in the test world's 0.27.1 and 0.30.0 engine images by tests/system/
 # test_image_release.py) and confirmed in each release's source.
 SIZING_RULES = {
     # kv_cache_utils.check_enough_kv_cache_memory, "Reserve the null block BlockPool permanently holds back": from
@@ -99,10 +120,21 @@ def release_rules(version, known=KNOWN_RELEASES):
 
 # Bytes per element. fp8*/int8 kinds are 1 byte (v1/kv_cache_interface.py get_dtype_size).
 DTYPE_BYTES = {
-    "float32": 4, "float": 4, "fp32": 4,
-    "bfloat16": 2, "bf16": 2, "float16": 2, "half": 2, "fp16": 2,
-    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "float8_e4m3fn": 1,
-    "int8": 1, "uint8": 1,
+    "float32": 4,
+    "float": 4,
+    "fp32": 4,
+    "bfloat16": 2,
+    "bf16": 2,
+    "float16": 2,
+    "half": 2,
+    "fp16": 2,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_inc": 1,
+    "float8_e4m3fn": 1,
+    "int8": 1,
+    "uint8": 1,
 }
 # --kv-cache-dtype choices this planner sizes (config/cache.py CacheDType). The quantized
 # per-token-head / nvfp4 / turboquant layouts carry extra scale bytes we do not model.
@@ -149,11 +181,12 @@ def parse_size(value, what="context"):
     text = str(value).strip()
     m = re.match(r"^(\d+(?:\.\d+)?)([kmgKMG]?)$", text)
     if not m:
-        raise TargetsError("%s: cannot read %r as a token count (give a number such as 131072, "
-                           "128K = 131072, 128k = 128000, or 'max')" % (what, value))
+        raise TargetsError(
+            "%s: cannot read %r as a token count (give a number such as 131072, "
+            "128K = 131072, 128k = 128000, or 'max')" % (what, value)
+        )
     num, suffix = float(m.group(1)), m.group(2)
-    mult = {"": 1, "k": 10 ** 3, "m": 10 ** 6, "g": 10 ** 9,
-            "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[suffix]
+    mult = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[suffix]
     return int(num * mult)
 
 
@@ -169,7 +202,8 @@ def parse_compute_capability(value):
         raise TargetsError(
             "compute_capability %r is not a CUDA compute capability: give MAJOR.MINOR such as "
             "'8.9' (Ada), '9.0' (Hopper), '10.0' or '12.0' (Blackwell); "
-            "airgap.vllm.nvml_info reports it per GPU" % (value,))
+            "airgap.vllm.nvml_info reports it per GPU" % (value,)
+        )
     return int(parts[0]), int(parts[1])
 
 

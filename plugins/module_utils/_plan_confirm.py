@@ -63,8 +63,9 @@ def plan_fingerprint(plan_result):
     if not isinstance(plan_result, dict) or not plan_result.get("argv"):
         return None
     body = dict((k, plan_result.get(k) or ([] if k != "env" else {})) for k in FINGERPRINT_KEYS)
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"),
-                                     default=str).encode("utf-8")).hexdigest()
+    return hashlib.sha256(
+        json.dumps(body, sort_keys=True, separators=(",", ":"), default=str).encode("utf-8")
+    ).hexdigest()
 
 
 def refusal_record(plan_result, journal_text, last_record):
@@ -80,9 +81,12 @@ def refusal_record(plan_result, journal_text, last_record):
         return None
     ledger = (plan_result or {}).get("ledger") or {}
     record = dict(last_record)
-    record["refused_plan"] = {"fingerprint": fingerprint, "cause": cause,
-                              "max_model_len": ledger.get("max_model_len"),
-                              "concurrency": ledger.get("concurrency")}
+    record["refused_plan"] = {
+        "fingerprint": fingerprint,
+        "cause": cause,
+        "max_model_len": ledger.get("max_model_len"),
+        "concurrency": ledger.get("concurrency"),
+    }
     return record
 
 
@@ -99,16 +103,22 @@ def refused_plan_check(plan_result, service_record, service_name="vllm", retry=F
         what = " (context %s x %s requests)" % (refused["max_model_len"], refused.get("concurrency") or 1)
     cause = refused.get("cause") or "it did not start"
     if cause.startswith("its argument parser refused"):
-        change = ("Change the inventory so that the argv differs (the flag in vllm_plan_extra_args, or an image "
-                  "whose vLLM release takes it) and run the plan and service stages again (ansible-playbook "
-                  "site.yml --tags plan,service).")
+        change = (
+            "Change the inventory so that the argv differs (the flag in vllm_plan_extra_args, or an image "
+            "whose vLLM release takes it) and run the plan and service stages again (ansible-playbook "
+            "site.yml --tags plan,service)."
+        )
     else:
-        change = ("Change the inventory so that the plan differs (a smaller vllm_plan_context, a lower "
-                  "vllm_plan_concurrency, vllm_plan_kv_cache_dtype fp8, more GPUs) and run the plan and service "
-                  "stages again (ansible-playbook site.yml --tags plan,service), or, once more memory is free, "
-                  "retry it as it is with -e airgap_vllm_retry_refused_plan=true.")
-    msg = ("vLLM refused this plan%s for %s on this host before: %s. The last good configuration was "
-           "rolled back and keeps serving; nothing was changed. %s" % (what, service_name, cause, change))
+        change = (
+            "Change the inventory so that the plan differs (a smaller vllm_plan_context, a lower "
+            "vllm_plan_concurrency, vllm_plan_kv_cache_dtype fp8, more GPUs) and run the plan and service "
+            "stages again (ansible-playbook site.yml --tags plan,service), or, once more memory is free, "
+            "retry it as it is with -e airgap_vllm_retry_refused_plan=true."
+        )
+    msg = (
+        "vLLM refused this plan%s for %s on this host before: %s. The last good configuration was "
+        "rolled back and keeps serving; nothing was changed. %s" % (what, service_name, cause, change)
+    )
     return {"refused": True, "msg": msg, "fingerprint": fingerprint}
 
 
@@ -118,6 +128,7 @@ def _gib_floor(gib):
 
 
 # --- comparison -------------------------------------------------------------------------------
+
 
 def _kv_bytes(name):
     try:
@@ -132,20 +143,27 @@ def _layout(ledger, block=None, cache_dtype=None):
     if cache_dtype not in (None, "auto") and measured_b and planned_b and measured_b != planned_b:
         tok = tok * measured_b // planned_b  # the engine runs another KV dtype than planned
     block = int(block or ledger["block_size"])
-    groups = {"group_size": ledger["group_size"], "full_groups": ledger.get("full_groups", 1),
-              "linear_groups": ledger.get("linear_groups", 0),
-              "sliding_groups": ledger.get("sliding_groups", 0)}
+    groups = {
+        "group_size": ledger["group_size"],
+        "full_groups": ledger.get("full_groups", 1),
+        "linear_groups": ledger.get("linear_groups", 0),
+        "sliding_groups": ledger.get("sliding_groups", 0),
+    }
     sliding = None
     if groups["sliding_groups"]:
         sliding = (ledger["sliding_window"], ledger["sliding_in_flight_tokens"])
-    return {"block": block, "page": block * tok, "groups": groups, "sliding": sliding,
-            "spec": ledger.get("num_speculative_tokens", 0),
-            "prefix": bool(ledger.get("prefix_caching"))}
+    return {
+        "block": block,
+        "page": block * tok,
+        "groups": groups,
+        "sliding": sliding,
+        "spec": ledger.get("num_speculative_tokens", 0),
+        "prefix": bool(ledger.get("prefix_caching")),
+    }
 
 
 def _capacity(ledger, lay, blocks, ctx):
-    need = blocks_per_request(ctx, lay["block"], lay["groups"], lay["spec"], lay["prefix"],
-                              lay["sliding"])
+    need = blocks_per_request(ctx, lay["block"], lay["groups"], lay["spec"], lay["prefix"], lay["sliding"])
     conc = blocks / float(need) if need else 0.0
     return need, conc, int(conc * ctx)
 
@@ -154,10 +172,20 @@ def measured_from(ledger, metrics, journal):
     """What the engine reported, and the KV budget it implies (bytes that surely fit)."""
     info = (metrics or {}).get("cache_config_info") or {}
     j = journal or {}
-    m = {"source": [], "num_gpu_blocks": None, "block_size": None, "kv_cache_size_tokens": None,
-         "kv_cache_memory_bytes": None, "max_concurrency": None, "cache_dtype": None,
-         "enable_prefix_caching": None, "weights_bytes": None, "budget_bytes": None,
-         "budget_how": None, "max_model_len": None}
+    m = {
+        "source": [],
+        "num_gpu_blocks": None,
+        "block_size": None,
+        "kv_cache_size_tokens": None,
+        "kv_cache_memory_bytes": None,
+        "max_concurrency": None,
+        "cache_dtype": None,
+        "enable_prefix_caching": None,
+        "weights_bytes": None,
+        "budget_bytes": None,
+        "budget_how": None,
+        "max_model_len": None,
+    }
     if info:
         m["source"].append("metrics: vllm:cache_config_info")
         m["num_gpu_blocks"] = info.get("num_gpu_blocks")
@@ -185,17 +213,14 @@ def measured_from(ledger, metrics, journal):
     elif isinstance(m["num_gpu_blocks"], int):
         gpu_blocks = int(m["num_gpu_blocks"])  # an int here; int() also tells pylint it is not None
         m["budget_bytes"] = gpu_blocks * lay["page"] * gs
-        m["budget_how"] = "num_gpu_blocks %d x page %d B x %d layers per group" % (
-            gpu_blocks, lay["page"], gs)
+        m["budget_how"] = "num_gpu_blocks %d x page %d B x %d layers per group" % (gpu_blocks, lay["page"], gs)
     elif j.get("refusal"):
         m["budget_bytes"] = _gib_floor(j["refusal"]["available_gib"])
-        m["budget_how"] = "refusal: available KV cache memory %.2f GiB (rounded down)" % (
-            j["refusal"]["available_gib"])
+        m["budget_how"] = "refusal: available KV cache memory %.2f GiB (rounded down)" % (j["refusal"]["available_gib"])
         m["source"].append("journal: refusal")
     elif j.get("available_kv_gib") is not None:
         m["budget_bytes"] = _gib_floor(j["available_kv_gib"])
-        m["budget_how"] = "Available KV cache memory %.2f GiB (rounded down)" % j[
-            "available_kv_gib"]
+        m["budget_how"] = "Available KV cache memory %.2f GiB (rounded down)" % j["available_kv_gib"]
         m["source"].append("journal: Available KV cache memory")
     if m["budget_bytes"] is not None and m["num_gpu_blocks"] is None:
         m["num_gpu_blocks"] = num_gpu_blocks(m["budget_bytes"], lay["page"], gs)
@@ -217,34 +242,46 @@ def replan(plan_result, budget, block=None, cache_dtype=None):
     args = [lay["block"], lay["groups"], lay["spec"], lay["prefix"]]
     need, max_conc, tokens = _capacity(ledger, lay, blocks, ctx) if blocks else (0, 0.0, 0)
     promise = min(float(conc), float(ledger.get("max_concurrency_at_len") or conc))
-    keep_partial = ledger.get("context_requested") and not ledger.get(
-        "require_full_length_concurrency")
+    keep_partial = ledger.get("context_requested") and not ledger.get("require_full_length_concurrency")
     one = longest_fitting_len(blocks, *(args + [1, lay["sliding"], upper])) if blocks else 0
     if blocks and need <= blocks and (keep_partial or max_conc + 1e-9 >= promise):
-        how = ("stated context %d kept: %.2f full-length requests fit (planned %.2f)"
-               % (ctx, max_conc, promise)) if max_conc + 1e-9 < promise else (
-            "stated context %d x %.2f requests still fit" % (ctx, promise))
+        how = (
+            ("stated context %d kept: %.2f full-length requests fit (planned %.2f)" % (ctx, max_conc, promise))
+            if max_conc + 1e-9 < promise
+            else ("stated context %d x %.2f requests still fit" % (ctx, promise))
+        )
     else:
         fit = longest_fitting_len(blocks, *(args + [conc, lay["sliding"], upper]))
         if fit and fit >= 1024:
             fit -= fit % 1024
         if fit and fit >= lay["block"] and not keep_partial:
             ctx = fit
-            how = "largest multiple of 1024 keeping %d full-length requests in %d blocks" % (
-                conc, blocks)
+            how = "largest multiple of 1024 keeping %d full-length requests in %d blocks" % (conc, blocks)
         elif one:
             ctx = one
             how = "longest single request in %d blocks (what vLLM itself estimates)" % blocks
         else:
-            return {"feasible": False, "kv_cache_memory_bytes": pinned, "num_gpu_blocks": blocks,
-                    "reason": "the measured budget %s holds %d blocks: not one request"
-                              % (fmt_gib(budget), blocks)}
+            return {
+                "feasible": False,
+                "kv_cache_memory_bytes": pinned,
+                "num_gpu_blocks": blocks,
+                "reason": "the measured budget %s holds %d blocks: not one request" % (fmt_gib(budget), blocks),
+            }
         need, max_conc, tokens = _capacity(ledger, lay, blocks, ctx)
     argv = _pinned_argv(plan_result["argv"], ctx, pinned)
-    return {"feasible": True, "kv_cache_memory_bytes": pinned, "num_gpu_blocks": blocks,
-            "block_size": lay["block"], "max_model_len": ctx, "max_model_len_how": how,
-            "blocks_per_full_request": need, "max_concurrency_at_len": round(max_conc, 2),
-            "gpu_kv_cache_tokens": tokens, "concurrency": conc, "argv": argv}
+    return {
+        "feasible": True,
+        "kv_cache_memory_bytes": pinned,
+        "num_gpu_blocks": blocks,
+        "block_size": lay["block"],
+        "max_model_len": ctx,
+        "max_model_len_how": how,
+        "blocks_per_full_request": need,
+        "max_concurrency_at_len": round(max_conc, 2),
+        "gpu_kv_cache_tokens": tokens,
+        "concurrency": conc,
+        "argv": argv,
+    }
 
 
 def _pinned_argv(argv, ctx, pinned):
@@ -260,26 +297,36 @@ def _pinned_argv(argv, ctx, pinned):
             continue
         out.append(a)
     pos = 1 if out and not out[0].startswith("-") else 0
-    return out[:pos] + ["--max-model-len", str(ctx), "--kv-cache-memory-bytes", str(pinned)] \
-        + out[pos:]
+    return out[:pos] + ["--max-model-len", str(ctx), "--kv-cache-memory-bytes", str(pinned)] + out[pos:]
 
 
 def replanned_plan(plan_result, replan_result):
     """The plan as the re-plan changed it (pinned pool, its context): what the engine must confirm after
     the one restart, instead of the first plan it could not hold."""
     ledger = dict(plan_result["ledger"])
-    ledger.update({"kv_pool_bytes": replan_result["kv_cache_memory_bytes"],
-                   "kv_pool_measured": True,
-                   "num_gpu_blocks": replan_result["num_gpu_blocks"],
-                   "block_size": replan_result["block_size"],
-                   "gpu_kv_cache_tokens": replan_result["gpu_kv_cache_tokens"],
-                   "max_model_len": replan_result["max_model_len"],
-                   "max_concurrency_at_len": replan_result["max_concurrency_at_len"]})
+    ledger.update(
+        {
+            "kv_pool_bytes": replan_result["kv_cache_memory_bytes"],
+            "kv_pool_measured": True,
+            "num_gpu_blocks": replan_result["num_gpu_blocks"],
+            "block_size": replan_result["block_size"],
+            "gpu_kv_cache_tokens": replan_result["gpu_kv_cache_tokens"],
+            "max_model_len": replan_result["max_model_len"],
+            "max_concurrency_at_len": replan_result["max_concurrency_at_len"],
+        }
+    )
     return dict(plan_result, ledger=ledger, argv=replan_result["argv"])
 
 
-def confirm(plan_result, metrics_text=None, journal_text=None, is_replan=False,
-            tradeoff_rows=None, replanned=None, engine_env=None):
+def confirm(
+    plan_result,
+    metrics_text=None,
+    journal_text=None,
+    is_replan=False,
+    tradeoff_rows=None,
+    replanned=None,
+    engine_env=None,
+):
     """Planned vs measured, a verdict, at most one re-plan, and the deployment report.
 
     verdict: confirmed (the engine holds what the plan promised: context x concurrency, or the
@@ -289,36 +336,42 @@ def confirm(plan_result, metrics_text=None, journal_text=None, is_replan=False,
     never asks for another restart.
     """
     if not isinstance(plan_result, dict) or not isinstance(plan_result.get("ledger"), dict):
-        raise ConfirmError("plan must be the result of airgap.vllm.vllm_launch_plan (with its "
-                           "ledger and argv)")
+        raise ConfirmError("plan must be the result of airgap.vllm.vllm_launch_plan (with its ledger and argv)")
     if replanned and replanned.get("feasible"):
         plan_result = replanned_plan(plan_result, replanned)
     ledger = plan_result["ledger"]
     metrics = parse_metrics(metrics_text) if metrics_text else None
     journal = parse_journal(journal_text) if journal_text else None
     if not (metrics and metrics["cache_config_info"]) and not journal:
-        raise ConfirmError("nothing measured: give the /metrics text (vllm:cache_config_info) "
-                           "and/or the journal of the start")
+        raise ConfirmError(
+            "nothing measured: give the /metrics text (vllm:cache_config_info) and/or the journal of the start"
+        )
     m = measured_from(ledger, metrics, journal)
-    refused = bool(journal and (journal["refusal"] or journal["no_memory"] or journal["not_free"])
-                   and not (metrics and metrics["cache_config_info"]))
+    refused = bool(
+        journal
+        and (journal["refusal"] or journal["no_memory"] or journal["not_free"])
+        and not (metrics and metrics["cache_config_info"])
+    )
     planned = {
         "kv_cache_memory_bytes": ledger["kv_pool_bytes"],
         "kv_pool_measured": ledger.get("kv_pool_measured", False),
-        "num_gpu_blocks": ledger["num_gpu_blocks"], "block_size": ledger["block_size"],
+        "num_gpu_blocks": ledger["num_gpu_blocks"],
+        "block_size": ledger["block_size"],
         "kv_cache_size_tokens": ledger["gpu_kv_cache_tokens"],
-        "max_model_len": ledger["max_model_len"], "concurrency": ledger.get("concurrency"),
+        "max_model_len": ledger["max_model_len"],
+        "concurrency": ledger.get("concurrency"),
         "max_concurrency": ledger["max_concurrency_at_len"],
         "weights_bytes": component_bytes(ledger, "weights"),
-        "non_kv_bytes": ledger["non_kv_bytes"], "budget_bytes": ledger["budget_bytes"],
-        "attention_backend": ledger.get("attention_backend"), "kv_dtype": ledger.get("kv_dtype"),
+        "non_kv_bytes": ledger["non_kv_bytes"],
+        "budget_bytes": ledger["budget_bytes"],
+        "attention_backend": ledger.get("attention_backend"),
+        "kv_dtype": ledger.get("kv_dtype"),
     }
     promise = min(float(ledger.get("concurrency") or 1), float(ledger["max_concurrency_at_len"]))
     measured_conc = None
     if m["num_gpu_blocks"] is not None and not refused:
         lay = _layout(ledger, m["block_size"], m["cache_dtype"])
-        _need, measured_conc, _tok = _capacity(ledger, lay, m["num_gpu_blocks"],
-                                               ledger["max_model_len"])
+        _need, measured_conc, _tok = _capacity(ledger, lay, m["num_gpu_blocks"], ledger["max_model_len"])
     if refused:
         verdict = "refused"
     elif measured_conc is not None and measured_conc + 0.005 >= promise:
@@ -331,30 +384,43 @@ def confirm(plan_result, metrics_text=None, journal_text=None, is_replan=False,
     restart = bool(new and new.get("feasible") and not is_replan and verdict != "confirmed")
     notes = []
     if is_replan and verdict != "confirmed":
-        notes.append("already a re-plan: not restarting again (no loop); fix the inputs or pin "
-                     "a smaller context by hand")
-    if journal and journal["refusal"] and journal["refusal"]["estimated_max_model_len"] and new \
-            and new.get("feasible"):
+        notes.append(
+            "already a re-plan: not restarting again (no loop); fix the inputs or pin a smaller context by hand"
+        )
+    if journal and journal["refusal"] and journal["refusal"]["estimated_max_model_len"] and new and new.get("feasible"):
         est = journal["refusal"]["estimated_max_model_len"]
-        notes.append("vLLM's own estimate of the longest length: %d; re-plan: %d (%s)"
-                     % (est, new["max_model_len"], new["max_model_len_how"]))
+        notes.append(
+            "vLLM's own estimate of the longest length: %d; re-plan: %d (%s)"
+            % (est, new["max_model_len"], new["max_model_len_how"])
+        )
     if journal and journal["not_free"]:
-        notes.append("the card was not free enough for gpu_memory_utilization %.2f (%.2f of "
-                     "%.2f GiB free): another process holds GPU memory"
-                     % (journal["not_free"]["utilization"], journal["not_free"]["free_gib"],
-                        journal["not_free"]["total_gib"]))
+        notes.append(
+            "the card was not free enough for gpu_memory_utilization %.2f (%.2f of "
+            "%.2f GiB free): another process holds GPU memory"
+            % (journal["not_free"]["utilization"], journal["not_free"]["free_gib"], journal["not_free"]["total_gib"])
+        )
     delta = {}
     for key in ("kv_cache_memory_bytes", "num_gpu_blocks", "kv_cache_size_tokens"):
         mv = m["budget_bytes"] if key == "kv_cache_memory_bytes" else m.get(key)
         pv = planned[key]
         if mv is not None and pv:
-            delta[key] = {"planned": pv, "measured": mv,
-                          "error_percent": round(100.0 * (pv - mv) / float(mv), 2) if mv else None}
-    result = {"verdict": verdict, "restart": restart, "is_replan": bool(is_replan),
-              "planned": planned, "measured": m, "delta": delta, "replan": new, "notes": notes,
-              "measured_concurrency_at_len": round(measured_conc, 2)
-              if measured_conc is not None else None,
-              "promised_concurrency_at_len": round(promise, 2)}
+            delta[key] = {
+                "planned": pv,
+                "measured": mv,
+                "error_percent": round(100.0 * (pv - mv) / float(mv), 2) if mv else None,
+            }
+    result = {
+        "verdict": verdict,
+        "restart": restart,
+        "is_replan": bool(is_replan),
+        "planned": planned,
+        "measured": m,
+        "delta": delta,
+        "replan": new,
+        "notes": notes,
+        "measured_concurrency_at_len": round(measured_conc, 2) if measured_conc is not None else None,
+        "promised_concurrency_at_len": round(promise, 2),
+    }
     result["pool"] = pool_check(planned, m, (plan_result["ledger"] or {}).get("estimate_band"), engine_env)
     if result["pool"]["note"]:
         notes.append(result["pool"]["note"])
@@ -372,6 +438,7 @@ def measured_tradeoff(plan_result, budget):
     model directory); None when it cannot be recomputed (the plan's own table is kept)."""
     from ansible_collections.airgap.vllm.plugins.module_utils import _planner
     from ansible_collections.airgap.vllm.plugins.module_utils._plan_tradeoff import tradeoff
+
     inputs = dict(plan_result["inputs"])
     inputs["measured_kv_cache_bytes"] = int(budget)
     inputs["pin_kv_cache_memory"] = False
@@ -394,8 +461,14 @@ def pool_check(planned, measured, band=None, engine_env=None):
     "Explicitly set ... GiB for KV cache") is said to be one."""
     p = (planned or {}).get("kv_cache_memory_bytes")
     m = (measured or {}).get("budget_bytes")
-    out = {"status": "not_measured", "ratio": None, "planned_bytes": p, "measured_bytes": m,
-           "explained_by": None, "note": None}
+    out = {
+        "status": "not_measured",
+        "ratio": None,
+        "planned_bytes": p,
+        "measured_bytes": m,
+        "explained_by": None,
+        "note": None,
+    }
     if not p or m is None:
         return out
     out["ratio"] = round(float(m) / p, 4) if p else None
@@ -413,11 +486,18 @@ def pool_check(planned, measured, band=None, engine_env=None):
     except (TypeError, ValueError):
         space_bytes = None
     if space_bytes and abs(m - space_bytes) <= max(GIB // 100, space_bytes // 100):
-        out["explained_by"] = ("the CPU engine's VLLM_CPU_KVCACHE_SPACE=%s fixes its KV pool at %s GiB of host memory "
-                               "(a test setting): the planned pool is the GPU's and was not measured here" % (space, space))
+        out["explained_by"] = (
+            "the CPU engine's VLLM_CPU_KVCACHE_SPACE=%s fixes its KV pool at %s GiB of host memory "
+            "(a test setting): the planned pool is the GPU's and was not measured here" % (space, space)
+        )
     out["note"] = "the KV pool is %s than planned: %s measured against %s planned (%.1fx)%s" % (
-        out["status"], fmt_gib(m), fmt_gib(p), factor,
-        ("; " + out["explained_by"]) if out["explained_by"] else
-        "; the engine did not get the memory the plan counted on (another process on the card, a different "
-        "gpu_memory_utilization, or an estimate off by more than its band): see the re-plan")
+        out["status"],
+        fmt_gib(m),
+        fmt_gib(p),
+        factor,
+        ("; " + out["explained_by"])
+        if out["explained_by"]
+        else "; the engine did not get the memory the plan counted on (another process on the card, a different "
+        "gpu_memory_utilization, or an estimate off by more than its band): see the re-plan",
+    )
     return out

@@ -29,7 +29,8 @@ RE_MAX_CONC = re.compile(r"Maximum concurrency for ([0-9,]+) tokens per request:
 RE_REFUSAL = re.compile(
     r"To serve at least one request with the model's max seq len \((\d+)\), \(([0-9.]+) GiB KV "
     r"cache is needed, which is larger than the available KV cache memory \(([0-9.]+) GiB\)\."
-    r"(?: Based on the available memory, the estimated maximum model length is (\d+)\.)?")
+    r"(?: Based on the available memory, the estimated maximum model length is (\d+)\.)?"
+)
 # kv_cache_utils.py:757 available <= 0
 RE_NO_MEMORY = re.compile(r"No available memory for the cache blocks\.")
 # vLLM's argument parser (argparse: "<prog>: error: <message>", exit status 2) refusing its command line, e.g.
@@ -38,7 +39,8 @@ RE_ARGV_REFUSED = re.compile(r"\bvllm(?: [a-z][a-z-]*)?: error: (.+?)\s*$", re.M
 # v1/worker/utils.py:420 request_memory: the card is not free enough for the utilisation asked
 RE_NOT_FREE = re.compile(
     r"Free memory on device \S* ?\(([0-9.]+)/([0-9.]+) GiB\) on startup is less than desired "
-    r"GPU memory utilization \(([0-9.]+), ([0-9.]+) GiB\)")
+    r"GPU memory utilization \(([0-9.]+), ([0-9.]+) GiB\)"
+)
 
 # Where one start begins. systemd's own lines in `journalctl -u <unit>` (-o cat or short: "Starting <description>..."
 # before ExecStartPre, "Started <description>." once the process runs; vLLM's lines there begin with
@@ -49,10 +51,13 @@ RE_NOT_FREE = re.compile(
 RE_START = re.compile(
     r"^(?:\S+ +\d+ [0-9:]+ \S+ systemd\[\d+\]: )?(?:Starting \S.*\.\.\.|Started \S.*)$"
     r"|vLLM server version \S+, serving model"
-    r"|\u2588(?:\x1b\[[0-9;]*m)?\s+version\s", re.M)
+    r"|\u2588(?:\x1b\[[0-9;]*m)?\s+version\s",
+    re.M,
+)
 
 
 # --- parsing ---------------------------------------------------------------------------------
+
 
 def _unescape(value):
     return value.replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
@@ -75,9 +80,10 @@ def parse_metrics(text):
     out = {"cache_config_info": None, "num_preemptions": None, "kv_cache_usage_perc": None}
     for line in (text or "").splitlines():
         if line.startswith("vllm:cache_config_info{") and out["cache_config_info"] is None:
-            body = line[len("vllm:cache_config_info{"):line.rfind("}")]
-            labels = dict((k, _typed(_unescape(v))) for k, v in re.findall(
-                r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"', body))
+            body = line[len("vllm:cache_config_info{") : line.rfind("}")]
+            labels = dict(
+                (k, _typed(_unescape(v))) for k, v in re.findall(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"', body)
+            )
             out["cache_config_info"] = labels
         m = re.match(r"^vllm:num_preemptions(?:_total)?(?:\{[^}]*\})? ([0-9.eE+-]+)$", line)
         if m:
@@ -93,7 +99,7 @@ def current_start(text):
     refusal, another context's numbers) says nothing about this one."""
     text = text or ""
     starts = [m.start() for m in RE_START.finditer(text)]
-    return text[starts[-1]:] if starts else text
+    return text[starts[-1] :] if starts else text
 
 
 def parse_journal(text):
@@ -105,10 +111,18 @@ def parse_journal(text):
     num_blocks of each rank to the smallest among all ranks"): the budget is the minimum across
     ranks; the weights the largest rank's load."""
     text = current_start(text)
-    out = {"available_kv_gib": None, "model_loading_gib": None, "kv_cache_tokens": None,
-           "max_concurrency": None, "max_concurrency_len": None, "refusal": None,
-           "no_memory": bool(RE_NO_MEMORY.search(text)), "not_free": None,
-           "argv_refused": None, "available_kv_gib_by_rank": []}
+    out = {
+        "available_kv_gib": None,
+        "model_loading_gib": None,
+        "kv_cache_tokens": None,
+        "max_concurrency": None,
+        "max_concurrency_len": None,
+        "refusal": None,
+        "no_memory": bool(RE_NO_MEMORY.search(text)),
+        "not_free": None,
+        "argv_refused": None,
+        "available_kv_gib_by_rank": [],
+    }
     ranks = [float(m.group(1)) for m in RE_AVAILABLE.finditer(text)]
     if ranks:
         out["available_kv_gib"] = min(ranks)
@@ -122,15 +136,22 @@ def parse_journal(text):
         out["max_concurrency_len"] = int(m.group(1).replace(",", ""))
         out["max_concurrency"] = float(m.group(2))
     for m in RE_REFUSAL.finditer(text):
-        refusal = {"max_model_len": int(m.group(1)), "needed_gib": float(m.group(2)),
-                   "available_gib": float(m.group(3)),
-                   "estimated_max_model_len": int(m.group(4)) if m.group(4) else None}
+        refusal = {
+            "max_model_len": int(m.group(1)),
+            "needed_gib": float(m.group(2)),
+            "available_gib": float(m.group(3)),
+            "estimated_max_model_len": int(m.group(4)) if m.group(4) else None,
+        }
         # Every rank checks its own memory (kv_cache_utils.py:2186): keep the tightest refusal.
         if out["refusal"] is None or refusal["available_gib"] < out["refusal"]["available_gib"]:
             out["refusal"] = refusal
     for m in RE_NOT_FREE.finditer(text):
-        out["not_free"] = {"free_gib": float(m.group(1)), "total_gib": float(m.group(2)),
-                           "utilization": float(m.group(3)), "requested_gib": float(m.group(4))}
+        out["not_free"] = {
+            "free_gib": float(m.group(1)),
+            "total_gib": float(m.group(2)),
+            "utilization": float(m.group(3)),
+            "requested_gib": float(m.group(4)),
+        }
     for m in RE_ARGV_REFUSED.finditer(text):
         out["argv_refused"] = m.group(1)
     out["cause"] = failure_cause(out)
@@ -145,20 +166,29 @@ def failure_cause(facts):
     r = facts.get("refusal")
     if r:
         # refusal_cause's sentence (what the refused-plan record keeps), with the advice.
-        advice = (". Plan a context of at most that (vllm_plan_context), or free memory for the KV cache"
-                  if r.get("estimated_max_model_len") else "")
+        advice = (
+            ". Plan a context of at most that (vllm_plan_context), or free memory for the KV cache"
+            if r.get("estimated_max_model_len")
+            else ""
+        )
         return "vLLM refused the configuration: %s%s." % (refusal_cause(facts), advice)
     if facts.get("no_memory"):
-        return ("vLLM found no memory for the KV cache after loading the model: the weights do not leave room "
-                "at this utilisation.")
+        return (
+            "vLLM found no memory for the KV cache after loading the model: the weights do not leave room "
+            "at this utilisation."
+        )
     nf = facts.get("not_free")
     if nf:
-        return ("The GPU had only %s GiB free of %s GiB at start, less than the %s GiB asked for: another process "
-                "holds GPU memory." % (nf["free_gib"], nf["total_gib"], nf["requested_gib"]))
+        return (
+            "The GPU had only %s GiB free of %s GiB at start, less than the %s GiB asked for: another process "
+            "holds GPU memory." % (nf["free_gib"], nf["total_gib"], nf["requested_gib"])
+        )
     if facts.get("argv_refused"):
-        return ("vLLM refused its command line: %s. The image's vLLM release does not take this argv "
-                "(vllm_service_argv_check, on by default, catches this before the service is touched)."
-                % facts["argv_refused"])
+        return (
+            "vLLM refused its command line: %s. The image's vLLM release does not take this argv "
+            "(vllm_service_argv_check, on by default, catches this before the service is touched)."
+            % facts["argv_refused"]
+        )
     return "vLLM printed no refusal of its own: see its log below."
 
 
@@ -167,8 +197,11 @@ def refusal_cause(facts):
     plan's own. A card another process holds (not_free) is not the plan's fault: never recorded."""
     r = (facts or {}).get("refusal")
     if r:
-        cause = ("--max-model-len %d needs %s GiB of KV cache, but only %s GiB is available"
-                 % (r["max_model_len"], r["needed_gib"], r["available_gib"]))
+        cause = "--max-model-len %d needs %s GiB of KV cache, but only %s GiB is available" % (
+            r["max_model_len"],
+            r["needed_gib"],
+            r["available_gib"],
+        )
         if r.get("estimated_max_model_len"):
             cause += "; vLLM estimates the longest length that fits at %d tokens" % r["estimated_max_model_len"]
         return cause

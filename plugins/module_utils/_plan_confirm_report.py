@@ -31,8 +31,13 @@ def engine_release(plan_result):
     try:
         r = release_rules(str(version))
     except ValueError:
-        return {"version": str(version), "known": False, "rules": None, "relation": "unreadable",
-                "text": "vLLM %r (UNKNOWN: not a version)" % str(version)}
+        return {
+            "version": str(version),
+            "known": False,
+            "rules": None,
+            "relation": "unreadable",
+            "text": "vLLM %r (UNKNOWN: not a version)" % str(version),
+        }
     rules = r["rules"]["release"]
     text = "vLLM %s" % r["version"]
     if not r["known"]:
@@ -46,26 +51,34 @@ def render_summary(result):
     """One screen for the end of a playbook."""
     p, m, r = result["planned"], result["measured"], result.get("replan")
     engine = result.get("engine")
-    lines = ["vLLM plan %s%s" % (verdict_text(result), " -> restart once with the re-plan"
-                                 if result["restart"] else ""),
-             "  KV pool   planned %s, measured %s (%s)" % (
-                 fmt_gib(p["kv_cache_memory_bytes"]),
-                 fmt_gib(m["budget_bytes"]) if m.get("budget_bytes") is not None else "-",
-                 m.get("budget_how") or "-"),
-             "  blocks    planned %s, measured %s" % (p["num_gpu_blocks"],
-                                                      m.get("num_gpu_blocks")),
-             "  context   %s x %s requests planned (%.2f full-length fit)" % (
-                 p["max_model_len"], p["concurrency"], p["max_concurrency"] or 0)]
+    lines = [
+        "vLLM plan %s%s" % (verdict_text(result), " -> restart once with the re-plan" if result["restart"] else ""),
+        "  KV pool   planned %s, measured %s (%s)"
+        % (
+            fmt_gib(p["kv_cache_memory_bytes"]),
+            fmt_gib(m["budget_bytes"]) if m.get("budget_bytes") is not None else "-",
+            m.get("budget_how") or "-",
+        ),
+        "  blocks    planned %s, measured %s" % (p["num_gpu_blocks"], m.get("num_gpu_blocks")),
+        "  context   %s x %s requests planned (%.2f full-length fit)"
+        % (p["max_model_len"], p["concurrency"], p["max_concurrency"] or 0),
+    ]
     if r and r.get("feasible"):
-        lines.append("  re-plan   --max-model-len %d --kv-cache-memory-bytes %d: %.2f full-length "
-                     "requests, %s tokens" % (r["max_model_len"], r["kv_cache_memory_bytes"],
-                                              r["max_concurrency_at_len"],
-                                              "{:,}".format(r["gpu_kv_cache_tokens"])))
+        lines.append(
+            "  re-plan   --max-model-len %d --kv-cache-memory-bytes %d: %.2f full-length "
+            "requests, %s tokens"
+            % (
+                r["max_model_len"],
+                r["kv_cache_memory_bytes"],
+                r["max_concurrency_at_len"],
+                "{:,}".format(r["gpu_kv_cache_tokens"]),
+            )
+        )
     elif r:
         lines.append("  re-plan   not feasible: %s" % r["reason"])
     lines += ["  note      " + n for n in result.get("notes", [])]
     if engine:
-        lines.insert(0, "vLLM release: %s" % engine["text"][len("vLLM "):])
+        lines.insert(0, "vLLM release: %s" % engine["text"][len("vLLM ") :])
     return "\n".join(lines)
 
 
@@ -79,27 +92,40 @@ def component_bytes(ledger, name):
 
 # --- report ----------------------------------------------------------------------------------
 
+
 def memory_bars(ledger, measured):
     """weights | other | KV pool | free, per GPU, planned and measured (bytes)."""
     total = int(ledger.get("gpu_total_bytes") or 0)
     budget = int(ledger["budget_bytes"])
     pw = component_bytes(ledger, "weights")
-    planned = {"total": total, "weights": pw, "other": budget - pw - ledger["kv_pool_bytes"],
-               "kv_pool": ledger["kv_pool_bytes"], "free": max(0, total - budget)}
+    planned = {
+        "total": total,
+        "weights": pw,
+        "other": budget - pw - ledger["kv_pool_bytes"],
+        "kv_pool": ledger["kv_pool_bytes"],
+        "free": max(0, total - budget),
+    }
     bars = {"planned": planned, "measured": None}
     if measured and measured.get("budget_bytes") is not None:
         mw = measured.get("weights_bytes")
         weights = mw if mw is not None else pw
         kv = measured["budget_bytes"]
-        bars["measured"] = {"total": total, "weights": weights,
-                            "other": max(0, budget - weights - kv), "kv_pool": kv,
-                            "free": max(0, total - max(budget, weights + kv)),
-                            "weights_measured": mw is not None,
-                            # Only the KV pool (and the weights, from a journal) is the engine's number: the rest
-                            # of the bar is the plan's budget, not a measurement.
-                            "labels": {"weights": "weights" if mw is not None else "weights (planned)",
-                                       "other": "not measured", "kv_pool": "KV pool",
-                                       "free": "free (planned)"}}
+        bars["measured"] = {
+            "total": total,
+            "weights": weights,
+            "other": max(0, budget - weights - kv),
+            "kv_pool": kv,
+            "free": max(0, total - max(budget, weights + kv)),
+            "weights_measured": mw is not None,
+            # Only the KV pool (and the weights, from a journal) is the engine's number: the rest
+            # of the bar is the plan's budget, not a measurement.
+            "labels": {
+                "weights": "weights" if mw is not None else "weights (planned)",
+                "other": "not measured",
+                "kv_pool": "KV pool",
+                "free": "free (planned)",
+            },
+        }
     return bars
 
 
@@ -116,22 +142,27 @@ def deployment_report(plan_result, confirmation, tradeoff_rows=None):
         "measured": confirmation["measured"],
         "delta": confirmation["delta"],
         "replan": confirmation.get("replan"),
-        "final": {"max_model_len": final_ctx,
-                  "concurrency": ledger.get("concurrency"),
-                  "kv_cache_memory_bytes": final["kv_cache_memory_bytes"] if final else None,
-                  "max_concurrency_at_len": final["max_concurrency_at_len"] if final else (
-                      confirmation.get("measured_concurrency_at_len")
-                      or ledger["max_concurrency_at_len"])},
+        "final": {
+            "max_model_len": final_ctx,
+            "concurrency": ledger.get("concurrency"),
+            "kv_cache_memory_bytes": final["kv_cache_memory_bytes"] if final else None,
+            "max_concurrency_at_len": final["max_concurrency_at_len"]
+            if final
+            else (confirmation.get("measured_concurrency_at_len") or ledger["max_concurrency_at_len"]),
+        },
         "memory": memory_bars(ledger, confirmation["measured"]),
         "tradeoff": tradeoff_rows or plan_result.get("tradeoff"),
         "notes": confirmation.get("notes", []),
         "pool": confirmation.get("pool"),
         "plan_warnings": plan_result.get("plan_warnings") or [],
-        "ledger": {"num_speculative_tokens": ledger.get("num_speculative_tokens"),
-                   "prefix_caching": ledger.get("prefix_caching"),
-                   "attention_backend": ledger.get("attention_backend"),
-                   "kv_dtype": ledger.get("kv_dtype"), "block_size": ledger["block_size"],
-                   "model_family": ledger.get("model_family")},
+        "ledger": {
+            "num_speculative_tokens": ledger.get("num_speculative_tokens"),
+            "prefix_caching": ledger.get("prefix_caching"),
+            "attention_backend": ledger.get("attention_backend"),
+            "kv_dtype": ledger.get("kv_dtype"),
+            "block_size": ledger["block_size"],
+            "model_family": ledger.get("model_family"),
+        },
     }
 
 
@@ -144,36 +175,57 @@ def render_markdown(report):
     def n(v):
         return "{:,}".format(v) if isinstance(v, int) else ("-" if v is None else str(v))
 
-    rows = ["# vLLM deployment report", "",
-            "**Verdict: %s**%s" % (verdict_text(report),
-                                   " (restart with the re-plan)" if report["restart"] else ""), ""] + (
-        ["Engine: %s." % report["engine"]["text"], ""] if report.get("engine") else []) + [
-            "| | planned | measured |", "|---|---|---|",
+    rows = (
+        [
+            "# vLLM deployment report",
+            "",
+            "**Verdict: %s**%s" % (verdict_text(report), " (restart with the re-plan)" if report["restart"] else ""),
+            "",
+        ]
+        + (["Engine: %s." % report["engine"]["text"], ""] if report.get("engine") else [])
+        + [
+            "| | planned | measured |",
+            "|---|---|---|",
             "| KV pool | %s | %s |" % (g(p["kv_cache_memory_bytes"]), g(m.get("budget_bytes"))),
             "| num_gpu_blocks | %s | %s |" % (n(p["num_gpu_blocks"]), n(m.get("num_gpu_blocks"))),
             "| block size | %s | %s |" % (n(p["block_size"]), n(m.get("block_size"))),
-            "| GPU KV cache size (tokens) | %s | %s |" % (n(p["kv_cache_size_tokens"]),
-                                                          n(m.get("kv_cache_size_tokens"))),
+            "| GPU KV cache size (tokens) | %s | %s |"
+            % (n(p["kv_cache_size_tokens"]), n(m.get("kv_cache_size_tokens"))),
             "| weights | %s | %s |" % (g(p["weights_bytes"]), g(m.get("weights_bytes"))),
             "| max_model_len | %s | %s |" % (n(p["max_model_len"]), n(m.get("max_model_len"))),
-            "| full-length requests at once | %s | %s |" % (
-                p["max_concurrency"], m.get("max_concurrency") if m.get(
-                    "max_concurrency") is not None else "-"),
-            "", "Measured from: %s; budget: %s." % (", ".join(m.get("source") or ["-"]),
-                                                    m.get("budget_how") or "-"), ""]
+            "| full-length requests at once | %s | %s |"
+            % (p["max_concurrency"], m.get("max_concurrency") if m.get("max_concurrency") is not None else "-"),
+            "",
+            "Measured from: %s; budget: %s." % (", ".join(m.get("source") or ["-"]), m.get("budget_how") or "-"),
+            "",
+        ]
+    )
     r = report.get("replan")
     if r and r.get("feasible"):
-        rows += ["## Re-plan from the measured budget", "",
-                 "`--kv-cache-memory-bytes %d` (%s), `--max-model-len %d` (%s): %s blocks, "
-                 "%.2f full-length requests, %s tokens." % (
-                     r["kv_cache_memory_bytes"], fmt_gib(r["kv_cache_memory_bytes"]),
-                     r["max_model_len"], r["max_model_len_how"], n(r["num_gpu_blocks"]),
-                     r["max_concurrency_at_len"], n(r["gpu_kv_cache_tokens"])), ""]
+        rows += [
+            "## Re-plan from the measured budget",
+            "",
+            "`--kv-cache-memory-bytes %d` (%s), `--max-model-len %d` (%s): %s blocks, "
+            "%.2f full-length requests, %s tokens."
+            % (
+                r["kv_cache_memory_bytes"],
+                fmt_gib(r["kv_cache_memory_bytes"]),
+                r["max_model_len"],
+                r["max_model_len_how"],
+                n(r["num_gpu_blocks"]),
+                r["max_concurrency_at_len"],
+                n(r["gpu_kv_cache_tokens"]),
+            ),
+            "",
+        ]
     elif r:
         rows += ["## Re-plan", "", "Not feasible: %s." % r["reason"], ""]
     f = report["final"]
-    rows += ["Final: context %s x %s requests (%.2f full-length requests fit)." % (
-        n(f["max_model_len"]), n(f["concurrency"]), f["max_concurrency_at_len"] or 0), ""]
+    rows += [
+        "Final: context %s x %s requests (%.2f full-length requests fit)."
+        % (n(f["max_model_len"]), n(f["concurrency"]), f["max_concurrency_at_len"] or 0),
+        "",
+    ]
     t = report.get("tradeoff")
     if t:
         rows += render_tradeoff_markdown(t) + [""]
@@ -191,36 +243,55 @@ def render_markdown(report):
 
 
 def render_tradeoff_markdown(t):
-    rows = ["## Trade-off (%s)" % t.get("title", "this card"), "",
-            "| question | answer |", "|---|---|",
-            "| longest context where %d requests all fit | %s |" % (
-                t["concurrency"], fmt_tokens(t["all_fit_len"]) if t["all_fit_len"] else "none"),
-            "| longest single request (`--max-model-len`) | %s |" % (
-                fmt_tokens(t["single_len"]) if t["single_len"] else "none")]
+    rows = [
+        "## Trade-off (%s)" % t.get("title", "this card"),
+        "",
+        "| question | answer |",
+        "|---|---|",
+        "| longest context where %d requests all fit | %s |"
+        % (t["concurrency"], fmt_tokens(t["all_fit_len"]) if t["all_fit_len"] else "none"),
+        "| longest single request (`--max-model-len`) | %s |"
+        % (fmt_tokens(t["single_len"]) if t["single_len"] else "none"),
+    ]
     for row in t["typical"]:
-        rows.append("| requests of %s that fit at once (then vLLM preempts) | %d |" % (
-            fmt_tokens(row["length"]), row["fit"]))
+        rows.append(
+            "| requests of %s that fit at once (then vLLM preempts) | %d |" % (fmt_tokens(row["length"]), row["fit"])
+        )
     for row in t.get("batched_tokens", []):
-        rows.append("| `--max-num-batched-tokens %d` | %s x %d requests, KV pool %s%s |" % (
-            row["max_num_batched_tokens"], fmt_tokens(row["all_fit_len"]) if row[
-                "all_fit_len"] else "none", t["concurrency"], fmt_gib(row["kv_pool_bytes"]),
-            row.get("note", "")))
+        rows.append(
+            "| `--max-num-batched-tokens %d` | %s x %d requests, KV pool %s%s |"
+            % (
+                row["max_num_batched_tokens"],
+                fmt_tokens(row["all_fit_len"]) if row["all_fit_len"] else "none",
+                t["concurrency"],
+                fmt_gib(row["kv_pool_bytes"]),
+                row.get("note", ""),
+            )
+        )
     for row in t.get("speculative", []):
-        rows.append("| MTP %d speculative tokens | %s x %d requests, %s blocks of %d%s |" % (
-            row["num_speculative_tokens"], fmt_tokens(row["all_fit_len"]) if row[
-                "all_fit_len"] else "none", t["concurrency"], "{:,}".format(row["blocks"]),
-            row["block_size"], row.get("note", "")))
+        rows.append(
+            "| MTP %d speculative tokens | %s x %d requests, %s blocks of %d%s |"
+            % (
+                row["num_speculative_tokens"],
+                fmt_tokens(row["all_fit_len"]) if row["all_fit_len"] else "none",
+                t["concurrency"],
+                "{:,}".format(row["blocks"]),
+                row["block_size"],
+                row.get("note", ""),
+            )
+        )
     return rows
 
 
 def render_svg(report, width=640):
     """Two stacked bars, planned and measured: weights | other | KV pool | free."""
-    colors = (("weights", "#4e79a7"), ("other", "#f28e2b"), ("kv_pool", "#59a14f"),
-              ("free", "#d0d0d0"))
+    colors = (("weights", "#4e79a7"), ("other", "#f28e2b"), ("kv_pool", "#59a14f"), ("free", "#d0d0d0"))
     bars = report["memory"]
     total = max(1, bars["planned"]["total"] or sum(bars["planned"][k] for k, _c in colors))
-    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="180" '
-           'font-family="sans-serif" font-size="11">' % (width + 120)]
+    out = [
+        '<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="180" '
+        'font-family="sans-serif" font-size="11">' % (width + 120)
+    ]
     y = 10
     for label in ("planned", "measured"):
         bar_bytes = bars.get(label)
@@ -234,23 +305,30 @@ def render_svg(report, width=640):
             w = width * max(0, bar_bytes[key]) / float(total)
             name = (bar_bytes.get("labels") or {}).get(key) or key.replace("_", " ")
             fill = "#bbbbbb" if name == "not measured" else color
-            out.append('<rect x="%.1f" y="%d" width="%.1f" height="24" fill="%s">'
-                       '<title>%s: %s %s</title></rect>' % (x, y, w, fill, key, name, fmt_gib(bar_bytes[key])))
+            out.append(
+                '<rect x="%.1f" y="%d" width="%.1f" height="24" fill="%s">'
+                '<title>%s: %s %s</title></rect>' % (x, y, w, fill, key, name, fmt_gib(bar_bytes[key]))
+            )
             if w > 50:
-                out.append('<text x="%.1f" y="%d" fill="#fff">%s %.1f</text>'
-                           % (x + 3, y + 16, name, bar_bytes[key] / float(GIB)))
+                out.append(
+                    '<text x="%.1f" y="%d" fill="#fff">%s %.1f</text>'
+                    % (x + 3, y + 16, name, bar_bytes[key] / float(GIB))
+                )
             x += w
         y += 40
     x = 80
     for key, color in colors:
-        out.append('<rect x="%d" y="%d" width="10" height="10" fill="%s"/>'
-                   '<text x="%d" y="%d">%s</text>' % (x, y, color, x + 14, y + 9,
-                                                      key.replace("_", " ")))
+        out.append(
+            '<rect x="%d" y="%d" width="10" height="10" fill="%s"/>'
+            '<text x="%d" y="%d">%s</text>' % (x, y, color, x + 14, y + 9, key.replace("_", " "))
+        )
         x += 110
     captions = ["GiB per GPU of %.1f GiB" % (total / float(GIB))]
     if bars.get("measured"):
-        captions.append("measured: the KV pool (vllm:cache_config_info)%s; the rest of that bar is the plan's"
-                        % (" and the weights (journal)" if bars["measured"].get("weights_measured") else ""))
+        captions.append(
+            "measured: the KV pool (vllm:cache_config_info)%s; the rest of that bar is the plan's"
+            % (" and the weights (journal)" if bars["measured"].get("weights_measured") else "")
+        )
     pool = report.get("pool") or {}
     if pool.get("explained_by"):
         captions.append(pool["explained_by"].split(": ")[0])
@@ -265,6 +343,7 @@ def _xml(text):
 
 
 # --- the report never contradicts itself ------------------------------------------------------------
+
 
 def verdict_text(report):
     """The verdict as the report states it: 'confirmed' only when the pool is the planned one too."""
@@ -281,14 +360,27 @@ def verdict_text(report):
 
 def render_promises_markdown(rows):
     """The promises table of report.md."""
-    out = ["## Promises", "",
-           "| promise | expected | measured | status | advice | source |", "|---|---|---|---|---|---|"]
+    out = [
+        "## Promises",
+        "",
+        "| promise | expected | measured | status | advice | source |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        out.append("| %s | %s | %s | %s | %s | %s |" % tuple(
-            ("-" if v in (None, "") else str(v)).replace("|", "\\|") for v in (
-                r.get("promise"), r.get("expected"), r.get("measured"),
-                "**%s**" % r.get("status") if r.get("status") == "MISSED" else r.get("status"),
-                r.get("advice"), r.get("source"))))
+        out.append(
+            "| %s | %s | %s | %s | %s | %s |"
+            % tuple(
+                ("-" if v in (None, "") else str(v)).replace("|", "\\|")
+                for v in (
+                    r.get("promise"),
+                    r.get("expected"),
+                    r.get("measured"),
+                    "**%s**" % r.get("status") if r.get("status") == "MISSED" else r.get("status"),
+                    r.get("advice"),
+                    r.get("source"),
+                )
+            )
+        )
     return out
 
 
@@ -304,8 +396,11 @@ def carry_promises(old_report, new_report):
         return new_report, False
     if not any(old_report.get(k) for k in CARRIED):
         return new_report, False
-    same = all(json.dumps(old_report.get(k), sort_keys=True, default=str)
-               == json.dumps(new_report.get(k), sort_keys=True, default=str) for k in ("planned", "final"))
+    same = all(
+        json.dumps(old_report.get(k), sort_keys=True, default=str)
+        == json.dumps(new_report.get(k), sort_keys=True, default=str)
+        for k in ("planned", "final")
+    )
     if not same:
         return new_report, False
     out = dict(new_report)

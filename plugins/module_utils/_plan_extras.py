@@ -39,21 +39,49 @@ DOCKER_VAR = "vllm_plan_extra_docker_options"
 OVERRIDE_VAR = "vllm_plan_override_flags"
 KEYS_VAR = "vllm_service_api_keys"
 # Options the memory ledger is computed with: overriding one makes the ledger describe another launch.
-LEDGER_FLAGS = frozenset((
-    "--max-model-len", "--max-num-seqs", "--gpu-memory-utilization", "--kv-cache-dtype",
-    "--tensor-parallel-size", "--kv-cache-memory-bytes", "--max-num-batched-tokens",
-    "--speculative-config", "--kv-offloading-size", "--enforce-eager", "--enable-prefix-caching",
-    "--language-model-only", "--mm-processor-kwargs",
-))
+LEDGER_FLAGS = frozenset(
+    (
+        "--max-model-len",
+        "--max-num-seqs",
+        "--gpu-memory-utilization",
+        "--kv-cache-dtype",
+        "--tensor-parallel-size",
+        "--kv-cache-memory-bytes",
+        "--max-num-batched-tokens",
+        "--speculative-config",
+        "--kv-offloading-size",
+        "--enforce-eager",
+        "--enable-prefix-caching",
+        "--language-model-only",
+        "--mm-processor-kwargs",
+    )
+)
 # Options the service sets itself.
 SERVICE_OWNED = {"--config": "the service passes its API keys file with --config (vllm_service_api_keys)"}
 # docker run options that may repeat; for these, the key before '=' (or ':') tells duplicates apart.
-DOCKER_KEYED = frozenset(("--log-opt", "--security-opt", "--sysctl", "--ulimit", "--label", "--env",
-                          "--storage-opt"))
-DOCKER_REPEATABLE = frozenset(("--volume", "--mount", "--device", "--tmpfs", "--cap-add", "--cap-drop",
-                               "--add-host", "--dns", "--dns-option", "--dns-search", "--group-add",
-                               "--device-cgroup-rule", "--env-file", "--label-file", "--expose",
-                               "--publish", "--link", "--attach"))
+DOCKER_KEYED = frozenset(("--log-opt", "--security-opt", "--sysctl", "--ulimit", "--label", "--env", "--storage-opt"))
+DOCKER_REPEATABLE = frozenset(
+    (
+        "--volume",
+        "--mount",
+        "--device",
+        "--tmpfs",
+        "--cap-add",
+        "--cap-drop",
+        "--add-host",
+        "--dns",
+        "--dns-option",
+        "--dns-search",
+        "--group-add",
+        "--device-cgroup-rule",
+        "--env-file",
+        "--label-file",
+        "--expose",
+        "--publish",
+        "--link",
+        "--attach",
+    )
+)
 # Shorthands and the options that take no value: Docker 20.10's own (_container_allowlist, the one table).
 DOCKER_SHORT = dict(_allowlist.DOCKER_SHORT)
 DOCKER_SHORT.update(_allowlist.DOCKER_ALIASES)
@@ -75,8 +103,10 @@ def _words(items, var):
         bad = control_char(word)
         if bad:
             names = {"U+000A": "a newline", "U+000D": "a carriage return", "U+0000": "a NUL"}
-            raise TargetsError("%s[%d] holds %s: one argument per item, no control characters (it "
-                               "would split the unit file's command line)" % (var, i, names.get(bad, bad)))
+            raise TargetsError(
+                "%s[%d] holds %s: one argument per item, no control characters (it "
+                "would split the unit file's command line)" % (var, i, names.get(bad, bad))
+            )
         out.append(word)
     return out
 
@@ -85,7 +115,7 @@ def vllm_key(word):
     """'--kv_cache_dtype=fp8' -> '--kv-cache-dtype'; '--no-enable-prefix-caching' -> '--enable-prefix-caching'."""
     name = word.split("=", 1)[0].replace("_", "-")
     if name.startswith("--no-"):
-        name = "--" + name[len("--no-"):]
+        name = "--" + name[len("--no-") :]
     return name
 
 
@@ -94,18 +124,23 @@ def vllm_groups(words, var=ARGS_VAR, first=0):
     groups = []
     for i, word in enumerate(words):
         if word == "--":
-            raise TargetsError("%s[%d] '--' ends vLLM's options: nothing may follow the planned ones"
-                               % (var, i + first))
+            raise TargetsError(
+                "%s[%d] '--' ends vLLM's options: nothing may follow the planned ones" % (var, i + first)
+            )
         if word.startswith("--"):
             groups.append((vllm_key(word), [word], i + first))
         elif word.startswith("-") and len(word) > 1 and not word[1:2].isdigit() and word[1:2] != ".":
-            raise TargetsError("%s[%d] %r: write the long option name (e.g. --tensor-parallel-size, not -tp), "
-                               "so that a duplicate of a planned option can be seen" % (var, i + first, word))
+            raise TargetsError(
+                "%s[%d] %r: write the long option name (e.g. --tensor-parallel-size, not -tp), "
+                "so that a duplicate of a planned option can be seen" % (var, i + first, word)
+            )
         elif groups:
             groups[-1][1].append(word)
         else:
-            raise TargetsError("%s[%d] %r is a positional argument: the model path is planned "
-                               "(vllm_plan_model_dir); give options only" % (var, i + first, word))
+            raise TargetsError(
+                "%s[%d] %r is a positional argument: the model path is planned "
+                "(vllm_plan_model_dir); give options only" % (var, i + first, word)
+            )
     return groups
 
 
@@ -126,8 +161,9 @@ def docker_groups(words, var=DOCKER_VAR):
     while i < len(words):
         word = words[i]
         if not word.startswith("-") or word == "-":
-            raise TargetsError("%s[%d] %r is not an option: the image and the command are the service's"
-                               % (var, i, word))
+            raise TargetsError(
+                "%s[%d] %r is not an option: the image and the command are the service's" % (var, i, word)
+            )
         name, eq, value = word.partition("=")
         name = DOCKER_SHORT.get(name, name)
         if eq:
@@ -146,8 +182,10 @@ def _override_names(items):
     names = []
     for i, word in enumerate(_words(items, OVERRIDE_VAR)):
         if not word.startswith("-"):
-            raise TargetsError("%s[%d] %r: give the option as written on the command line, e.g. --max-num-seqs"
-                               % (OVERRIDE_VAR, i, word))
+            raise TargetsError(
+                "%s[%d] %r: give the option as written on the command line, e.g. --max-num-seqs"
+                % (OVERRIDE_VAR, i, word)
+            )
         names.append(vllm_key(word) if word.startswith("--") else word)
     return names
 
@@ -161,9 +199,11 @@ def _merge_argv(flags, extra, overrides, warnings, used):
             planned.append((key, n, words))
     planned_keys = dict((key, words) for key, _n, words in planned)
     for i, word, _values in api_key_args(extra):
-        raise TargetsError("%s[%d] %s puts an API key on the command line (visible in ps, the unit file and the "
-                           "journal): remove it and list the keys in %s (a root-only file read with --config)"
-                           % (ARGS_VAR, i, word.split("=", 1)[0], KEYS_VAR))
+        raise TargetsError(
+            "%s[%d] %s puts an API key on the command line (visible in ps, the unit file and the "
+            "journal): remove it and list the keys in %s (a root-only file read with --config)"
+            % (ARGS_VAR, i, word.split("=", 1)[0], KEYS_VAR)
+        )
     groups = vllm_groups(extra)
     seen = {}
     drop = set()
@@ -172,27 +212,33 @@ def _merge_argv(flags, extra, overrides, warnings, used):
         if key in SERVICE_OWNED:
             raise TargetsError("%s[%d] %s: %s" % (ARGS_VAR, i, words[0], SERVICE_OWNED[key]))
         if key in seen:
-            raise TargetsError("%s[%d] %s repeats %s[%d]: give each option once"
-                               % (ARGS_VAR, i, words[0], ARGS_VAR, seen[key]))
+            raise TargetsError(
+                "%s[%d] %s repeats %s[%d]: give each option once" % (ARGS_VAR, i, words[0], ARGS_VAR, seen[key])
+            )
         seen[key] = i
         abbreviated = [k for k in planned_keys if k != key and k.startswith(key)]
         if key not in planned_keys and abbreviated:
-            raise TargetsError("%s[%d] %s abbreviates the planned %s (vLLM accepts abbreviations): write the option "
-                               "in full" % (ARGS_VAR, i, words[0], ", ".join(sorted(abbreviated))))
+            raise TargetsError(
+                "%s[%d] %s abbreviates the planned %s (vLLM accepts abbreviations): write the option "
+                "in full" % (ARGS_VAR, i, words[0], ", ".join(sorted(abbreviated)))
+            )
         reason = "%s[%d]" % (ARGS_VAR, i)
         if key in planned_keys:
             if key not in overrides:
                 raise TargetsError(
                     "%s[%d] %s duplicates the planned %s: refused, as the plan sets it (see the plan's flags "
-                    "for why). To replace the planned value, add %s to %s" % (
-                        ARGS_VAR, i, words[0], " ".join(planned_keys[key]), key, OVERRIDE_VAR))
+                    "for why). To replace the planned value, add %s to %s"
+                    % (ARGS_VAR, i, words[0], " ".join(planned_keys[key]), key, OVERRIDE_VAR)
+                )
             used.add(key)
             drop.add(key)
             reason += ", overriding the planned %s" % " ".join(planned_keys[key])
             if key in LEDGER_FLAGS:
-                warnings.append("%s overrides the planned %s with %s: the memory ledger was computed with the "
-                                "planned value and does not describe this launch"
-                                % (ARGS_VAR, " ".join(planned_keys[key]), " ".join(words)))
+                warnings.append(
+                    "%s overrides the planned %s with %s: the memory ledger was computed with the "
+                    "planned value and does not describe this launch"
+                    % (ARGS_VAR, " ".join(planned_keys[key]), " ".join(words))
+                )
         out_extra.append({"args": list(words), "reason": reason})
     new_flags = []
     for n, entry in enumerate(flags):
@@ -221,7 +267,8 @@ def _merge_docker(options, reasons, extra, overrides, used):
                 raise TargetsError(
                     "%s: %s duplicates the planned %s: refused, as the plan sets it (see the plan's "
                     "docker_option_reasons). To replace the planned value, add %s to %s"
-                    % (DOCKER_VAR, " ".join(words), " ".join(planned_keys[key]), name, OVERRIDE_VAR))
+                    % (DOCKER_VAR, " ".join(words), " ".join(planned_keys[key]), name, OVERRIDE_VAR)
+                )
             used.add(name)
             drop.add(key)
             why += ", overriding the planned %s" % " ".join(planned_keys[key])
@@ -251,7 +298,8 @@ def merge_extras(result, extra_args=None, extra_docker_options=None, override_fl
     out["flags"] = flags
     out["argv"] = [a for f in flags for a in f["args"]]
     out["docker_options"], out["docker_option_reasons"] = _merge_docker(
-        list(result["docker_options"]), dict(result["docker_option_reasons"]), extra_docker, set(overrides), used)
+        list(result["docker_options"]), dict(result["docker_option_reasons"]), extra_docker, set(overrides), used
+    )
     for name in overrides:
         if name not in used:
             warnings.append("%s names %s, which no extra argument overrides: drop it" % (OVERRIDE_VAR, name))

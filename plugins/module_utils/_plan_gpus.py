@@ -32,8 +32,10 @@ def _resolve(gid, inventory):
     for card in inventory:
         if gid == str(card.get("index")) or gid.lower() == str(card.get("uuid") or "").lower():
             return card
-    raise TargetsError("vllm_plan_gpus names GPU %s, which NVML does not list; GPUs here: %s"
-                       % (gid, "; ".join(_describe(c) for c in inventory) or "none"))
+    raise TargetsError(
+        "vllm_plan_gpus names GPU %s, which NVML does not list; GPUs here: %s"
+        % (gid, "; ".join(_describe(c) for c in inventory) or "none")
+    )
 
 
 def select_gpus(selection=None, inventory=None, gpu_count=1):
@@ -45,7 +47,8 @@ def select_gpus(selection=None, inventory=None, gpu_count=1):
         if gid is None or not GPU_ID.match(gid):
             raise TargetsError(
                 "vllm_plan_gpus[%d] %r: give an NVML index such as \"0\" or a GPU UUID such as "
-                "GPU-5f3e3c1e-8a2b-4c59-9e57-1b0c6a7d2e41 (nvidia-smi -L)" % (i, raw))
+                "GPU-5f3e3c1e-8a2b-4c59-9e57-1b0c6a7d2e41 (nvidia-smi -L)" % (i, raw)
+            )
         if gid.lower() in [g.lower() for g in ids]:
             raise TargetsError("vllm_plan_gpus names GPU %s twice" % gid)
         ids.append(gid)
@@ -58,13 +61,16 @@ def select_gpus(selection=None, inventory=None, gpu_count=1):
             for gid, card in zip(ids, cards):
                 other = seen.setdefault(id(card), gid)
                 if other != gid:
-                    raise TargetsError("vllm_plan_gpus names GPU %s twice (as %s and %s)"
-                                       % (card.get("index"), other, gid))
+                    raise TargetsError(
+                        "vllm_plan_gpus names GPU %s twice (as %s and %s)" % (card.get("index"), other, gid)
+                    )
         else:
             count = int(gpu_count or 1)
             if len(inventory) < count:
-                raise TargetsError("gpu_count %d: NVML lists %d GPU(s): %s"
-                                   % (count, len(inventory), "; ".join(_describe(c) for c in inventory)))
+                raise TargetsError(
+                    "gpu_count %d: NVML lists %d GPU(s): %s"
+                    % (count, len(inventory), "; ".join(_describe(c) for c in inventory))
+                )
             cards = inventory[:count]
     return {"ids": ids, "cards": cards, "count": len(ids) if ids else int(gpu_count or 1)}
 
@@ -80,7 +86,8 @@ def tensor_parallel(requested, selected):
     if tp < 1:
         raise TargetsError("tensor_parallel_size must be >= 1, got %d" % tp)
     if tp > selected:
-        raise TargetsError("tensor_parallel_size %d does not fit the %d GPU(s) planned for "
-                           "(vllm_plan_gpus / gpu_count): select at least %d GPUs or lower it"
-                           % (tp, selected, tp))
+        raise TargetsError(
+            "tensor_parallel_size %d does not fit the %d GPU(s) planned for "
+            "(vllm_plan_gpus / gpu_count): select at least %d GPUs or lower it" % (tp, selected, tp)
+        )
     return tp

@@ -39,8 +39,7 @@ def gdn_state_bytes(shape, tp=1, num_spec=0, conv_bytes=2, ssm_bytes=4):
     return {"conv": conv, "temporal": temporal, "total": conv + temporal}
 
 
-def hybrid_block_size(attn_token_bytes, gdn_page, base_block=DEFAULT_BLOCK_SIZE,
-                      alignment=KERNEL_BLOCK_ALIGNMENT):
+def hybrid_block_size(attn_token_bytes, gdn_page, base_block=DEFAULT_BLOCK_SIZE, alignment=KERNEL_BLOCK_ALIGNMENT):
     """platforms/interface.py:903 attn_block = align * cdiv(mamba_page, align * attn_1tok),
     raised only if larger than the current block size (interface.py:909)."""
     if not gdn_page:
@@ -59,10 +58,12 @@ def group_layers(n_full, n_linear, n_sliding=0):
     group = min(counts)
     if max(counts) < group * 1.5:
         group = max(counts)
-    return {"group_size": group,
-            "full_groups": cdiv(n_full, group) if n_full else 0,
-            "linear_groups": cdiv(n_linear, group) if n_linear else 0,
-            "sliding_groups": cdiv(n_sliding, group) if n_sliding else 0}
+    return {
+        "group_size": group,
+        "full_groups": cdiv(n_full, group) if n_full else 0,
+        "linear_groups": cdiv(n_linear, group) if n_linear else 0,
+        "sliding_groups": cdiv(n_sliding, group) if n_sliding else 0,
+    }
 
 
 def gdn_blocks_per_request(num_spec, prefix_caching):
@@ -89,12 +90,12 @@ def sliding_blocks_per_request(max_len, block, window, in_flight):
 def blocks_per_request(max_len, block, groups, num_spec, prefix_caching, sliding=None):
     """v1/core/kv_cache_utils.py:1890 _max_memory_usage_bytes_from_groups: sum over groups of
     cdiv(group max bytes, page). ``sliding`` = (window, in-flight tokens) for sliding groups."""
-    n = (groups["full_groups"] * cdiv(max_len, block)
-         + groups["linear_groups"] * gdn_blocks_per_request(num_spec, prefix_caching))
+    n = groups["full_groups"] * cdiv(max_len, block) + groups["linear_groups"] * gdn_blocks_per_request(
+        num_spec, prefix_caching
+    )
     if groups.get("sliding_groups"):
         window, in_flight = sliding
-        n += groups["sliding_groups"] * sliding_blocks_per_request(max_len, block, window,
-                                                                   in_flight)
+        n += groups["sliding_groups"] * sliding_blocks_per_request(max_len, block, window, in_flight)
     return n
 
 
@@ -103,22 +104,19 @@ def num_gpu_blocks(kv_bytes, page_bytes, group_size):
     return max(0, int(kv_bytes // page_bytes // group_size))
 
 
-def longest_fitting_len(num_blocks, block, groups, num_spec, prefix_caching, concurrency=1,
-                        sliding=None, upper=None):
+def longest_fitting_len(num_blocks, block, groups, num_spec, prefix_caching, concurrency=1, sliding=None, upper=None):
     """Largest max_model_len whose `concurrency` full-length requests fit in num_blocks.
     Same answer as kv_cache_utils.py:1953 _estimate_max_model_len_from_groups (binary search
     over lengths): closed form without sliding groups, a binary search with them."""
     if not groups["full_groups"] and not groups.get("sliding_groups"):
         return None
     if not groups.get("sliding_groups"):
-        free = num_blocks // concurrency - groups["linear_groups"] * gdn_blocks_per_request(
-            num_spec, prefix_caching)
+        free = num_blocks // concurrency - groups["linear_groups"] * gdn_blocks_per_request(num_spec, prefix_caching)
         length = max(0, free // groups["full_groups"]) * block
         return min(length, upper) if upper else length
 
     def fits(length):
-        return concurrency * blocks_per_request(length, block, groups, num_spec,
-                                                prefix_caching, sliding) <= num_blocks
+        return concurrency * blocks_per_request(length, block, groups, num_spec, prefix_caching, sliding) <= num_blocks
 
     lo, hi = 0, upper or (1 << 24)
     if fits(hi):

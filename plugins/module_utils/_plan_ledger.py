@@ -49,7 +49,7 @@ CLEAN_LEN_MULTIPLE = 1024  # "max" context lengths are rounded down to whole K (
 # between 0.13 GiB below (qevos.ai, no MTP, 16384 batched tokens, vLLM 0.21.0's fixed 394 MiB
 # FlashInfer workspace) and 1.71 GiB above (field bf16, MTP 3) the estimate. Not a correction: the
 # band is reported, and the confirm step replaces the estimate with the engine's numbers.
-ESTIMATE_ERROR_LOW = int(1.71 * GIB)   # non-KV may be this much larger -> smaller pool
+ESTIMATE_ERROR_LOW = int(1.71 * GIB)  # non-KV may be this much larger -> smaller pool
 ESTIMATE_ERROR_HIGH = int(0.13 * GIB)  # or this much smaller -> larger pool
 
 
@@ -58,8 +58,7 @@ def _kv_layout(shape, t):
     that size() returns. Reads the targets ``t``, never writes them: the attention backend, the
     attention sinks and whether the KV dtype came from the checkpoint's scheme travel in the layout
     (``attention_backend``, ``has_sinks``, ``kv_from_scheme``) to the ledger, the flags and the env."""
-    kv_dtype = resolve_kv_dtype(t["kv_cache_dtype"], shape["model_dtype"],
-                                shape["kv_cache_scheme_dtype"])
+    kv_dtype = resolve_kv_dtype(t["kv_cache_dtype"], shape["model_dtype"], shape["kv_cache_scheme_dtype"])
     kv_from_scheme = t["kv_cache_dtype"] == "auto" and bool(shape["kv_cache_scheme_dtype"])
     kv_b = dtype_bytes(kv_dtype)
     has_sinks = bool(shape.get("attention_sinks"))
@@ -69,8 +68,7 @@ def _kv_layout(shape, t):
     n_lin, n_sw = shape["num_linear_layers"], shape["num_sliding_layers"]
     tok_bytes = attn_bytes_per_token(shape, kv_b, t["tp"])
     ssm_dtype = shape["mamba_ssm_dtype"] or shape["model_dtype"]
-    state = gdn_state_bytes(shape, t["tp"], t["num_spec"], dtype_bytes(shape["model_dtype"]),
-                            dtype_bytes(ssm_dtype))
+    state = gdn_state_bytes(shape, t["tp"], t["num_spec"], dtype_bytes(shape["model_dtype"]), dtype_bytes(ssm_dtype))
     block = hybrid_block_size(tok_bytes, state["total"])
     groups = group_layers(n_full, n_lin, n_sw)
     # engine/arg_utils.py:2603 prefix caching defaults to on, except for hybrid (GDN) models.
@@ -80,11 +78,23 @@ def _kv_layout(shape, t):
     sliding = None
     if n_sw:
         sliding = (shape["sliding_window"], max_in_flight_tokens(t["max_num_batched_tokens"]))
-    return {"kv_dtype": kv_dtype, "kv_from_scheme": kv_from_scheme, "has_sinks": has_sinks,
-            "attention_backend": backend, "tok_bytes": tok_bytes, "state": state, "block": block,
-            "page": block * tok_bytes, "groups": groups, "n_full": n_full, "n_lin": n_lin,
-            "n_sw": n_sw, "prefix": prefix, "sliding": sliding,
-            "attn_groups": groups["full_groups"] + groups["sliding_groups"]}
+    return {
+        "kv_dtype": kv_dtype,
+        "kv_from_scheme": kv_from_scheme,
+        "has_sinks": has_sinks,
+        "attention_backend": backend,
+        "tok_bytes": tok_bytes,
+        "state": state,
+        "block": block,
+        "page": block * tok_bytes,
+        "groups": groups,
+        "n_full": n_full,
+        "n_lin": n_lin,
+        "n_sw": n_sw,
+        "prefix": prefix,
+        "sliding": sliding,
+        "attn_groups": groups["full_groups"] + groups["sliding_groups"],
+    }
 
 
 def _memory(shape, weights, t, lay):
@@ -101,7 +111,8 @@ def _memory(shape, weights, t, lay):
         raise InfeasibleError(
             "No memory left for the KV cache: budget %s, non-KV estimate %s. Raise "
             "gpu_memory_utilization, add GPUs (tensor parallel) or use --language-model-only."
-            % (fmt_gib(requested), fmt_gib(non_kv)))
+            % (fmt_gib(requested), fmt_gib(non_kv))
+        )
     return requested, overhead, non_kv, kv_pool, kv_how
 
 
@@ -111,10 +122,8 @@ def _choose_context(t, shape, lay, blocks, kv_pool):
     # What vLLM's start-up check measures one full-length request against: from 0.29 the pool less its null block.
     release = t.get("vllm_version") or VLLM_VERSION
     start_blocks = blocks - 1 if rule_holds("start_check_keeps_null_block", release) else blocks
-    fit_one = longest_fitting_len(start_blocks, block, g, spec[0], spec[1], 1, lay["sliding"],
-                                  model_max)
-    fit_all = longest_fitting_len(blocks, block, g, spec[0], spec[1], t["concurrency"],
-                                  lay["sliding"], model_max)
+    fit_one = longest_fitting_len(start_blocks, block, g, spec[0], spec[1], 1, lay["sliding"], model_max)
+    fit_all = longest_fitting_len(blocks, block, g, spec[0], spec[1], t["concurrency"], lay["sliding"], model_max)
 
     def alts(ctx):
         return _alternatives(t, shape, lay, blocks, kv_pool, ctx)
@@ -127,30 +136,47 @@ def _choose_context(t, shape, lay, blocks, kv_pool):
             ctx = min(ctx, model_max)
         if ctx < block or ctx < 1:
             raise InfeasibleError(
-                "%d concurrent requests leave no room for context (%d blocks)."
-                % (t["concurrency"], blocks), alts(None))
+                "%d concurrent requests leave no room for context (%d blocks)." % (t["concurrency"], blocks), alts(None)
+            )
         how = "largest multiple of %d keeping %d full-length requests in %d blocks" % (
-            CLEAN_LEN_MULTIPLE, t["concurrency"], blocks)
+            CLEAN_LEN_MULTIPLE,
+            t["concurrency"],
+            blocks,
+        )
         return ctx, how, fit_one
     ctx = t["context"]
     if model_max and ctx > model_max:
-        raise TargetsError("context %d exceeds the model's max_position_embeddings %d"
-                           % (ctx, model_max))
+        raise TargetsError("context %d exceeds the model's max_position_embeddings %d" % (ctx, model_max))
     need = blocks_per_request(ctx, block, g, spec[0], spec[1], lay["sliding"])
     if need > start_blocks:
         # kv_cache_utils.py:751 _check_enough_kv_cache_memory: vLLM refuses to start.
         raise InfeasibleError(
             "vLLM %s would refuse to start: one %d-token request needs %d blocks "
             "(%s of KV), the pool holds %d blocks (%s)%s. Longest length that starts: %d."
-            % (release, ctx, need, fmt_gib(need * lay["page"] * g["group_size"]),
-               blocks, fmt_gib(kv_pool), "" if start_blocks == blocks else ", 1 of them its null block",
-               fit_one), alts(ctx))
+            % (
+                release,
+                ctx,
+                need,
+                fmt_gib(need * lay["page"] * g["group_size"]),
+                blocks,
+                fmt_gib(kv_pool),
+                "" if start_blocks == blocks else ", 1 of them its null block",
+                fit_one,
+            ),
+            alts(ctx),
+        )
     if t["require_full_length_concurrency"] and t["concurrency"] * need > blocks:
         raise InfeasibleError(
             "%d x %d tokens needs %s of KV; the pool holds %s (%.2f full-length requests)."
-            % (t["concurrency"], ctx, fmt_gib(t["concurrency"] * need * lay["page"]
-                                              * g["group_size"]),
-               fmt_gib(kv_pool), blocks / float(need)), alts(ctx))
+            % (
+                t["concurrency"],
+                ctx,
+                fmt_gib(t["concurrency"] * need * lay["page"] * g["group_size"]),
+                fmt_gib(kv_pool),
+                blocks / float(need),
+            ),
+            alts(ctx),
+        )
     return ctx, "requested", fit_one
 
 
@@ -167,8 +193,8 @@ def size(t, shape, weights):
         raise InfeasibleError(
             "%d blocks cannot hold even the per-request state of %d requests (%d blocks each "
             "before any token)." % (blocks, t["concurrency"], state_blocks),
-            [{"concurrency": max(1, blocks // (state_blocks + g["full_groups"]
-                                               + g["sliding_groups"]))}])
+            [{"concurrency": max(1, blocks // (state_blocks + g["full_groups"] + g["sliding_groups"]))}],
+        )
     ctx, ctx_how, fit_one = _choose_context(t, shape, lay, blocks, kv_pool)
     need = blocks_per_request(ctx, lay["block"], g, t["num_spec"], lay["prefix"], lay["sliding"])
     max_conc = blocks / float(need)
@@ -177,10 +203,9 @@ def size(t, shape, weights):
     if max_conc < t["concurrency"]:
         warnings.append(
             "only %.2f requests of the full %d tokens fit at once; beyond that vLLM preempts "
-            "(or offloads, with kv_offloading_gib) while all %d sessions are long"
-            % (max_conc, ctx, t["concurrency"]))
-    if lay["attention_backend"] == "FLASHINFER" and not any(
-            n == "attention_workspace" for n, _b, _h in overhead):
+            "(or offloads, with kv_offloading_gib) while all %d sessions are long" % (max_conc, ctx, t["concurrency"])
+        )
+    if lay["attention_backend"] == "FLASHINFER" and not any(n == "attention_workspace" for n, _b, _h in overhead):
         ws, _per = flashinfer_workspace(shape, t, lay["attn_groups"])
         headroom = t["gpu_total_bytes"] - requested
         if headroom < ws + GIB:
@@ -188,28 +213,41 @@ def size(t, shape, weights):
                 "FlashInfer's workspace (%s) is allocated at the first request, outside the KV "
                 "budget (speculative decoding or enforce_eager: no FULL graphs are profiled); "
                 "only %s of the card lies outside gpu_memory_utilization %.2f"
-                % (fmt_gib(ws), fmt_gib(headroom), t["gpu_memory_utilization"]))
+                % (fmt_gib(ws), fmt_gib(headroom), t["gpu_memory_utilization"])
+            )
     band = None
     if not t["measured_kv_cache_bytes"]:
         low_pool = max(0, kv_pool - ESTIMATE_ERROR_LOW)
         low_blocks = num_gpu_blocks(low_pool, lay["page"], g["group_size"])
-        band = {"kv_pool_low_bytes": low_pool, "kv_pool_high_bytes": kv_pool + ESTIMATE_ERROR_HIGH,
-                "num_gpu_blocks_low": low_blocks,
-                "num_gpu_blocks_high": num_gpu_blocks(kv_pool + ESTIMATE_ERROR_HIGH, lay["page"],
-                                                      g["group_size"]),
-                "longest_single_request_low": longest_fitting_len(
-                    low_blocks, lay["block"], g, t["num_spec"], lay["prefix"], 1, lay["sliding"],
-                    shape["max_position_embeddings"] or None) or 0}
+        band = {
+            "kv_pool_low_bytes": low_pool,
+            "kv_pool_high_bytes": kv_pool + ESTIMATE_ERROR_HIGH,
+            "num_gpu_blocks_low": low_blocks,
+            "num_gpu_blocks_high": num_gpu_blocks(kv_pool + ESTIMATE_ERROR_HIGH, lay["page"], g["group_size"]),
+            "longest_single_request_low": longest_fitting_len(
+                low_blocks,
+                lay["block"],
+                g,
+                t["num_spec"],
+                lay["prefix"],
+                1,
+                lay["sliding"],
+                shape["max_position_embeddings"] or None,
+            )
+            or 0,
+        }
         if need > low_blocks:
             warnings.append(
                 "estimated budget: if the non-KV memory is %s larger than estimated (the largest "
                 "error observed, docs/launch-planning.md), vLLM refuses %d tokens and starts at "
                 "most %d; the confirm step (vllm_plan_confirm) re-plans from the engine's numbers, "
-                "or give measured_kv_cache_bytes" % (fmt_gib(ESTIMATE_ERROR_LOW), ctx,
-                                                     band["longest_single_request_low"]))
+                "or give measured_kv_cache_bytes"
+                % (fmt_gib(ESTIMATE_ERROR_LOW), ctx, band["longest_single_request_low"])
+            )
     if shape["vision"] and shape["vision"].get("_defaulted"):
-        warnings.append("config.json vision_config omits %s: sized with vLLM's defaults"
-                        % ", ".join(shape["vision"]["_defaulted"]))
+        warnings.append(
+            "config.json vision_config omits %s: sized with vLLM's defaults" % ", ".join(shape["vision"]["_defaulted"])
+        )
     ledger = {
         "budget_bytes": requested,
         "budget_how": "ceil(%d x %.2f)" % (int(t["gpu_total_bytes"]), t["gpu_memory_utilization"]),
@@ -221,7 +259,8 @@ def size(t, shape, weights):
         "estimate_band": band,
         "kv_dtype": lay["kv_dtype"],
         "kv_dtype_how": ("checkpoint kv_cache_scheme (auto -> %s)" % lay["kv_dtype"])
-        if lay["kv_from_scheme"] else ("model dtype" if t["kv_cache_dtype"] == "auto" else "asked"),
+        if lay["kv_from_scheme"]
+        else ("model dtype" if t["kv_cache_dtype"] == "auto" else "asked"),
         "attention_backend": lay["attention_backend"],
         "compute_capability": "%d.%d" % t["cc"],
         "model_family": shape["family"],
@@ -235,8 +274,11 @@ def size(t, shape, weights):
         "gdn_state_bytes_per_layer": lay["state"]["total"],
         "gdn_state_conv_bytes": lay["state"]["conv"],
         "gdn_state_temporal_bytes": lay["state"]["temporal"],
-        "per_request_state_bytes": lay["n_lin"] * lay["state"]["total"]
-        * gdn_blocks_per_request(t["num_spec"], lay["prefix"]) if lay["n_lin"] else 0,
+        "per_request_state_bytes": lay["n_lin"]
+        * lay["state"]["total"]
+        * gdn_blocks_per_request(t["num_spec"], lay["prefix"])
+        if lay["n_lin"]
+        else 0,
         "block_size": lay["block"],
         "page_bytes": lay["page"],
         "group_size": g["group_size"],
@@ -270,30 +312,41 @@ def _alternatives(t, shape, lay, blocks, kv_pool, ctx):
     g, block = lay["groups"], lay["block"]
     spec = (t["num_spec"], lay["prefix"])
     out = []
-    n_len = longest_fitting_len(blocks, block, g, spec[0], spec[1], t["concurrency"],
-                                lay["sliding"], shape["max_position_embeddings"] or None)
+    n_len = longest_fitting_len(
+        blocks, block, g, spec[0], spec[1], t["concurrency"], lay["sliding"], shape["max_position_embeddings"] or None
+    )
     if n_len and n_len >= CLEAN_LEN_MULTIPLE:
         n_len -= n_len % CLEAN_LEN_MULTIPLE
     if n_len and n_len >= block:
-        out.append({"concurrency": t["concurrency"], "context": n_len,
-                    "text": "%d x %s" % (t["concurrency"], fmt_tokens(n_len))})
+        out.append(
+            {
+                "concurrency": t["concurrency"],
+                "context": n_len,
+                "text": "%d x %s" % (t["concurrency"], fmt_tokens(n_len)),
+            }
+        )
     if ctx:
         need = blocks_per_request(ctx, block, g, spec[0], spec[1], lay["sliding"])
         m = blocks // need
         if m >= 1:
-            out.append({"concurrency": m, "context": ctx,
-                        "text": "%d x %s" % (m, fmt_tokens(ctx))})
+            out.append({"concurrency": m, "context": ctx, "text": "%d x %s" % (m, fmt_tokens(ctx))})
         short = t["concurrency"] * need - blocks
         if short > 0:
             gib = int(math.ceil(short * lay["page"] * g["group_size"] * t["tp"] / float(GIB)))
-            out.append({"kv_offloading_gib": gib,
-                        "text": "--kv-offloading-size %d (GiB, holds the idle part of %d x %s;"
-                                " running requests still need GPU blocks)"
-                                % (gib, t["concurrency"], fmt_tokens(ctx))})
+            out.append(
+                {
+                    "kv_offloading_gib": gib,
+                    "text": "--kv-offloading-size %d (GiB, holds the idle part of %d x %s;"
+                    " running requests still need GPU blocks)" % (gib, t["concurrency"], fmt_tokens(ctx)),
+                }
+            )
     if not lay["kv_dtype"].startswith("fp8"):
-        out.append({"kv_cache_dtype": "fp8_e4m3",
-                    "text": "--kv-cache-dtype fp8_e4m3 (1 byte per element instead of %d)"
-                            % dtype_bytes(lay["kv_dtype"])})
+        out.append(
+            {
+                "kv_cache_dtype": "fp8_e4m3",
+                "text": "--kv-cache-dtype fp8_e4m3 (1 byte per element instead of %d)" % dtype_bytes(lay["kv_dtype"]),
+            }
+        )
     return out
 
 
@@ -306,19 +359,26 @@ def render_ledger(result):
     rows += [
         "non-KV total        %10s" % fmt_gib(L["non_kv_bytes"]),
         "KV pool             %10s  %s" % (fmt_gib(L["kv_pool_bytes"]), L["kv_pool_how"]),
-        "KV dtype            %10s  backend %s (SM %s), %s" % (
-            L["kv_dtype"], L["attention_backend"], L["compute_capability"], L["kv_dtype_how"]),
+        "KV dtype            %10s  backend %s (SM %s), %s"
+        % (L["kv_dtype"], L["attention_backend"], L["compute_capability"], L["kv_dtype_how"]),
         "bytes/token/layer   %10d  x %d full-attention layers"
         % (L["attn_bytes_per_token_per_layer"], L["full_attention_layers"]),
     ]
     if L["linear_attention_layers"]:
-        rows.append("GDN state/layer     %10d  x %d linear layers (conv %d + temporal %d)"
-                    % (L["gdn_state_bytes_per_layer"], L["linear_attention_layers"],
-                       L["gdn_state_conv_bytes"], L["gdn_state_temporal_bytes"]))
+        rows.append(
+            "GDN state/layer     %10d  x %d linear layers (conv %d + temporal %d)"
+            % (
+                L["gdn_state_bytes_per_layer"],
+                L["linear_attention_layers"],
+                L["gdn_state_conv_bytes"],
+                L["gdn_state_temporal_bytes"],
+            )
+        )
     if L["sliding_attention_layers"]:
-        rows.append("sliding layers      %10d  window %d, %d tokens in flight"
-                    % (L["sliding_attention_layers"], L["sliding_window"],
-                       L["sliding_in_flight_tokens"]))
+        rows.append(
+            "sliding layers      %10d  window %d, %d tokens in flight"
+            % (L["sliding_attention_layers"], L["sliding_window"], L["sliding_in_flight_tokens"])
+        )
     rows += [
         "block size          %10d  page %d B, %d groups of %d layers"
         % (L["block_size"], L["page_bytes"], L["kv_cache_groups"], L["group_size"]),
@@ -326,11 +386,9 @@ def render_ledger(result):
         "max_model_len       %10d  %s" % (L["max_model_len"], L["max_model_len_how"]),
         "blocks/full request %10d" % L["blocks_per_full_request"],
         "GPU KV cache size   %10s  tokens" % "{:,}".format(L["gpu_kv_cache_tokens"]),
-        "max concurrency     %10.2f  at %d tokens"
-        % (L["max_concurrency_at_len"], L["max_model_len"]),
+        "max concurrency     %10.2f  at %d tokens" % (L["max_concurrency_at_len"], L["max_model_len"]),
         "longest 1 request   %10d" % L["longest_single_request"],
     ]
     rows += ["WARNING: " + w for w in result["warnings"]]
-    rows.append("vllm serve " + " ".join(
-        a if re.match(r"^[\w./:=+-]+$", a) else "'%s'" % a for a in result["argv"]))
+    rows.append("vllm serve " + " ".join(a if re.match(r"^[\w./:=+-]+$", a) else "'%s'" % a for a in result["argv"]))
     return "\n".join(rows)

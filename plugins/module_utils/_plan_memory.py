@@ -62,8 +62,7 @@ def _flash_attn_ok(cc, kv_dtype, head_dim):
 
 def _flashinfer_ok(cc, kv_dtype, head_dim):
     """flashinfer.py:442-470: 8.0 <= cc <= 12.1, head size in (64, 128, 256, 512)."""
-    return ((8, 0) <= cc <= (12, 1) and kv_dtype in FLASHINFER_KV_DTYPES
-            and head_dim in FLASHINFER_HEAD_SIZES)
+    return (8, 0) <= cc <= (12, 1) and kv_dtype in FLASHINFER_KV_DTYPES and head_dim in FLASHINFER_HEAD_SIZES
 
 
 def _sinks_ok(name, cc):
@@ -128,9 +127,13 @@ def lm_token_transient_bytes(shape, act_bytes=2):
 
 
 def flashinfer_workspace(shape, t, n_groups):
-    per = max(FLASHINFER_WORKSPACE_BYTES,
-              t["max_num_batched_tokens"] * (shape["num_heads"] // t["tp"]) * shape["head_dim"]
-              * FLASHINFER_PREFILL_BYTES_PER_ELEM)
+    per = max(
+        FLASHINFER_WORKSPACE_BYTES,
+        t["max_num_batched_tokens"]
+        * (shape["num_heads"] // t["tp"])
+        * shape["head_dim"]
+        * FLASHINFER_PREFILL_BYTES_PER_ELEM,
+    )
     return per * n_groups, per
 
 
@@ -162,14 +165,16 @@ def _encoder_peak(shape, t):
         pixels = int(t.get("max_image_pixels") or DEFAULT_MAX_IMAGE_PIXELS)
         patches = pixels // (patch * patch)
         out_tokens = patches // merge
-        pix_bytes = int(v.get("in_channels", 3)) * int(v.get("temporal_patch_size", 2)) \
-            * patch * patch * 4
+        pix_bytes = int(v.get("in_channels", 3)) * int(v.get("temporal_patch_size", 2)) * patch * patch * 4
     # One ViT block at its peak: qkv (3h) + attention out (h) + fc1/act (2i) + 2h residual.
     per_patch = (3 * vh + vh + 2 * vi + 2 * vh) * 2 + pix_bytes
     enc_cache = out_tokens * shape["hidden_size"] * 2
     enc_peak = patches // t["tp"] * per_patch + enc_cache
     how = "encoder profile: 1 image of %d patches (%d tokens) x %.0f KiB/patch" % (
-        patches, out_tokens, per_patch / 1024.0)
+        patches,
+        out_tokens,
+        per_patch / 1024.0,
+    )
     if v.get("_defaulted"):
         how += " (vision %s from vLLM's config defaults)" % ", ".join(v["_defaulted"])
     return enc_peak, how, enc_cache
@@ -182,16 +187,25 @@ def estimate_non_kv(shape, weights, t, backend, attn_groups=1):
     tp = t["tp"]
     items = [("weights", weights["loaded"] // tp, weights["how"])]
     non_torch = CUDA_CONTEXT_BYTES + (TP_COMM_BYTES if tp > 1 else 0)
-    items.append(("non_torch", non_torch, "CUDA context + cuBLAS workspaces %s%s" % (
-        fmt_gib(CUDA_CONTEXT_BYTES), (" + NCCL/all-reduce %s" % fmt_gib(TP_COMM_BYTES))
-        if tp > 1 else "")))
+    items.append(
+        (
+            "non_torch",
+            non_torch,
+            "CUDA context + cuBLAS workspaces %s%s"
+            % (fmt_gib(CUDA_CONTEXT_BYTES), (" + NCCL/all-reduce %s" % fmt_gib(TP_COMM_BYTES)) if tp > 1 else ""),
+        )
+    )
     if backend == "FLASHINFER" and flashinfer_workspace_profiled(t):
         ws, per = flashinfer_workspace(shape, t, attn_groups)
-        items.append(("attention_workspace", ws,
-                      "FlashInfer workspace max(394 MiB, tokens x heads x head_dim x 16) = %s "
-                      "(flashinfer.py:938) x %d attention group(s) (gpu_model_runner.py:7135), "
-                      "allocated by the FULL decode graphs vLLM profiles"
-                      % (fmt_gib(per), attn_groups)))
+        items.append(
+            (
+                "attention_workspace",
+                ws,
+                "FlashInfer workspace max(394 MiB, tokens x heads x head_dim x 16) = %s "
+                "(flashinfer.py:938) x %d attention group(s) (gpu_model_runner.py:7135), "
+                "allocated by the FULL decode graphs vLLM profiles" % (fmt_gib(per), attn_groups),
+            )
+        )
 
     tokens = t["max_num_batched_tokens"]
     per_tok = lm_token_transient_bytes(shape)
@@ -206,20 +220,27 @@ def estimate_non_kv(shape, weights, t, backend, attn_groups=1):
     sampler = rows * (shape["vocab_size"] // tp) * 20
     lm_peak = lm + sampler
     lm_how = "%d batched tokens x %s/token + GDN chunk states + sampler %d rows x vocab" % (
-        tokens, "%.0f KiB" % (per_tok / 1024.0), rows)
+        tokens,
+        "%.0f KiB" % (per_tok / 1024.0),
+        rows,
+    )
 
     enc_peak, enc_how, enc_cache = _encoder_peak(shape, t)
     lm_peak += enc_cache  # the encoder outputs stay cached through the LM dummy run
     if enc_peak > lm_peak:
-        items.append(("activation_peak", enc_peak, enc_how + " (exceeds LM peak %s)"
-                      % fmt_gib(lm_peak)))
+        items.append(("activation_peak", enc_peak, enc_how + " (exceeds LM peak %s)" % fmt_gib(lm_peak)))
     else:
         items.append(("activation_peak", lm_peak, lm_how))
 
-    sizes = [] if t["enforce_eager"] else cudagraph_capture_sizes(
-        t["max_num_seqs"], t["num_spec"], tokens)
+    sizes = [] if t["enforce_eager"] else cudagraph_capture_sizes(t["max_num_seqs"], t["num_spec"], tokens)
     if sizes:
         cg = len(sizes) * 2 * CUDAGRAPH_PER_GRAPH_BYTES + max(sizes) * per_tok
-        items.append(("cuda_graphs", cg, "%d capture sizes (max %d) x FULL+PIECEWISE x %d MiB"
-                      % (len(sizes), max(sizes), CUDAGRAPH_PER_GRAPH_BYTES // MIB)))
+        items.append(
+            (
+                "cuda_graphs",
+                cg,
+                "%d capture sizes (max %d) x FULL+PIECEWISE x %d MiB"
+                % (len(sizes), max(sizes), CUDAGRAPH_PER_GRAPH_BYTES // MIB),
+            )
+        )
     return items

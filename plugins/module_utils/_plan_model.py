@@ -41,21 +41,45 @@ FAMILIES = {
 
 # transformers_utils/model_arch_config_convertor.py:260 is_deepseek_mla: these model types use
 # multi-head latent attention (MLAAttentionSpec, one latent per token) when kv_lora_rank is set.
-MLA_MODEL_TYPES = frozenset((
-    "axk1", "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4", "deepseek_mtp",
-    "k3_dspark", "glm_moe_dsa", "glm4_moe_lite", "glm4_moe_lite_mtp", "kimi_k2",
-    "kimi_linear", "longcat_flash", "longcat_flash_ngram", "pangu_ultra_moe",
-    "pangu_ultra_moe_mtp", "bailing_hybrid", "bailing_hybrid_mtp",
-))
+MLA_MODEL_TYPES = frozenset(
+    (
+        "axk1",
+        "deepseek_v2",
+        "deepseek_v3",
+        "deepseek_v32",
+        "deepseek_v4",
+        "deepseek_mtp",
+        "k3_dspark",
+        "glm_moe_dsa",
+        "glm4_moe_lite",
+        "glm4_moe_lite_mtp",
+        "kimi_k2",
+        "kimi_linear",
+        "longcat_flash",
+        "longcat_flash_ngram",
+        "pangu_ultra_moe",
+        "pangu_ultra_moe_mtp",
+        "bailing_hybrid",
+        "bailing_hybrid_mtp",
+    )
+)
 
 # Vision-tower defaults vLLM fills in when config.json omits a key: the config class vLLM
 # registers for the model type (transformers_utils/configs/qwen3_5.py Qwen3_5VisionConfig
 # __init__; the Qwen3.5-MoE class in qwen3_5_moe.py carries the same defaults).
 VISION_DEFAULTS = {
-    "qwen3_5": {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16,
-                "in_channels": 3, "patch_size": 16, "spatial_merge_size": 2,
-                "temporal_patch_size": 2, "out_hidden_size": 3584,
-                "num_position_embeddings": 2304},
+    "qwen3_5": {
+        "depth": 27,
+        "hidden_size": 1152,
+        "intermediate_size": 4304,
+        "num_heads": 16,
+        "in_channels": 3,
+        "patch_size": 16,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+        "out_hidden_size": 3584,
+        "num_position_embeddings": 2304,
+    },
 }
 VISION_DEFAULTS["qwen3_5_moe"] = VISION_DEFAULTS["qwen3_5"]
 
@@ -81,9 +105,10 @@ def _int_field(cfg, key, where, minimum=1, default=None):
         if number is not None and isinstance(value, float) and number != value:
             number = None
     if number is None or number < minimum:
-        raise ModelConfigError("%s: %r is %r; it must be an integer >= %d (fix config.json, or "
-                               "declare the layout with layer_layout)"
-                               % (where, key, value, minimum))
+        raise ModelConfigError(
+            "%s: %r is %r; it must be an integer >= %d (fix config.json, or "
+            "declare the layout with layer_layout)" % (where, key, value, minimum)
+        )
     return number
 
 
@@ -101,27 +126,29 @@ def _layer_types(text, n_layers, layout):
         if sum(counts.values()) != n_layers:
             raise ModelConfigError(
                 "layer_layout declares %d layers (%s) but config.json has num_hidden_layers %d"
-                % (sum(counts.values()), counts, n_layers))
-        return (["full_attention"] * counts["full_attention"]
-                + ["linear_attention"] * counts["linear_attention"]
-                + ["sliding_attention"] * counts["sliding_attention"])
+                % (sum(counts.values()), counts, n_layers)
+            )
+        return (
+            ["full_attention"] * counts["full_attention"]
+            + ["linear_attention"] * counts["linear_attention"]
+            + ["sliding_attention"] * counts["sliding_attention"]
+        )
     layer_types = text.get("layer_types")
     interval = text.get("full_attention_interval")
     if layer_types:
         if not isinstance(layer_types, list) or len(layer_types) != n_layers:
-            raise ModelConfigError("layer_types has %s entries for %d layers" % (
-                len(layer_types) if isinstance(layer_types, list) else "no list of",
-                n_layers))
+            raise ModelConfigError(
+                "layer_types has %s entries for %d layers"
+                % (len(layer_types) if isinstance(layer_types, list) else "no list of", n_layers)
+            )
         return list(layer_types)
     if interval:
         # Qwen3-Next convention: every interval-th layer (1-based) is full attention.
-        return ["full_attention" if (i + 1) % int(interval) == 0 else "linear_attention"
-                for i in range(n_layers)]
+        return ["full_attention" if (i + 1) % int(interval) == 0 else "linear_attention" for i in range(n_layers)]
     pattern = SLIDING_PATTERNS.get(str(text.get("model_type")))
     if pattern and text.get("sliding_window"):
         pattern = int(text.get("sliding_window_pattern") or pattern)
-        return ["sliding_attention" if (i + 1) % pattern else "full_attention"
-                for i in range(n_layers)]
+        return ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n_layers)]
     return ["full_attention"] * n_layers
 
 
@@ -135,11 +162,14 @@ def kv_cache_scheme_dtype(quant):
     method = str(quant.get("quant_method") or "")
     if method.startswith("modelopt"):
         inner = quant.get("quantization", quant)
-        algo = (inner.get("kv_cache_scheme") or quant.get("kv_cache_scheme")
-                or inner.get("kv_cache_quant_algo") or quant.get("kv_cache_quant_algo"))
+        algo = (
+            inner.get("kv_cache_scheme")
+            or quant.get("kv_cache_scheme")
+            or inner.get("kv_cache_quant_algo")
+            or quant.get("kv_cache_quant_algo")
+        )
         if isinstance(algo, dict):
-            if (algo.get("dynamic") is False and algo.get("num_bits") == 8
-                    and algo.get("type") == "float"):
+            if algo.get("dynamic") is False and algo.get("num_bits") == 8 and algo.get("type") == "float":
                 return "fp8_e4m3"
             return None
         if isinstance(algo, str) and algo.lower() == "fp8":
@@ -147,12 +177,12 @@ def kv_cache_scheme_dtype(quant):
         return None
     if quant.get("kv_cache_scheme") is not None:
         scheme = quant["kv_cache_scheme"]
-        if not isinstance(scheme, dict) or scheme.get("type") != "float" or \
-                scheme.get("num_bits") != 8:
+        if not isinstance(scheme, dict) or scheme.get("type") != "float" or scheme.get("num_bits") != 8:
             # compressed_tensors.py:1034 validate_kv_cache_scheme refuses anything else.
             raise ModelConfigError(
                 "quantization_config.kv_cache_scheme %r: vLLM %s accepts only num_bits 8, type "
-                "float (compressed_tensors.py validate_kv_cache_scheme)" % (scheme, "0.27.1"))
+                "float (compressed_tensors.py validate_kv_cache_scheme)" % (scheme, "0.27.1")
+            )
         return "fp8"
     return None
 
@@ -163,8 +193,10 @@ def describe_model(config, layer_layout=None):
     try:
         return _describe_model(config, layer_layout)
     except (TypeError, ValueError, AttributeError) as exc:
-        raise ModelConfigError("config.json (or layer_layout) has a field of the wrong type: %s; "
-                               "fix the file or declare the layout with layer_layout" % exc)
+        raise ModelConfigError(
+            "config.json (or layer_layout) has a field of the wrong type: %s; "
+            "fix the file or declare the layout with layer_layout" % exc
+        )
 
 
 def _describe_model(config, layer_layout=None):
@@ -182,8 +214,9 @@ def _describe_model(config, layer_layout=None):
     if not isinstance(text, dict):
         raise ModelConfigError("config.json text_config is not a JSON object")
     if layer_layout is not None and not isinstance(layer_layout, dict):
-        raise ModelConfigError("layer_layout must be a mapping such as {full_attention: 10, "
-                               "sliding_attention: 52, sliding_window: 1024}")
+        raise ModelConfigError(
+            "layer_layout must be a mapping such as {full_attention: 10, sliding_attention: 52, sliding_window: 1024}"
+        )
     layout = layer_layout or {}
     archs = config.get("architectures") or text.get("architectures") or []
     if not isinstance(archs, list):
@@ -196,14 +229,16 @@ def _describe_model(config, layer_layout=None):
             "v1/kv_cache_interface.py) and MLA backends, which this planner does not model. "
             "Start it once with --max-model-len set by hand and read 'Available KV cache "
             "memory' / 'GPU KV cache size' from the log instead."
-            % (", ".join(archs) or "this model", model_type, text.get("kv_lora_rank")))
+            % (", ".join(archs) or "this model", model_type, text.get("kv_lora_rank"))
+        )
     family = next((FAMILIES[a] for a in archs if a in FAMILIES), None)
     if family is None and not layout:
         raise ModelConfigError(
             "architecture %s (model_type %r) is not one the planner models (supported: %s). "
             "Declare the layers with layer_layout, e.g. {full_attention: 32} for a dense model or "
             "{full_attention: 10, sliding_attention: 52, sliding_window: 1024}, to plan it anyway."
-            % (", ".join(archs) or "(none given)", model_type, ", ".join(sorted(FAMILIES))))
+            % (", ".join(archs) or "(none given)", model_type, ", ".join(sorted(FAMILIES)))
+        )
     if family is None:
         family = "declared by layer_layout"
 
@@ -211,29 +246,37 @@ def _describe_model(config, layer_layout=None):
     n_layers = _int_field(text, "num_hidden_layers", "config.json")
     n_heads = _int_field(text, "num_attention_heads", "config.json")
     kv_heads = _layout_int(layout, "num_kv_heads", 1) or _int_field(
-        text, "num_key_value_heads", "config.json", default=n_heads)
+        text, "num_key_value_heads", "config.json", default=n_heads
+    )
     head_dim = _layout_int(layout, "head_dim", 1) or _int_field(
-        text, "head_dim", "config.json", default=hidden // n_heads)
+        text, "head_dim", "config.json", default=hidden // n_heads
+    )
     unknown_keys = sorted(set(layout) - set(LAYER_KINDS) - {"sliding_window", "num_kv_heads", "head_dim"})
     if unknown_keys:
-        raise ModelConfigError("layer_layout: unknown key(s) %s; use %s"
-                               % (", ".join(map(str, unknown_keys)),
-                                  ", ".join(LAYER_KINDS + ("sliding_window", "num_kv_heads", "head_dim"))))
+        raise ModelConfigError(
+            "layer_layout: unknown key(s) %s; use %s"
+            % (
+                ", ".join(map(str, unknown_keys)),
+                ", ".join(LAYER_KINDS + ("sliding_window", "num_kv_heads", "head_dim")),
+            )
+        )
 
     layer_types = _layer_types(text, n_layers, layout)
     unknown = set(layer_types) - set(LAYER_KINDS)
     if unknown:
-        raise ModelConfigError("unsupported layer types %s (the planner sizes full attention, "
-                               "sliding-window attention and Gated-DeltaNet layers)"
-                               % sorted(unknown))
+        raise ModelConfigError(
+            "unsupported layer types %s (the planner sizes full attention, "
+            "sliding-window attention and Gated-DeltaNet layers)" % sorted(unknown)
+        )
     n_linear = layer_types.count("linear_attention")
     n_sliding = layer_types.count("sliding_attention")
     window = None
     if n_sliding:
         window = _layout_int(layout, "sliding_window", 1) or text.get("sliding_window")
         if not window or int(window) < 1:
-            raise ModelConfigError("sliding-attention layers but no sliding_window in "
-                                   "config.json (declare it in layer_layout)")
+            raise ModelConfigError(
+                "sliding-attention layers but no sliding_window in config.json (declare it in layer_layout)"
+            )
         window = int(window)
 
     gdn = None
@@ -249,8 +292,9 @@ def _describe_model(config, layer_layout=None):
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelConfigError("linear-attention layers but config.json lacks %s" % exc)
 
-    model_dtype = str(text.get("dtype") or text.get("torch_dtype")
-                      or config.get("dtype") or config.get("torch_dtype") or "bfloat16")
+    model_dtype = str(
+        text.get("dtype") or text.get("torch_dtype") or config.get("dtype") or config.get("torch_dtype") or "bfloat16"
+    )
     quant = config.get("quantization_config") or text.get("quantization_config") or {}
     if not isinstance(quant, dict):
         quant = {}
@@ -286,8 +330,7 @@ def _describe_model(config, layer_layout=None):
         "model_dtype": model_dtype,
         "mamba_ssm_dtype": text.get("mamba_ssm_dtype"),
         "max_position_embeddings": int(text.get("max_position_embeddings") or 0),
-        "tie_word_embeddings": bool(config.get("tie_word_embeddings",
-                                               text.get("tie_word_embeddings", False))),
+        "tie_word_embeddings": bool(config.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
         "quant_method": quant.get("quant_method"),
         "weight_block_size": quant.get("weight_block_size"),
         "kv_cache_scheme_dtype": kv_cache_scheme_dtype(quant),
@@ -301,9 +344,11 @@ def _describe_model(config, layer_layout=None):
 # openai_privacy_filter.py:50, mimo_v2.py:386 (add_swa_attention_sink_bias), laguna.py:483
 # (swa_attention_sink_enabled, sliding-window layers only).
 SINK_ARCHITECTURES = ("GptOssForCausalLM", "OpenAIPrivacyFilterForTokenClassification")
-SINK_FLAGS = {"MiMoV2FlashForCausalLM": "add_swa_attention_sink_bias",
-              "MiMoV2ForCausalLM": "add_swa_attention_sink_bias",
-              "LagunaForCausalLM": "swa_attention_sink_enabled"}
+SINK_FLAGS = {
+    "MiMoV2FlashForCausalLM": "add_swa_attention_sink_bias",
+    "MiMoV2ForCausalLM": "add_swa_attention_sink_bias",
+    "LagunaForCausalLM": "swa_attention_sink_enabled",
+}
 
 
 def attention_sinks(archs, text, n_sliding=0):
@@ -442,24 +487,27 @@ def model_weights(t, config=None, weight_bytes=None, weight_source=None):
         raise ModelConfigError("no attention layers: pure state-space models are not sized")
     tp = t["tp"]
     if shape["num_kv_heads"] % tp and tp % shape["num_kv_heads"]:
-        raise TargetsError("tensor_parallel_size %d does not divide %d KV heads"
-                           % (tp, shape["num_kv_heads"]))
+        raise TargetsError("tensor_parallel_size %d does not divide %d KV heads" % (tp, shape["num_kv_heads"]))
     if t["num_spec"] and not shape["mtp_layers"]:
-        raise TargetsError("num_speculative_tokens set but config.json has no "
-                           "mtp_num_hidden_layers: this checkpoint carries no MTP head")
+        raise TargetsError(
+            "num_speculative_tokens set but config.json has no "
+            "mtp_num_hidden_layers: this checkpoint carries no MTP head"
+        )
     if t["kv_cache_dtype"] == "fp8_e5m2" and shape["fp8_checkpoint"]:
         # model_executor/layers/attention/attention.py:198-213 raises this at model load.
         raise TargetsError(
             "vLLM %s refuses this: 'fp8_e5m2 kv-cache is not supported with fp8 checkpoints.' "
-            "(quantization %s). Use kv_cache_dtype fp8_e4m3 (or auto)."
-            % (VLLM_VERSION, shape["quant_method"]))
-    if weight_bytes is not None and (isinstance(weight_bytes, bool) or not isinstance(weight_bytes, int)
-                                     or weight_bytes <= 0):
+            "(quantization %s). Use kv_cache_dtype fp8_e4m3 (or auto)." % (VLLM_VERSION, shape["quant_method"])
+        )
+    if weight_bytes is not None and (
+        isinstance(weight_bytes, bool) or not isinstance(weight_bytes, int) or weight_bytes <= 0
+    ):
         # A zero or negative metadata.total_size would plan a model that weighs nothing.
         raise ModelConfigError(
             "the model's weights measure %r bytes (%s): a checkpoint weighs more than 0 bytes. Fix "
             "metadata.total_size in model.safetensors.index.json (or remove it, and the planner sums "
-            "the shards' headers)" % (weight_bytes, weight_source or "weight index"))
+            "the shards' headers)" % (weight_bytes, weight_source or "weight index")
+        )
     arch = estimate_weight_bytes(shape)
     if weight_bytes is None:
         weight_bytes, weight_source = arch["total"], "estimated from config.json architecture"
@@ -470,6 +518,5 @@ def model_weights(t, config=None, weight_bytes=None, weight_source=None):
     if shape["mtp_layers"] and not t["num_spec"]:
         loaded -= arch["mtp"]
         how += " - MTP head %s (not loaded without MTP)" % fmt_gib(arch["mtp"])
-    weights = {"checkpoint": weight_bytes, "loaded": loaded, "how": how,
-               "vision": arch["vision"], "mtp": arch["mtp"]}
+    weights = {"checkpoint": weight_bytes, "loaded": loaded, "how": how, "vision": arch["vision"], "mtp": arch["mtp"]}
     return shape, weights

@@ -32,7 +32,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._plan_memory import (
 
 DEFAULTS = {
     "model_dir": None,
-    "model_path": None,          # path vLLM sees (inside the container); defaults to model_dir
+    "model_path": None,  # path vLLM sees (inside the container); defaults to model_dir
     "served_model_name": None,
     "gpu_total_bytes": None,
     "gpu_count": 1,
@@ -43,7 +43,7 @@ DEFAULTS = {
     "kv_cache_dtype": "auto",
     "gpu_memory_utilization": 0.92,
     "num_speculative_tokens": 0,
-    "prefix_caching": None,      # None: vLLM's default (off for hybrid GDN models, on otherwise)
+    "prefix_caching": None,  # None: vLLM's default (off for hybrid GDN models, on otherwise)
     "kv_offloading_gib": 0,
     "host_ram_bytes": None,
     "kernel": None,
@@ -62,15 +62,15 @@ DEFAULTS = {
     "host": None,
     "port": None,
     "layer_layout": None,
-    "vllm_version": None,        # the release the image holds (vllm_image read it); None: VLLM_VERSION's rules
+    "vllm_version": None,  # the release the image holds (vllm_image read it); None: VLLM_VERSION's rules
     # GPU selection and the container (vllm_launch_plan options of the same names).
-    "gpus": None,                # selection: NVML indexes or UUIDs; None/[]: the first gpu_count GPUs
-    "nvml_gpus": None,           # airgap.vllm.nvml_info's gpus: budget and capability from the selection
+    "gpus": None,  # selection: NVML indexes or UUIDs; None/[]: the first gpu_count GPUs
+    "nvml_gpus": None,  # airgap.vllm.nvml_info's gpus: budget and capability from the selection
     "docker_log_driver": None,
     "log_max_size": "100m",
     "log_max_file": 5,
     "measured_kv_cache_bytes_by_gpu": None,  # {NVML GPU name: bytes} measured on a card of that kind
-    "pin_measured_kv_cache": False,          # pin (--kv-cache-memory-bytes) a pool found there
+    "pin_measured_kv_cache": False,  # pin (--kv-cache-memory-bytes) a pool found there
     "extra_args": None,
     "extra_docker_options": None,
     "override_flags": None,
@@ -94,16 +94,20 @@ def served_model_name(name):
     if name is None or name == "":
         return None
     if not isinstance(name, str) or not name.strip():
-        raise TargetsError("served_model_name %r: give a non-empty name (or leave it unset for the model "
-                           "directory's name)" % (name,))
+        raise TargetsError(
+            "served_model_name %r: give a non-empty name (or leave it unset for the model directory's name)" % (name,)
+        )
     bad = [c for c in name if ord(c) < 32 or 127 <= ord(c) < 160 or c in "\u2028\u2029"]
     if bad:
-        raise TargetsError("served_model_name %r holds the control character %r: it would reach the "
-                           "systemd unit and vLLM's argv as is; use printable characters only"
-                           % (name, bad[0]))
+        raise TargetsError(
+            "served_model_name %r holds the control character %r: it would reach the "
+            "systemd unit and vLLM's argv as is; use printable characters only" % (name, bad[0])
+        )
     if name != name.strip():
-        raise TargetsError("served_model_name %r starts or ends with white space; clients would have to "
-                           "send it exactly so: remove it" % (name,))
+        raise TargetsError(
+            "served_model_name %r starts or ends with white space; clients would have to "
+            "send it exactly so: remove it" % (name,)
+        )
     return name
 
 
@@ -134,24 +138,26 @@ def targets(params):
         raise TargetsError("gpu_memory_utilization must be in (0, 1], got %s" % u)
     t["gpu_memory_utilization"] = u
     if t["kv_cache_dtype"] not in KV_CACHE_DTYPES:
-        raise TargetsError("kv_cache_dtype %r is not one the planner can size; use one of %s"
-                           % (t["kv_cache_dtype"], ", ".join(KV_CACHE_DTYPES)))
-    for key, valid in (("reasoning_parser", REASONING_PARSERS),
-                       ("tool_call_parser", TOOL_CALL_PARSERS)):
+        raise TargetsError(
+            "kv_cache_dtype %r is not one the planner can size; use one of %s"
+            % (t["kv_cache_dtype"], ", ".join(KV_CACHE_DTYPES))
+        )
+    for key, valid in (("reasoning_parser", REASONING_PARSERS), ("tool_call_parser", TOOL_CALL_PARSERS)):
         if t[key] and t[key] not in valid:
-            raise TargetsError("%s %r is not registered in vLLM %s; valid: %s"
-                               % (key, t[key], VLLM_VERSION, ", ".join(sorted(valid))))
+            raise TargetsError(
+                "%s %r is not registered in vLLM %s; valid: %s" % (key, t[key], VLLM_VERSION, ", ".join(sorted(valid)))
+            )
     t["concurrency"] = _positive_int(t, "concurrency")
-    t["num_spec"] = _positive_int(t, "num_speculative_tokens", 0,
-                                  value=t["num_speculative_tokens"] or 0)
+    t["num_spec"] = _positive_int(t, "num_speculative_tokens", 0, value=t["num_speculative_tokens"] or 0)
     if str(t["context"]).strip().lower() in ("max", "auto", "-1"):
         t["context"] = "max"
     else:
         t["context"] = parse_size(t["context"])
         if t["context"] < 1:
-            raise TargetsError("context %r: a context must be at least 1 token; give a length "
-                               "such as 32768 / 32K, or 'max' for the longest that fits"
-                               % (params.get("context"),))
+            raise TargetsError(
+                "context %r: a context must be at least 1 token; give a length "
+                "such as 32768 / 32K, or 'max' for the longest that fits" % (params.get("context"),)
+            )
     if params.get("max_num_batched_tokens") is None:
         t["max_num_batched_tokens"] = default_batched_tokens(t["gpu_total_bytes"])
     else:
@@ -167,7 +173,8 @@ def targets(params):
             "--kv-cache-memory-bytes bypasses gpu_memory_utilization and can run the card out "
             "of memory. Start once, take vLLM's 'Available KV cache memory' (or "
             "vllm:cache_config_info kv_cache_memory_bytes) and pass it as "
-            "measured_kv_cache_bytes.")
+            "measured_kv_cache_bytes."
+        )
     if t["measured_kv_cache_bytes"] is not None and int(t["measured_kv_cache_bytes"]) <= 0:
         raise TargetsError("measured_kv_cache_bytes must be > 0")
     t["prefix_caching_asked"] = params.get("prefix_caching")

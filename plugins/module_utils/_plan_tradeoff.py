@@ -25,9 +25,12 @@ BATCHED_TOKENS = (2048, 4096, 8192, 16384)
 
 
 def _layout_of(ledger):
-    groups = {"group_size": ledger["group_size"], "full_groups": ledger["full_groups"],
-              "linear_groups": ledger["linear_groups"],
-              "sliding_groups": ledger["sliding_groups"]}
+    groups = {
+        "group_size": ledger["group_size"],
+        "full_groups": ledger["full_groups"],
+        "linear_groups": ledger["linear_groups"],
+        "sliding_groups": ledger["sliding_groups"],
+    }
     sliding = None
     if groups["sliding_groups"]:
         sliding = (ledger["sliding_window"], ledger["sliding_in_flight_tokens"])
@@ -53,9 +56,16 @@ def tradeoff(plan_fn, params, model=None, lengths=TYPICAL_LENGTHS, title=None):
     conc = int(params.get("concurrency") or 1)
     base = _run(plan_fn, params, model)
     single = _run(plan_fn, params, model, concurrency=1)
-    out = {"title": title or "", "concurrency": conc, "all_fit_len": None, "single_len": None,
-           "typical": [], "batched_tokens": [], "speculative": [],
-           "measured": bool(params.get("measured_kv_cache_bytes"))}
+    out = {
+        "title": title or "",
+        "concurrency": conc,
+        "all_fit_len": None,
+        "single_len": None,
+        "typical": [],
+        "batched_tokens": [],
+        "speculative": [],
+        "measured": bool(params.get("measured_kv_cache_bytes")),
+    }
     ref = base or single
     if ref is None:
         return out
@@ -64,11 +74,10 @@ def tradeoff(plan_fn, params, model=None, lengths=TYPICAL_LENGTHS, title=None):
     groups, sliding = _layout_of(ref)
     for length in lengths:
         if out["single_len"] and length <= out["single_len"]:
-            need = blocks_per_request(length, ref["block_size"], groups,
-                                      ref["num_speculative_tokens"], ref["prefix_caching"],
-                                      sliding)
-            out["typical"].append({"length": length, "fit": ref["num_gpu_blocks"] // need,
-                                   "blocks_each": need})
+            need = blocks_per_request(
+                length, ref["block_size"], groups, ref["num_speculative_tokens"], ref["prefix_caching"], sliding
+            )
+            out["typical"].append({"length": length, "fit": ref["num_gpu_blocks"] // need, "blocks_each": need})
     measured = params.get("measured_kv_cache_bytes")
     est = dict(params)
     est.pop("measured_kv_cache_bytes", None)
@@ -91,20 +100,29 @@ def tradeoff(plan_fn, params, model=None, lengths=TYPICAL_LENGTHS, title=None):
         note = " (current)" if t == cur_t else ""
         led = variant(max_num_batched_tokens=t)
         if led:
-            out["batched_tokens"].append({"max_num_batched_tokens": t,
-                                          "all_fit_len": led["max_model_len"],
-                                          "kv_tokens": led["gpu_kv_cache_tokens"],
-                                          "kv_pool_bytes": led["kv_pool_bytes"], "note": note})
+            out["batched_tokens"].append(
+                {
+                    "max_num_batched_tokens": t,
+                    "all_fit_len": led["max_model_len"],
+                    "kv_tokens": led["gpu_kv_cache_tokens"],
+                    "kv_pool_bytes": led["kv_pool_bytes"],
+                    "note": note,
+                }
+            )
     cur_s = ref["num_speculative_tokens"]
     if cur_s or params.get("_mtp_capable"):
         for s in sorted({0, 1, 3, cur_s}):
             note = " (current)" if s == cur_s else ""
             led = variant(num_speculative_tokens=s)
             if led:
-                out["speculative"].append({"num_speculative_tokens": s,
-                                           "all_fit_len": led["max_model_len"],
-                                           "blocks": led["num_gpu_blocks"],
-                                           "block_size": led["block_size"],
-                                           "kv_tokens": led["gpu_kv_cache_tokens"],
-                                           "note": note})
+                out["speculative"].append(
+                    {
+                        "num_speculative_tokens": s,
+                        "all_fit_len": led["max_model_len"],
+                        "blocks": led["num_gpu_blocks"],
+                        "block_size": led["block_size"],
+                        "kv_tokens": led["gpu_kv_cache_tokens"],
+                        "note": note,
+                    }
+                )
     return out

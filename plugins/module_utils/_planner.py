@@ -41,12 +41,21 @@ def plan(params, config=None, weight_bytes=None, weight_source=None):
     ledger, warnings, lay, kv_pool = size(t, shape, weights)
     flags = build_flags(t, ledger["max_model_len"], kv_pool, lay)
     opts, opt_reasons, gpu_env = container_options(
-        t["kernel"], t["docker_version"], t["kv_offloading_gib"], t["tp"], t["gpu_ids"],
-        t["log_max_size"], t["log_max_file"], t["docker_log_driver"])
+        t["kernel"],
+        t["docker_version"],
+        t["kv_offloading_gib"],
+        t["tp"],
+        t["gpu_ids"],
+        t["log_max_size"],
+        t["log_max_file"],
+        t["docker_log_driver"],
+    )
     env, env_reasons = plan_env(lay["attention_backend"], gpu_env)
     if t["gpu_ids"] and t["tp"] < len(t["gpu_ids"]):
-        warnings.append("tensor_parallel_size %d uses %d of the %d selected GPUs; the others sit idle"
-                        % (t["tp"], t["tp"], len(t["gpu_ids"])))
+        warnings.append(
+            "tensor_parallel_size %d uses %d of the %d selected GPUs; the others sit idle"
+            % (t["tp"], t["tp"], len(t["gpu_ids"]))
+        )
     # The release the image says it is (params["vllm_version"], optional): unknown ones say so loudly, first.
     checks = release_warnings(params.get("vllm_version")) + plan_warnings(ledger, shape)
     warnings += [w["message"] for w in checks]
@@ -62,8 +71,7 @@ def plan(params, config=None, weight_bytes=None, weight_source=None):
         "ledger": ledger,
         "warnings": warnings,
         "plan_warnings": checks,
-        "api_key_config": api_key_config_yaml(t["api_keys_config_path"]) if t[
-            "api_keys_config_path"] else None,
+        "api_key_config": api_key_config_yaml(t["api_keys_config_path"]) if t["api_keys_config_path"] else None,
     }
     if t["extra_args"] or t["extra_docker_options"] or t["override_flags"]:
         result = merge_extras(result, t["extra_args"], t["extra_docker_options"], t["override_flags"])

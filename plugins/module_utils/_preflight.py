@@ -9,6 +9,7 @@ runs the checks a pass asks for, marks the skipped ones, and keeps the hint only
 """
 
 from __future__ import absolute_import, division, print_function
+
 __metaclass__ = type
 
 from ansible_collections.airgap.vllm.plugins.module_utils._docker_daemon import runtime_listed
@@ -31,15 +32,14 @@ KYLIN_SERVICE_PACKS = ('SP1', 'SP2', 'SP3')
 BEST_EFFORT_DISTRIBUTIONS = ('RedHat', 'Rocky', 'AlmaLinux', 'CentOS', 'OracleLinux')
 BEST_EFFORT_MAJORS = ('8', '9')
 
-GIB = 1024 ** 3
+GIB = 1024**3
 # What one entry of preflight_services may hold (gpu_memory_utilization optional: the role's by default).
 SERVICE_KEYS = ('name', 'port', 'gpus', 'gpu_memory_utilization')
 
 
 def _is_own(process, own_container_ids):
     cid = process.get('container_id') or ''
-    return bool(cid) and any(cid.startswith(own) or own.startswith(cid)
-                             for own in own_container_ids if len(own) >= 12)
+    return bool(cid) and any(cid.startswith(own) or own.startswith(cid) for own in own_container_ids if len(own) >= 12)
 
 
 def gpu_memory_verdict(nvml, utilization, own_container_ids=(), gpu_indexes=None):
@@ -60,8 +60,7 @@ def gpu_memory_verdict(nvml, utilization, own_container_ids=(), gpu_indexes=None
     else:
         per_gpu, fallback = {}, float(utilization)
     own = [str(c) for c in own_container_ids or () if c]
-    gpus = [g for g in nvml.get('gpus') or []
-            if gpu_indexes is None or g.get('index') in gpu_indexes]
+    gpus = [g for g in nvml.get('gpus') or [] if gpu_indexes is None or g.get('index') in gpu_indexes]
     if not gpus:
         return {'status': 'fail', 'detail': 'NVML sees no GPU', 'short': []}
     short, parts = [], []
@@ -73,8 +72,12 @@ def gpu_memory_verdict(nvml, utilization, own_container_ids=(), gpu_indexes=None
         need = g['memory_total'] * utilization
         if available < need:
             short.append(g['index'])
-        text = 'GPU%s %s: free %.1f GiB of %.1f GiB' % (g['index'], g.get('name', '?'),
-                                                        g['memory_free'] / GIB, g['memory_total'] / GIB)
+        text = 'GPU%s %s: free %.1f GiB of %.1f GiB' % (
+            g['index'],
+            g.get('name', '?'),
+            g['memory_free'] / GIB,
+            g['memory_total'] / GIB,
+        )
         if ours:
             text += ' (+%.1f GiB held by our own service, replaced on restart)' % (ours / GIB)
         text += ', need %.1f GiB (%s)' % (need / GIB, utilization)
@@ -82,8 +85,7 @@ def gpu_memory_verdict(nvml, utilization, own_container_ids=(), gpu_indexes=None
         if foreign:
             held = []
             for p in foreign:
-                size = ('%.1f GiB' % (p['used_memory'] / GIB)) if p.get('used_memory') is not None \
-                    else 'size unknown'
+                size = ('%.1f GiB' % (p['used_memory'] / GIB)) if p.get('used_memory') is not None else 'size unknown'
                 cont = (', container ' + p['container_id'][:12]) if p.get('container_id') else ''
                 held.append('pid %s %s (%s%s)' % (p.get('pid'), p.get('name') or '?', size, cont))
             text += '; held by ' + ', '.join(held)
@@ -99,16 +101,26 @@ def _record(check, status, detail, hint=''):
 def os_check(host, distribution, major_version, allow_best_effort=True):
     """Kylin V10 SP1-SP3 always; RHEL-family 8-9 and openEuler when best effort is allowed."""
     kylin_ok = bool(host.get('kylin')) and host.get('kylin_sp') in KYLIN_SERVICE_PACKS
-    best_effort = bool(allow_best_effort) and not host.get('kylin') and (
-        (distribution in BEST_EFFORT_DISTRIBUTIONS and str(major_version) in BEST_EFFORT_MAJORS)
-        or distribution == 'openEuler')
+    best_effort = (
+        bool(allow_best_effort)
+        and not host.get('kylin')
+        and (
+            (distribution in BEST_EFFORT_DISTRIBUTIONS and str(major_version) in BEST_EFFORT_MAJORS)
+            or distribution == 'openEuler'
+        )
+    )
     release = host.get('distribution_release')
-    words = [host.get('distribution'), host.get('distribution_version'), '(%s)' % release if release else '',
-             host.get('kylin_sp') or '']
+    words = [
+        host.get('distribution'),
+        host.get('distribution_version'),
+        '(%s)' % release if release else '',
+        host.get('kylin_sp') or '',
+    ]
     detail = ' '.join(w for w in words if w) + (' (best effort)' if best_effort else '')
     detail += ', kernel %s, Python %s' % (host.get('kernel_release'), host.get('python_version'))
     hint = 'Supported: Kylin Linux Advanced Server V10 SP1-SP3%s.' % (
-        ', and (best effort) RHEL/Rocky/AlmaLinux 8-9 and openEuler' if allow_best_effort else '')
+        ', and (best effort) RHEL/Rocky/AlmaLinux 8-9 and openEuler' if allow_best_effort else ''
+    )
     return _record('os', 'ok' if (kylin_ok or best_effort) else 'fail', detail, hint)
 
 
@@ -123,9 +135,12 @@ def gpu_present_check(pci):
         detail = pci['error']
     else:
         detail = 'no PCI device of vendor 10de with a display class'
-    return _record('gpu_present', 'ok' if gpus else 'fail', detail,
-                   'No NVIDIA GPU found by lspci (pciutils): check the card is seated and powered, '
-                   'or that pciutils is installed.')
+    return _record(
+        'gpu_present',
+        'ok' if gpus else 'fail',
+        detail,
+        'No NVIDIA GPU found by lspci (pciutils): check the card is seated and powered, or that pciutils is installed.',
+    )
 
 
 # ------------------------------------------------------------------------------------ driver, nvml
@@ -134,10 +149,16 @@ def driver_version_check(nvml, minimum):
     nvml = nvml or {}
     version = nvml.get('driver_version') or nvml.get('library_version') or ''
     detail = ('driver %s' % version) if version else 'no NVIDIA driver found'
-    detail += ' (need >= %s%s)' % (minimum, (', kernel module %s' % nvml['kernel_module_version'])
-                                   if nvml.get('kernel_module_version') else '')
-    return _record('driver_version', 'ok' if version_at_least(version, minimum) else 'fail', detail,
-                   'Install NVIDIA driver %s or newer from the offline bundle (nvidia_driver role).' % minimum)
+    detail += ' (need >= %s%s)' % (
+        minimum,
+        (', kernel module %s' % nvml['kernel_module_version']) if nvml.get('kernel_module_version') else '',
+    )
+    return _record(
+        'driver_version',
+        'ok' if version_at_least(version, minimum) else 'fail',
+        detail,
+        'Install NVIDIA driver %s or newer from the offline bundle (nvidia_driver role).' % minimum,
+    )
 
 
 def select_gpus(gpus, selection):
@@ -162,7 +183,10 @@ def _unknown_gpus_text(unknown, gpus, variable='preflight_gpus', owners=None):
     owners = owners or {}
     named = ['%s (%s)' % (u, ', '.join(owners[u])) if owners.get(u) else u for u in unknown]
     return '%s names %s, which NVML does not see (present: %s)' % (
-        variable, ', '.join(named), ', '.join('%s %s' % (g.get('index'), g.get('uuid')) for g in gpus) or 'none')
+        variable,
+        ', '.join(named),
+        ', '.join('%s %s' % (g.get('index'), g.get('uuid')) for g in gpus) or 'none',
+    )
 
 
 def _unknown_gpus_hint(variable='preflight_gpus'):
@@ -195,20 +219,27 @@ def nvml_check(nvml, selection=(), variable='preflight_gpus', owners=None):
     return _record('nvml', status, ', '.join(parts), hint)
 
 
-def gpu_memory_check(nvml, utilization, own_container_ids=(), selection=(), every_gpu=False,
-                     variable='preflight_gpus', owners=None):
+def gpu_memory_check(
+    nvml, utilization, own_container_ids=(), selection=(), every_gpu=False, variable='preflight_gpus', owners=None
+):
     """gpu_memory_verdict on the selected GPUs (all when the selection is empty or ``every_gpu``: a service
     that takes every GPU; the GPUs named in ``selection`` must still exist)."""
     nvml = nvml or {}
-    hint = ('Free the GPU memory: stop the processes and containers listed (docker stop <container>, '
-            'systemctl stop <service>), or lower preflight_gpu_memory_utilization to match vLLM\'s '
-            '--gpu-memory-utilization.')
+    hint = (
+        'Free the GPU memory: stop the processes and containers listed (docker stop <container>, '
+        'systemctl stop <service>), or lower preflight_gpu_memory_utilization to match vLLM\'s '
+        '--gpu-memory-utilization.'
+    )
     indexes = None
     if selection and nvml.get('nvml_state') == 'ok':
         selected, unknown = select_gpus(nvml.get('gpus'), selection)
         if unknown:
-            return _record('gpu_memory', 'fail', _unknown_gpus_text(unknown, nvml.get('gpus') or [], variable, owners),
-                           _unknown_gpus_hint(variable))
+            return _record(
+                'gpu_memory',
+                'fail',
+                _unknown_gpus_text(unknown, nvml.get('gpus') or [], variable, owners),
+                _unknown_gpus_hint(variable),
+            )
         if not every_gpu:
             indexes = [g.get('index') for g in selected]
     verdict = gpu_memory_verdict(nvml, utilization, own_container_ids, indexes)
@@ -226,11 +257,18 @@ def docker_runtime_check(toolkit_installed, docker):
         runtimes = docker.get('runtimes') or []
         # The nvidia_toolkit role's test too (its converged check and restart, module_utils/_docker_daemon.py).
         status = 'ok' if runtime_listed(runtimes) else 'fail'
-        detail = 'Docker %s, runtimes %s (default %s)' % (docker.get('server_version'), ', '.join(runtimes),
-                                                          docker.get('default_runtime'))
-    return _record('docker_runtime', status, detail,
-                   'Register the runtime: nvidia-ctk runtime configure --runtime=docker, then restart docker '
-                   '(nvidia_toolkit role).')
+        detail = 'Docker %s, runtimes %s (default %s)' % (
+            docker.get('server_version'),
+            ', '.join(runtimes),
+            docker.get('default_runtime'),
+        )
+    return _record(
+        'docker_runtime',
+        status,
+        detail,
+        'Register the runtime: nvidia-ctk runtime configure --runtime=docker, then restart docker '
+        '(nvidia_toolkit role).',
+    )
 
 
 # ---------------------------------------------------------------------------------------------- disk
@@ -248,8 +286,10 @@ def disk_measurements(facts, settings):
     free = facts.get('disk_free')
     if free is None:
         return facts.get('disk')
-    return [dict(req, **(free.get(req['path']) or {'free': -1, 'mount': '?'}))
-            for req in settings.get('disk_requirements') or []]
+    return [
+        dict(req, **(free.get(req['path']) or {'free': -1, 'mount': '?'}))
+        for req in settings.get('disk_requirements') or []
+    ]
 
 
 def disk_check(measurements):
@@ -261,14 +301,21 @@ def disk_check(measurements):
         free, mount = (m['free'], m['mount']) if 'free' in m else parse_df(m.get('rc', 1), m.get('stdout'))
         need = int(float(req['min_free_gb']) * GIB)
         text = '%s (on %s): %s GiB free, need %.1f' % (
-            req['path'], mount, ('%.1f' % (free / GIB)) if free >= 0 else 'unknown', need / GIB)
+            req['path'],
+            mount,
+            ('%.1f' % (free / GIB)) if free >= 0 else 'unknown',
+            need / GIB,
+        )
         if free < need:
             low.append(req['path'])
             text += ' LOW'
         rows.append(text)
-    return _record('disk', 'fail' if low else 'ok', '; '.join(rows) or 'no path to check',
-                   'Free disk space for the vLLM image and the model, or point the image/model paths at a '
-                   'larger filesystem.')
+    return _record(
+        'disk',
+        'fail' if low else 'ok',
+        '; '.join(rows) or 'no path to check',
+        'Free disk space for the vLLM image and the model, or point the image/model paths at a larger filesystem.',
+    )
 
 
 # ---------------------------------------------------------------------------------------------- port
@@ -306,8 +353,10 @@ def port_check(port, proc_net_tcp, publishers, own_name, our_names=(), label='')
     elif siblings:
         status = 'fail'
         detail = 'port %d held by our other service %s, not by %s' % (port, ', '.join(siblings), own_name)
-        hint = ('Give each service the port it runs on in preflight_services, or stop %s first '
-                '(systemctl stop %s).' % (siblings[0], siblings[0]))
+        hint = 'Give each service the port it runs on in preflight_services, or stop %s first (systemctl stop %s).' % (
+            siblings[0],
+            siblings[0],
+        )
     elif publishers:
         status, detail = 'fail', 'port %d in use by container(s) %s' % (port, ', '.join(publishers))
     else:
@@ -346,8 +395,13 @@ def service_list(settings):
     """
     services = settings.get('services')
     if not services:
-        return [{'name': settings.get('service_container_name'), 'port': settings.get('port'),
-                 'gpus': _gpu_list(settings.get('gpus'), 'preflight_gpus')}]
+        return [
+            {
+                'name': settings.get('service_container_name'),
+                'port': settings.get('port'),
+                'gpus': _gpu_list(settings.get('gpus'), 'preflight_gpus'),
+            }
+        ]
     if not isinstance(services, (list, tuple)):
         raise ValueError('preflight_services must be a list of {name, port, gpus} mappings, got %r' % (services,))
     out, names, ports = [], {}, {}
@@ -375,8 +429,9 @@ def service_list(settings):
         names[name], ports[number] = index, index
         entry = {'name': name, 'port': number, 'gpus': _gpu_list(service.get('gpus'), where)}
         if service.get('gpu_memory_utilization') is not None:
-            entry['gpu_memory_utilization'] = _fraction(service['gpu_memory_utilization'],
-                                                        where + '.gpu_memory_utilization')
+            entry['gpu_memory_utilization'] = _fraction(
+                service['gpu_memory_utilization'], where + '.gpu_memory_utilization'
+            )
         out.append(entry)
     return out
 
@@ -480,20 +535,37 @@ def evaluate(facts, settings):
             if publishers is None and key == str(settings.get('port')).strip():
                 publishers = facts.get('port_publishers')
             listening = facts.get('listening_ports')
-            records.append(port_check(service['port'], facts.get('proc_net_tcp') if listening is None else listening,
-                                      publishers, service['name'],
-                                      our_names, service['name'] if several else ''))
+            records.append(
+                port_check(
+                    service['port'],
+                    facts.get('proc_net_tcp') if listening is None else listening,
+                    publishers,
+                    service['name'],
+                    our_names,
+                    service['name'] if several else '',
+                )
+            )
         return records
 
     deciders = {
-        'os': lambda: os_check(host, facts.get('distribution'), facts.get('distribution_major_version'),
-                               settings.get('allow_best_effort_os', True)),
+        'os': lambda: os_check(
+            host,
+            facts.get('distribution'),
+            facts.get('distribution_major_version'),
+            settings.get('allow_best_effort_os', True),
+        ),
         'gpu_present': lambda: gpu_present_check(host.get('pci')),
         'driver_version': lambda: driver_version_check(nvml, settings['min_driver_version']),
         'nvml': lambda: nvml_check(nvml, selection, variable, owners),
         'gpu_memory': lambda: gpu_memory_check(
-            nvml, gpu_utilizations(nvml.get('gpus'), services, settings['gpu_memory_utilization']), own_ids,
-            selection, every_gpu, variable, owners),
+            nvml,
+            gpu_utilizations(nvml.get('gpus'), services, settings['gpu_memory_utilization']),
+            own_ids,
+            selection,
+            every_gpu,
+            variable,
+            owners,
+        ),
         'docker_runtime': lambda: docker_runtime_check(facts.get('toolkit_installed'), host.get('docker')),
         'disk': lambda: disk_check(disk_measurements(facts, settings)),
         'port': ports,
@@ -535,6 +607,10 @@ def failure_message(records):
     failed = [r for r in records if r['status'] == 'fail']
     if not failed:
         return ''
-    return 'Preflight failed %d check(s): %s' % (len(failed), ' | '.join(
-        '[%s] %s -- fix: %s' % (r['check'], ' '.join(r['detail'].split()), ' '.join(r['hint'].split()))
-        for r in failed))
+    return 'Preflight failed %d check(s): %s' % (
+        len(failed),
+        ' | '.join(
+            '[%s] %s -- fix: %s' % (r['check'], ' '.join(r['detail'].split()), ' '.join(r['hint'].split()))
+            for r in failed
+        ),
+    )

@@ -4,7 +4,7 @@
 """Security decisions of the vllm_service role, as pure functions (airgap.vllm.vllm_service_guard).
 
 - API keys never on a command line: every spelling vLLM 0.27.1's parser turns into ``api_key``.
-  Checked against the real parser (tests/integration_wheel/test__service_guard_real_parser.py):
+  Checked against the real parser (tests/real_wheel/test__service_guard_real_parser.py):
   ``FlexibleArgumentParser`` has argparse's ``allow_abbrev`` on and rewrites ``_`` to ``-`` in option
   names, so ``--api-key``, ``--api_key``, ``--api-key=K``, ``--api_key=K`` and the unambiguous
   prefixes ``--api-k``, ``--api-ke`` (and their ``_``/``=`` forms) all set it; ``--api`` and
@@ -72,12 +72,21 @@ SELINUX_RELABEL = ("auto", "always", "never")
 # The unit's words run_argv takes from the caller as they are (checked for control characters).
 UNIT_WORDS = ("docker_bin", "name", "service_dir", "model_dir", "image", "model_version", "api_keys_container_path")
 CLONE3_RULES = (
-    {"names": ["clone3"], "action": "SCMP_ACT_ALLOW", "excludes": {"minKernel": "5.3"},
-     "comment": "airgap.vllm: kernels before 5.3 have no clone3, so the kernel answers ENOSYS (glibc falls back "
-                "to clone); works on Docker < 20.10.10, which ignores errnoRet"},
-    {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": ENOSYS,
-     "includes": {"minKernel": "5.3"}, "excludes": {"caps": ["CAP_SYS_ADMIN"]},
-     "comment": "Docker >= 20.10.10: ENOSYS, as clone3's flags cannot be filtered"},
+    {
+        "names": ["clone3"],
+        "action": "SCMP_ACT_ALLOW",
+        "excludes": {"minKernel": "5.3"},
+        "comment": "airgap.vllm: kernels before 5.3 have no clone3, so the kernel answers ENOSYS (glibc falls back "
+        "to clone); works on Docker < 20.10.10, which ignores errnoRet",
+    },
+    {
+        "names": ["clone3"],
+        "action": "SCMP_ACT_ERRNO",
+        "errnoRet": ENOSYS,
+        "includes": {"minKernel": "5.3"},
+        "excludes": {"caps": ["CAP_SYS_ADMIN"]},
+        "comment": "Docker >= 20.10.10: ENOSYS, as clone3's flags cannot be filtered",
+    },
 )
 
 
@@ -144,14 +153,16 @@ def check_argv(argv, expose=False):
         problems.append(
             "vllm_service_argv[%d] %s puts an API key on the command line (visible in ps, the unit file and the "
             "journal): remove it and list the keys in vllm_service_api_keys (a root-only file read with --config)"
-            % (i, name))
+            % (i, name)
+        )
     if not expose:
         for i, name, value in host_args(argv):
             if value.strip() in ALL_INTERFACES:
                 problems.append(
                     "vllm_service_argv[%d] %s %r binds every interface: drop it (the container port is published "
                     "on vllm_service_host only), or set vllm_service_expose_to_network: true if the server is "
-                    "meant to be reachable from the network" % (i, name, value))
+                    "meant to be reachable from the network" % (i, name, value)
+                )
     return problems
 
 
@@ -178,19 +189,25 @@ def check_env_names(names, allow=()):
 def check_env(env=None, extra_env=None, allow=()):
     """Problems of the plan's environment and the operator's extras: names and one-line values."""
     allow_names, problems = words(allow, ENV_VAR)
-    return (problems + env_problems(env, "vllm_service_env", allow_names)
-            + env_problems(extra_env, EXTRA_ENV_VAR, allow_names))
+    return (
+        problems
+        + env_problems(env, "vllm_service_env", allow_names)
+        + env_problems(extra_env, EXTRA_ENV_VAR, allow_names)
+    )
 
 
 def check_publish_host(host, expose=False):
     if not isinstance(host, str) or not host or control_char(host) or host != host.strip():
-        return ["vllm_service_host %s: give one address, such as 127.0.0.1 (no spaces or control characters)"
-                % ("is " + _kind(host) if not isinstance(host, str) else repr(host))]
+        return [
+            "vllm_service_host %s: give one address, such as 127.0.0.1 (no spaces or control characters)"
+            % ("is " + _kind(host) if not isinstance(host, str) else repr(host))
+        ]
     if expose or host in LOOPBACK or host.startswith("127."):
         return []
-    return ["vllm_service_host %r is not a loopback address: the API would be reachable from the network; "
-            "put a TLS reverse proxy in front and keep 127.0.0.1, or set vllm_service_expose_to_network: true"
-            % (host,)]
+    return [
+        "vllm_service_host %r is not a loopback address: the API would be reachable from the network; "
+        "put a TLS reverse proxy in front and keep 127.0.0.1, or set vllm_service_expose_to_network: true" % (host,)
+    ]
 
 
 def seccomp_supported(security_options):
@@ -240,9 +257,25 @@ def effective_docker_options(options, seccomp="profile", profile_path=None, supp
     return out
 
 
-def guard(argv, docker_options, env_names=(), publish_host="127.0.0.1", expose=False, seccomp="profile",
-          profile_path=None, security_options=None, metrics=None, allow_options=(), allow_env=(), env=None,
-          extra_env=None, api_keys=None, mount_roots=(), unit_values=None, unit=None):
+def guard(
+    argv,
+    docker_options,
+    env_names=(),
+    publish_host="127.0.0.1",
+    expose=False,
+    seccomp="profile",
+    profile_path=None,
+    security_options=None,
+    metrics=None,
+    allow_options=(),
+    allow_env=(),
+    env=None,
+    extra_env=None,
+    api_keys=None,
+    mount_roots=(),
+    unit_values=None,
+    unit=None,
+):
     """All checks; returns {'docker_options', 'secrets', 'warnings', 'container_port', 'served_model_name'} (and
     'run_argv' with `unit`) or raises GuardError listing every problem.
 
@@ -270,50 +303,88 @@ def guard(argv, docker_options, env_names=(), publish_host="127.0.0.1", expose=F
     key_problems = api_key_problems(api_keys)
     if api_keys is not None and not key_problems:
         metrics = dict(metrics, has_api_keys=len(api_keys) > 0)
-    problems = (check_argv(argv, expose) + check_docker_options(docker_options, expose, allow_options, mount_roots)
-                + check_env_names(env_names, allow_env) + check_env(env, extra_env, allow_env)
-                + key_problems + check_publish_host(publish_host, expose) + unit_value_problems(unit_values)
-                + check_metrics(metrics.get("expose"), metrics.get("address"), metrics.get("port"), publish_host,
-                                metrics.get("publish_port"), metrics.get("has_api_keys"), expose))
+    problems = (
+        check_argv(argv, expose)
+        + check_docker_options(docker_options, expose, allow_options, mount_roots)
+        + check_env_names(env_names, allow_env)
+        + check_env(env, extra_env, allow_env)
+        + key_problems
+        + check_publish_host(publish_host, expose)
+        + unit_value_problems(unit_values)
+        + check_metrics(
+            metrics.get("expose"),
+            metrics.get("address"),
+            metrics.get("port"),
+            publish_host,
+            metrics.get("publish_port"),
+            metrics.get("has_api_keys"),
+            expose,
+        )
+    )
     if problems:
         error = GuardError("refused: " + "; ".join(problems))
         error.secrets = secrets
         raise error
     warnings = []
     if seccomp == "unconfined":
-        warnings.append("vllm_service_seccomp: unconfined runs vLLM without any syscall filter; the shipped "
-                        "profile (Docker's default with clone3 -> ENOSYS) is enough for kernel 4.19 + Docker "
-                        "< 20.10.10")
+        warnings.append(
+            "vllm_service_seccomp: unconfined runs vLLM without any syscall filter; the shipped "
+            "profile (Docker's default with clone3 -> ENOSYS) is enough for kernel 4.19 + Docker "
+            "< 20.10.10"
+        )
     if expose:
         warnings.append("vllm_service_expose_to_network: true - the loopback-only checks are off")
     supported = seccomp_supported(security_options)
     if not supported and seccomp != "docker_default":
-        warnings.append("the Docker engine reports no seccomp support (docker info SecurityOptions %s): no seccomp "
-                        "option is passed" % (security_options,))
+        warnings.append(
+            "the Docker engine reports no seccomp support (docker info SecurityOptions %s): no seccomp "
+            "option is passed" % (security_options,)
+        )
     options = effective_docker_options(words(docker_options, DOCKER_VAR)[0], seccomp, profile_path, supported)
     port = str(metrics["container_port"]) if metrics.get("container_port") else container_port(argv_words)
     try:
-        binding = publish_binding(metrics.get("expose"), metrics.get("address"), metrics.get("port"), port,
-                                  publish_host,
-                                  metrics.get("publish_port") or (unit or {}).get("publish_port") or 8000)
+        binding = publish_binding(
+            metrics.get("expose"),
+            metrics.get("address"),
+            metrics.get("port"),
+            port,
+            publish_host,
+            metrics.get("publish_port") or (unit or {}).get("publish_port") or 8000,
+        )
     except ExposeError as e:
         raise GuardError("refused: %s" % e)
     if binding:
         options = ["--publish", binding] + options
-    out = {"docker_options": options, "secrets": secrets, "warnings": warnings, "container_port": port,
-           "served_model_name": served_model_name(argv_words, (unit or {}).get("model_dir"))}
+    out = {
+        "docker_options": options,
+        "secrets": secrets,
+        "warnings": warnings,
+        "container_port": port,
+        "served_model_name": served_model_name(argv_words, (unit or {}).get("model_dir")),
+    }
     if unit is not None:
         out["run_argv"] = run_argv(
-            unit.get("docker_bin") or "/usr/bin/docker", unit.get("name"), publish_host,
+            unit.get("docker_bin") or "/usr/bin/docker",
+            unit.get("name"),
+            publish_host,
             unit.get("publish_port") or 8000,
-            unit.get("service_dir"), unit.get("model_dir"), unit.get("image"), argv_words, options, port=port,
-            model_version=unit.get("model_version") or "", has_api_keys=bool(metrics.get("has_api_keys")),
+            unit.get("service_dir"),
+            unit.get("model_dir"),
+            unit.get("image"),
+            argv_words,
+            options,
+            port=port,
+            model_version=unit.get("model_version") or "",
+            has_api_keys=bool(metrics.get("has_api_keys")),
             api_keys_container_path=unit.get("api_keys_container_path") or "/etc/vllm/keys.yaml",
-            selinux_relabel=unit.get("selinux_relabel") or "auto", selinux_enabled=unit.get("selinux_enabled"))
+            selinux_relabel=unit.get("selinux_relabel") or "auto",
+            selinux_enabled=unit.get("selinux_enabled"),
+        )
     return out
 
 
 # ---------------------------------------------------------------- the unit's docker run command
+
 
 def _option_value(argv, name):
     """The word after the first exact ``name`` in argv (the way the unit has always read it), or None."""
@@ -344,14 +415,29 @@ def mount_suffix(relabel="auto", selinux_enabled=False):
     ``z`` is the shared label, as one model may be served by more than one service.
     """
     if relabel not in SELINUX_RELABEL:
-        raise GuardError("refused: vllm_service_selinux_relabel must be one of %s, not %r"
-                         % (", ".join(SELINUX_RELABEL), relabel))
+        raise GuardError(
+            "refused: vllm_service_selinux_relabel must be one of %s, not %r" % (", ".join(SELINUX_RELABEL), relabel)
+        )
     return ":ro,z" if relabel == "always" or (relabel == "auto" and bool(selinux_enabled)) else ":ro"
 
 
-def run_argv(docker_bin, name, publish_host, publish_port, service_dir, model_dir, image, argv, docker_options,
-             model_version="", has_api_keys=False, api_keys_container_path="/etc/vllm/keys.yaml",
-             selinux_relabel="auto", selinux_enabled=False, port=None):
+def run_argv(
+    docker_bin,
+    name,
+    publish_host,
+    publish_port,
+    service_dir,
+    model_dir,
+    image,
+    argv,
+    docker_options,
+    model_version="",
+    has_api_keys=False,
+    api_keys_container_path="/etc/vllm/keys.yaml",
+    selinux_relabel="auto",
+    selinux_enabled=False,
+    port=None,
+):
     """The unit's ``docker run`` command, one word per item (no shell involved; the template quotes each word).
 
     ``docker_options``: the guard's own (seccomp and no-new-privileges applied); ``argv``: everything after
@@ -362,12 +448,23 @@ def run_argv(docker_bin, name, publish_host, publish_port, service_dir, model_di
     argv = words(argv, "vllm_service_argv")[0]
     ro = mount_suffix(selinux_relabel, selinux_enabled)
     model_dir = str(model_dir)
-    out = [str(docker_bin), "run", "--rm", "--name", str(name),
-           "--publish", "%s:%s:%s" % (publish_host, publish_port, port or container_port(argv)),
-           "--env-file", "%s/container.env" % service_dir,
-           "--env", "VLLM_LOGGING_CONFIG_PATH=" + CONTAINER_LOGGING,
-           "--volume", "%s/logging.json:%s%s" % (service_dir, CONTAINER_LOGGING, ro),
-           "--volume", "%s:%s%s" % (model_dir, model_dir, ro)]
+    out = [
+        str(docker_bin),
+        "run",
+        "--rm",
+        "--name",
+        str(name),
+        "--publish",
+        "%s:%s:%s" % (publish_host, publish_port, port or container_port(argv)),
+        "--env-file",
+        "%s/container.env" % service_dir,
+        "--env",
+        "VLLM_LOGGING_CONFIG_PATH=" + CONTAINER_LOGGING,
+        "--volume",
+        "%s/logging.json:%s%s" % (service_dir, CONTAINER_LOGGING, ro),
+        "--volume",
+        "%s:%s%s" % (model_dir, model_dir, ro),
+    ]
     if model_version:
         out += ["--label", "%s=%s" % (MODEL_VERSION_LABEL, model_version)]
     if has_api_keys:
@@ -379,6 +476,7 @@ def run_argv(docker_bin, name, publish_host, publish_port, service_dir, model_di
 
 
 # ---------------------------------------------------------------- seccomp profile
+
 
 def _names(rule):
     return rule.get("names") or ([rule["name"]] if rule.get("name") else [])

@@ -29,22 +29,47 @@ from ansible.module_utils.six import string_types
 
 from ansible_collections.airgap.vllm.plugins.module_utils._names import service_name_problem
 from ansible_collections.airgap.vllm.plugins.module_utils._stage_state import DEFAULT_INSTANCE
-from ansible_collections.airgap.vllm.plugins.module_utils._validate import Problem, advisories, describe_got, option_problems
+from ansible_collections.airgap.vllm.plugins.module_utils._validate import (
+    Problem,
+    advisories,
+    describe_got,
+    option_problems,
+)
 
 VARIABLE = "airgap_vllm_services"
 # The host's variables a service that does not set them inherits, and the rules below read.
-HOST_VALUES = ("vllm_service_name", "vllm_service_port", "vllm_plan_gpus", "vllm_plan_gpu_memory_utilization",
-               "vllm_plan_kv_offloading_gib")
+HOST_VALUES = (
+    "vllm_service_name",
+    "vllm_service_port",
+    "vllm_plan_gpus",
+    "vllm_plan_gpu_memory_utilization",
+    "vllm_plan_kv_offloading_gib",
+)
 PER_SERVICE = re.compile(r"^(vllm_plan|vllm_service|vllm_front)_[a-z0-9_]+$")
 # One per host, or produced by the stages: a service cannot have its own.
-HOST_WIDE = frozenset((
-    "vllm_plan_docker_bin", "vllm_service_docker_bin", "vllm_plan_kernel_release", "vllm_plan_docker_version",
-    "vllm_plan_gpu_facts", "vllm_plan_record_state", "vllm_service_config_dir", "vllm_service_image",
-    "vllm_service_argv", "vllm_service_docker_options", "vllm_service_env", "vllm_service_plan",
-    "vllm_service_model_version", "vllm_plan_service_name", "vllm_plan_vllm_version",
-    # The list itself, and the plans by service the service role picks each service's plan from.
-    "vllm_plan_instances", "vllm_service_instances", "vllm_service_plans",
-))
+HOST_WIDE = frozenset(
+    (
+        "vllm_plan_docker_bin",
+        "vllm_service_docker_bin",
+        "vllm_plan_kernel_release",
+        "vllm_plan_docker_version",
+        "vllm_plan_gpu_facts",
+        "vllm_plan_record_state",
+        "vllm_service_config_dir",
+        "vllm_service_image",
+        "vllm_service_argv",
+        "vllm_service_docker_options",
+        "vllm_service_env",
+        "vllm_service_plan",
+        "vllm_service_model_version",
+        "vllm_plan_service_name",
+        "vllm_plan_vllm_version",
+        # The list itself, and the plans by service the service role picks each service's plan from.
+        "vllm_plan_instances",
+        "vllm_service_instances",
+        "vllm_service_plans",
+    )
+)
 
 
 _SECRET_WORDS = re.compile(r"key|token|secret|passw", re.I)
@@ -83,21 +108,37 @@ def service_problems(services, host_values, options=None):
     names, ports, gpus = {}, {}, []
     for index, service in enumerate(services):
         if not isinstance(service, dict):
-            problems.append(Problem(_where(index), describe_got(service),
-                                    "a mapping of vllm_plan_* / vllm_service_* variables"))
+            problems.append(
+                Problem(_where(index), describe_got(service), "a mapping of vllm_plan_* / vllm_service_* variables")
+            )
             continue
         for key in sorted(service):
             value = service[key]
             if not isinstance(key, string_types) or not PER_SERVICE.match(key):
-                problems.append(Problem(_where(index, str(key)), _got(key, value, options),
-                                        "only vllm_plan_* and vllm_service_* variables (one service's settings)"))
+                problems.append(
+                    Problem(
+                        _where(index, str(key)),
+                        _got(key, value, options),
+                        "only vllm_plan_* and vllm_service_* variables (one service's settings)",
+                    )
+                )
             elif key in HOST_WIDE:
-                problems.append(Problem(_where(index, key), _got(key, value, options),
-                                        "nothing: %s is one per host (or the stages produce it); set it for the "
-                                        "host, not for one service" % key))
+                problems.append(
+                    Problem(
+                        _where(index, key),
+                        _got(key, value, options),
+                        "nothing: %s is one per host (or the stages produce it); set it for the "
+                        "host, not for one service" % key,
+                    )
+                )
             elif options is not None and key not in options:
-                problems.append(Problem(_where(index, key), _got(key, value, options),
-                                        "a variable of the vllm_plan or vllm_service role (no role reads %s)" % key))
+                problems.append(
+                    Problem(
+                        _where(index, key),
+                        _got(key, value, options),
+                        "a variable of the vllm_plan or vllm_service role (no role reads %s)" % key,
+                    )
+                )
             elif options is not None:
                 problems.extend(option_problems(_where(index, key), options[key], value, key=key))
         name = service.get("vllm_service_name")
@@ -105,12 +146,21 @@ def service_problems(services, host_values, options=None):
         if why is not None:
             # The type and the rule said once: the options check above names a name that is not a string.
             if not (options is not None and "vllm_service_name" in service and "vllm_service_name" in options):
-                problems.append(Problem(_where(index, "vllm_service_name"),
-                                        describe_got(name) if "vllm_service_name" in service else "nothing (not set)",
-                                        "the service's name (its unit and container): %s" % why))
+                problems.append(
+                    Problem(
+                        _where(index, "vllm_service_name"),
+                        describe_got(name) if "vllm_service_name" in service else "nothing (not set)",
+                        "the service's name (its unit and container): %s" % why,
+                    )
+                )
         elif name in names:
-            problems.append(Problem(_where(index, "vllm_service_name"), describe_got(name),
-                                    "a name no other service uses (%s has it)" % _where(names[name])))
+            problems.append(
+                Problem(
+                    _where(index, "vllm_service_name"),
+                    describe_got(name),
+                    "a name no other service uses (%s has it)" % _where(names[name]),
+                )
+            )
         else:
             names[name] = index
         port = service.get("vllm_service_port", host_values.get("vllm_service_port"))
@@ -118,24 +168,38 @@ def service_problems(services, host_values, options=None):
         if port is None:
             pass
         elif str(port) in ports:
-            problems.append(Problem(_where(index, "vllm_service_port"), describe_got(port),
-                                    "a host port no other service uses (%s has it)" % _where(ports[str(port)])))
+            problems.append(
+                Problem(
+                    _where(index, "vllm_service_port"),
+                    describe_got(port),
+                    "a host port no other service uses (%s has it)" % _where(ports[str(port)]),
+                )
+            )
         else:
             ports[str(port)] = index
         gpus.append(_gpus(service.get("vllm_plan_gpus", host_values.get("vllm_plan_gpus"))))
     if len(services) > 1:
         for index, selected in enumerate(gpus):
             if not selected:
-                problems.append(Problem(_where(index, "vllm_plan_gpus"), "all GPUs (not set)",
-                                        "the GPUs of this service by NVML index or UUID: several services on one "
-                                        "host each need their own"))
+                problems.append(
+                    Problem(
+                        _where(index, "vllm_plan_gpus"),
+                        "all GPUs (not set)",
+                        "the GPUs of this service by NVML index or UUID: several services on one "
+                        "host each need their own",
+                    )
+                )
                 continue
             for other in range(index):
                 shared = selected & gpus[other]
                 if shared:
-                    problems.append(Problem(_where(index, "vllm_plan_gpus"), describe_got(sorted(selected)),
-                                            "GPUs no other service uses (%s has %s)"
-                                            % (_where(other), ", ".join(sorted(shared)))))
+                    problems.append(
+                        Problem(
+                            _where(index, "vllm_plan_gpus"),
+                            describe_got(sorted(selected)),
+                            "GPUs no other service uses (%s has %s)" % (_where(other), ", ".join(sorted(shared))),
+                        )
+                    )
     return problems
 
 
@@ -166,22 +230,36 @@ def resolve(services, host_values):
         why = None if name in (None, "") else service_name_problem(name)
         if why is not None:
             raise ValueError("vllm_service_name: got %s; wants a service name: %s" % (describe_got(name), why))
-        return _with_preflight(dict(services=[dict(
-            name=host_values.get("vllm_service_name") or DEFAULT_INSTANCE,
-            port=host_values.get("vllm_service_port"),
-            gpus=sorted(_gpus(host_values.get("vllm_plan_gpus"))),
-            gpu_memory_utilization=host_values.get("vllm_plan_gpu_memory_utilization"),
-            settings={})], variables=[]), [], host_values)
+        return _with_preflight(
+            dict(
+                services=[
+                    dict(
+                        name=host_values.get("vllm_service_name") or DEFAULT_INSTANCE,
+                        port=host_values.get("vllm_service_port"),
+                        gpus=sorted(_gpus(host_values.get("vllm_plan_gpus"))),
+                        gpu_memory_utilization=host_values.get("vllm_plan_gpu_memory_utilization"),
+                        settings={},
+                    )
+                ],
+                variables=[],
+            ),
+            [],
+            host_values,
+        )
     out, keys = [], set()
     for service in services:
         keys.update(service)
-        out.append(dict(
-            name=service["vllm_service_name"],
-            port=service.get("vllm_service_port", host_values.get("vllm_service_port")),
-            gpus=sorted(_gpus(service.get("vllm_plan_gpus", host_values.get("vllm_plan_gpus")))),
-            gpu_memory_utilization=service.get("vllm_plan_gpu_memory_utilization",
-                                               host_values.get("vllm_plan_gpu_memory_utilization")),
-            settings=dict(service)))
+        out.append(
+            dict(
+                name=service["vllm_service_name"],
+                port=service.get("vllm_service_port", host_values.get("vllm_service_port")),
+                gpus=sorted(_gpus(service.get("vllm_plan_gpus", host_values.get("vllm_plan_gpus")))),
+                gpu_memory_utilization=service.get(
+                    "vllm_plan_gpu_memory_utilization", host_values.get("vllm_plan_gpu_memory_utilization")
+                ),
+                settings=dict(service),
+            )
+        )
     return _with_preflight(dict(services=out, variables=sorted(keys)), services, host_values)
 
 
@@ -213,11 +291,19 @@ def _with_preflight(resolved, services=(), host_values=None):
     resolved["gpu_memory_utilization"] = max(utilizations) if utilizations else None
     host_offload = host_values.get("vllm_plan_kv_offloading_gib")
     resolved["kv_offloading"] = any(
-        _offload_gib(s.get("vllm_plan_kv_offloading_gib", host_offload)) > 0 for s in services or [{}])
+        _offload_gib(s.get("vllm_plan_kv_offloading_gib", host_offload)) > 0 for s in services or [{}]
+    )
     resolved["preflight"] = [
-        dict(dict(name=s["name"], port=s["port"], gpus=s["gpus"]),
-             **({"gpu_memory_utilization": s["gpu_memory_utilization"]} if s["gpu_memory_utilization"] is not None else {}))
-        for s in resolved["services"]]
+        dict(
+            dict(name=s["name"], port=s["port"], gpus=s["gpus"]),
+            **(
+                {"gpu_memory_utilization": s["gpu_memory_utilization"]}
+                if s["gpu_memory_utilization"] is not None
+                else {}
+            ),
+        )
+        for s in resolved["services"]
+    ]
     return resolved
 
 
@@ -257,8 +343,9 @@ def instances(services, host_vars, plans=None):
         variables["vllm_service_name"] = service["name"]
         item = dict(name=service["name"], vars=variables, listed=listed)
         if plans is not None:
-            item["plan"] = instance_plan(service["name"], plans, host_vars.get("vllm_service_plan"), listed,
-                                         host_vars.get("vllm_service_argv"))
+            item["plan"] = instance_plan(
+                service["name"], plans, host_vars.get("vllm_service_plan"), listed, host_vars.get("vllm_service_argv")
+            )
         out.append(item)
     return out
 

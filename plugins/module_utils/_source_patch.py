@@ -180,11 +180,12 @@ def madvise_patch_decision(kv_offloading, kernel_release):
         return False, "no KV offload: nothing calls madvise(MADV_POPULATE_WRITE)"
     version = kernel_version(kernel_release)
     if version is None:
-        return True, ("KV offload on a kernel whose version cannot be read (%r): patched, as the patch is "
-                      "harmless on >= 5.14 and a missing one is fatal below" % (kernel_release,))
+        return True, (
+            "KV offload on a kernel whose version cannot be read (%r): patched, as the patch is "
+            "harmless on >= 5.14 and a missing one is fatal below" % (kernel_release,)
+        )
     if version < MADVISE_POPULATE_WRITE_SINCE:
-        return True, ("KV offload on kernel %d.%d < 5.14: madvise(MADV_POPULATE_WRITE) answers EINVAL"
-                      % version)
+        return True, ("KV offload on kernel %d.%d < 5.14: madvise(MADV_POPULATE_WRITE) answers EINVAL" % version)
     return False, "kernel %d.%d >= 5.14 has MADV_POPULATE_WRITE" % version
 
 
@@ -274,7 +275,7 @@ def _matching_paren(toks, open_idx):
 
 def _first_arg(toks, open_idx, close_idx):
     depth, out = 0, []
-    for tok in toks[open_idx + 1:close_idx]:
+    for tok in toks[open_idx + 1 : close_idx]:
         if tok.type == tokenize.OP and tok.string in "([{":
             depth += 1
         elif tok.type == tokenize.OP and tok.string in ")]}":
@@ -362,7 +363,7 @@ def _handler_reraises(lines, head_idx):
                 break
         return start < len(strings) and strings[start] == "raise"
     body, body_indent = [], None
-    for line in lines[head_idx + 1:]:
+    for line in lines[head_idx + 1 :]:
         if line.indent <= head.indent:
             break
         if body_indent is None:
@@ -448,7 +449,7 @@ def analyse(text, spec, path="<source>"):
             arg = _first_arg(toks, i + 1, close)
             if not any(t.type == tokenize.NAME and spec.constant in t.string for t in arg):
                 continue
-            supported = close == len(toks) - 1 and _is_dotted_prefix(toks[:i - 1])
+            supported = close == len(toks) - 1 and _is_dotted_prefix(toks[: i - 1])
             site = Site(line, supported, _is_guarded(lines, idx))
             if not site.guarded:
                 site.guarded_by = _guarded_by_callers(lines, idx)
@@ -493,7 +494,7 @@ def _helper_block(spec, nl):
 
 def _wrap_site(src_lines, site, analysis, spec):
     first = src_lines[site.start_row - 1]
-    indent = first[:len(first) - len(first.lstrip(" \t"))]
+    indent = first[: len(first) - len(first.lstrip(" \t"))]
     unit = _indent_unit(indent)
     nl = analysis.newline
     out = [indent + "try:" + nl]
@@ -505,12 +506,14 @@ def _wrap_site(src_lines, site, analysis, spec):
             out.append(unit + text)
     if not out[-1].endswith(("\n", "\r")):
         out[-1] += nl
-    out.extend([
-        indent + "except OSError as _airgap_exc:" + nl,
-        indent + unit + "if _airgap_exc.errno != _airgap_errno.%s:" % spec.errno_name + nl,
-        indent + unit + unit + "raise" + nl,
-        indent + unit + "_airgap_madvise_unsupported()" + nl,
-    ])
+    out.extend(
+        [
+            indent + "except OSError as _airgap_exc:" + nl,
+            indent + unit + "if _airgap_exc.errno != _airgap_errno.%s:" % spec.errno_name + nl,
+            indent + unit + unit + "raise" + nl,
+            indent + unit + "_airgap_madvise_unsupported()" + nl,
+        ]
+    )
     return out
 
 
@@ -585,7 +588,7 @@ def plan_text(text, spec, path="<source>"):
         )
     src_lines = text.splitlines(True)
     for site in sorted(todo, key=lambda s: s.start_row, reverse=True):
-        src_lines[site.start_row - 1:site.end_row] = _wrap_site(src_lines, site, analysis, spec)
+        src_lines[site.start_row - 1 : site.end_row] = _wrap_site(src_lines, site, analysis, spec)
     if not analysis.marker_found:
         row = analysis.insert_row if analysis.insert_row is not None else len(src_lines) + 1
         src_lines.insert(row - 1, _helper_block(spec, analysis.newline) + analysis.newline)
@@ -622,10 +625,14 @@ def read_text(path):
     except UnicodeDecodeError as exc:
         data = bytearray(exc.object)
         bad = data[exc.start] if 0 <= exc.start < len(data) else 0
-        raise SourcePatchError("%s: not UTF-8 text (byte 0x%02x at offset %d): not a vLLM source file this patch "
-                               "knows; nothing written" % (path, bad, exc.start))
+        raise SourcePatchError(
+            "%s: not UTF-8 text (byte 0x%02x at offset %d): not a vLLM source file this patch "
+            "knows; nothing written" % (path, bad, exc.start)
+        )
     except (IOError, OSError) as exc:
-        raise SourcePatchError("%s: cannot be read (%s); nothing written" % (path, getattr(exc, "strerror", None) or exc))
+        raise SourcePatchError(
+            "%s: cannot be read (%s); nothing written" % (path, getattr(exc, "strerror", None) or exc)
+        )
 
 
 def plan_tree(root, patch_names):
@@ -644,8 +651,7 @@ def plan_tree(root, patch_names):
                 raise AnchorNotFoundError(path, "the file itself (from patch %s)" % spec.name)
             before = read_text(path)
             state, after, info = plan_text(before, spec, path)
-            item = {"relpath": rel, "path": path, "patch": spec.ident, "state": state,
-                    "before": before, "after": after}
+            item = {"relpath": rel, "path": path, "patch": spec.ident, "state": state, "before": before, "after": after}
             item.update(info)
             results.append(item)
     return results
@@ -687,7 +693,10 @@ def apply_tree(results):
                 # Readers see the old or the new file, never half; mode and owner kept.
                 _files.write_atomic(item["path"], item["after"], prefix=".airgap-patch-")
             except (IOError, OSError) as exc:
-                raise PartialWriteError("%s: not written (%s); already patched this run: %s" % (
-                    item["path"], exc, ", ".join(written) or "none"), written)
+                raise PartialWriteError(
+                    "%s: not written (%s); already patched this run: %s"
+                    % (item["path"], exc, ", ".join(written) or "none"),
+                    written,
+                )
             written.append(item["path"])
     return written

@@ -101,8 +101,9 @@ def read_stage(directory, stage, instance=None):
     except (ValueError, UnicodeDecodeError) as exc:
         raise StageStateError("%s is damaged (%s): remove it and run that stage again" % (path, exc))
     if not isinstance(data, dict):
-        raise StageStateError("%s holds %s, not a mapping: remove it and run that stage again"
-                              % (path, type(data).__name__))
+        raise StageStateError(
+            "%s holds %s, not a mapping: remove it and run that stage again" % (path, type(data).__name__)
+        )
     return data
 
 
@@ -137,17 +138,38 @@ def read_each(directory):
         if parsed is None:
             stage, sep, instance = key.partition("@")
             if sep and STAGE_RE.match(stage) and SERVICE_NAME_RE.match(instance) and instance != DEFAULT_INSTANCE:
-                damaged.append(dict(path=path, stage=stage, instance=None, set_aside=bool(aside),
-                                    reason="%s: recorded for %s" % (path, service_name_problem(instance))))
+                damaged.append(
+                    dict(
+                        path=path,
+                        stage=stage,
+                        instance=None,
+                        set_aside=bool(aside),
+                        reason="%s: recorded for %s" % (path, service_name_problem(instance)),
+                    )
+                )
             continue
         if aside:
-            damaged.append(dict(path=path, stage=parsed[0], instance=parsed[1], set_aside=True,
-                                reason="%s was set aside as damaged by an earlier run" % path))
+            damaged.append(
+                dict(
+                    path=path,
+                    stage=parsed[0],
+                    instance=parsed[1],
+                    set_aside=True,
+                    reason="%s was set aside as damaged by an earlier run" % path,
+                )
+            )
             continue
         problem = service_name_problem(parsed[1])
         if problem:
-            damaged.append(dict(path=path, stage=parsed[0], instance=None, set_aside=False,
-                                reason="%s: recorded for %s" % (path, problem)))
+            damaged.append(
+                dict(
+                    path=path,
+                    stage=parsed[0],
+                    instance=None,
+                    set_aside=False,
+                    reason="%s: recorded for %s" % (path, problem),
+                )
+            )
             continue
         try:
             stages[key] = read_stage(directory, *parsed)

@@ -22,8 +22,12 @@ def started_and_enabled(props):
     """True when `systemctl show` says the unit runs and starts at boot: `state: started, enabled: true`
     would change nothing (a unit still activating, failed or disabled is left to systemd_service)."""
     props = props or {}
-    return (props.get('LoadState') == 'loaded' and props.get('ActiveState') == 'active'
-            and props.get('SubState') == 'running' and props.get('UnitFileState') == 'enabled')
+    return (
+        props.get('LoadState') == 'loaded'
+        and props.get('ActiveState') == 'active'
+        and props.get('SubState') == 'running'
+        and props.get('UnitFileState') == 'enabled'
+    )
 
 
 def parse_show(text):
@@ -54,6 +58,5 @@ def unit_gave_up(props, baseline_restarts):
         return 'the process exited and systemd is restarting it (%s, %s)' % (state, detail)
     now = restarts(props)
     if baseline_restarts is not None and now is not None and now > baseline_restarts:
-        return 'the process exited and was restarted %d time(s) while waiting (%s)' % (
-            now - baseline_restarts, detail)
+        return 'the process exited and was restarted %d time(s) while waiting (%s)' % (now - baseline_restarts, detail)
     return None

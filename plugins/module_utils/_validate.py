@@ -64,8 +64,18 @@ SECRET = "(hidden: no_log)"
 MAX_GOT = 80
 
 # The stages of site.yml, in order, and the bundle artifact kind each one takes from the bundle.
-STAGES = ("preflight", "bundle", "nvidia_driver", "nvidia_toolkit", "gpu_free", "vllm_model", "vllm_plan",
-          "vllm_image", "vllm_service", "vllm_front")
+STAGES = (
+    "preflight",
+    "bundle",
+    "nvidia_driver",
+    "nvidia_toolkit",
+    "gpu_free",
+    "vllm_model",
+    "vllm_plan",
+    "vllm_image",
+    "vllm_service",
+    "vllm_front",
+)
 STAGE_KINDS = {"nvidia_driver": "driver", "nvidia_toolkit": "toolkit", "vllm_model": "model", "vllm_image": "image"}
 # Facts the roles publish for the stages after them: role-prefixed, but no one's input.
 ROLE_OUTPUTS = ("bundle_staged", "vllm_image_ref", "vllm_image_patched", "vllm_model_dir", "vllm_plan_result")
@@ -134,7 +144,7 @@ def describe_got(value, secret=False):
     if text.startswith("u'"):
         text = text[1:]
     if len(text) > MAX_GOT:
-        text = text[:MAX_GOT - 3] + "..."
+        text = text[: MAX_GOT - 3] + "..."
     return "%s (%s)" % (text, kind)
 
 
@@ -173,6 +183,7 @@ def _validator_spec(spec):
 
 
 # ------------------------------------------------------------------ ranges and rules
+
 
 class Range(object):
     """The numbers an option accepts: `kind` 'int' or 'float'; low/high inclusive (None: unbounded); low_open:
@@ -220,26 +231,32 @@ class Range(object):
 
 
 PORT = Range("int", 1, 65535, why="a TCP port")
-FRACTION = Range("float", 0, 1, low_open=True, warn_above=0.95,
-                 why="a fraction of GPU memory (0.9 = 90%; above 0.95 leaves too little for the CUDA context)")
+FRACTION = Range(
+    "float",
+    0,
+    1,
+    low_open=True,
+    warn_above=0.95,
+    why="a fraction of GPU memory (0.9 = 90%; above 0.95 leaves too little for the CUDA context)",
+)
 SECONDS = Range("int", 1, 7 * 86400, why="seconds")
 LATENCY_MS = Range("float", 0, 3600 * 1000, why="milliseconds; 0 = no threshold")
-GIB = 1024 ** 3
+GIB = 1024**3
 
 # Every int or float option of every role's meta/argument_specs.yml, by variable (a sub-option of a list of
 # mappings as 'variable.key'); tests/unit/plugins/module_utils/test__validate.py fails on one missing here.
 RANGES = {
     "bundle_verify_workers": Range("int", 1, 256, why="files hashed at once"),
     "bundle_chunk_size": Range("int", 65536, 64 * GIB, why="bytes per transfer"),
-    "bundle_min_free_bytes": Range("int", 0, 2 ** 50, why="bytes"),
+    "bundle_min_free_bytes": Range("int", 0, 2**50, why="bytes"),
     "bundle_peer_port": PORT,
     "bundle_peer_concurrency": Range("int", 1, 1024, why="peers fetching at once"),
     "bundle_peer_timeout": SECONDS,
     "bundle_peer_server_max_seconds": SECONDS,
-    "bundle_build_split_size": Range("int", 1024 ** 2, 2 ** 50, also=(0,), why="bytes per part; 0 = files whole"),
+    "bundle_build_split_size": Range("int", 1024**2, 2**50, also=(0,), why="bytes per part; 0 = files whole"),
     "nvidia_driver_reboot_timeout": SECONDS,
     "preflight_gpu_memory_utilization": FRACTION,
-    "preflight_disk_requirements.min_free_gb": Range("float", 0, 1024 ** 3, why="GiB"),
+    "preflight_disk_requirements.min_free_gb": Range("float", 0, 1024**3, why="GiB"),
     "preflight_port": PORT,
     "preflight_services.port": PORT,
     "preflight_services.gpu_memory_utilization": FRACTION,
@@ -250,15 +267,15 @@ RANGES = {
     "vllm_plan_concurrency": Range("int", 1, 65536, why="concurrent requests (--max-num-seqs)"),
     "vllm_plan_gpu_memory_utilization": FRACTION,
     "vllm_plan_num_speculative_tokens": Range("int", 0, 64, why="tokens; 0 = off"),
-    "vllm_plan_kv_offloading_gib": Range("float", 0, 1024 ** 2, why="GiB of host memory; 0 = off"),
+    "vllm_plan_kv_offloading_gib": Range("float", 0, 1024**2, why="GiB of host memory; 0 = off"),
     "vllm_plan_port": PORT,
     "vllm_plan_log_max_file": Range("int", 1, 1000, why="log files kept"),
     "vllm_service_port": PORT,
     "vllm_service_health_timeout": SECONDS,
-    "vllm_service_smoke_max_tokens": Range("int", 1, 10 ** 7, why="tokens"),
-    "vllm_service_loadcheck_prompts": Range("int", 1, 10 ** 6, why="requests"),
-    "vllm_service_loadcheck_input_len": Range("int", 1, 10 ** 7, why="tokens"),
-    "vllm_service_loadcheck_output_len": Range("int", 1, 10 ** 7, why="tokens"),
+    "vllm_service_smoke_max_tokens": Range("int", 1, 10**7, why="tokens"),
+    "vllm_service_loadcheck_prompts": Range("int", 1, 10**6, why="requests"),
+    "vllm_service_loadcheck_input_len": Range("int", 1, 10**7, why="tokens"),
+    "vllm_service_loadcheck_output_len": Range("int", 1, 10**7, why="tokens"),
     "vllm_service_loadcheck_ttft_p95_max_ms": LATENCY_MS,
     "vllm_service_loadcheck_tpot_p95_max_ms": LATENCY_MS,
     # The promises table's thresholds (docs/load-check.md): shares 0..1, a mean accepted length 1..17 (1 + up to
@@ -266,9 +283,9 @@ RANGES = {
     "vllm_service_promise_prefix_cache_hit_rate": Range("float", 0, 1, why="a share of prompt tokens"),
     "vllm_service_promise_mtp_accepted_length": Range("float", 1, 17, why="mean accepted tokens per draft"),
     "vllm_service_promise_tool_call_parse_rate": Range("float", 0, 1, why="a share of tool requests"),
-    "vllm_service_promise_single_stream_decode_tok_s": Range("float", 0, 10 ** 6, why="tokens per second"),
-    "vllm_service_promise_per_stream_decode_tok_s": Range("float", 0, 10 ** 6, why="tokens per second"),
-    "vllm_service_promise_prefill_tok_s": Range("float", 0, 10 ** 8, why="tokens per second"),
+    "vllm_service_promise_single_stream_decode_tok_s": Range("float", 0, 10**6, why="tokens per second"),
+    "vllm_service_promise_per_stream_decode_tok_s": Range("float", 0, 10**6, why="tokens per second"),
+    "vllm_service_promise_prefill_tok_s": Range("float", 0, 10**8, why="tokens per second"),
     "vllm_service_promise_context_fill": Range("float", 0, 1, low_open=True, why="a share of --max-model-len"),
     # The front door (roles/vllm_front).
     "vllm_front_port": PORT,
@@ -276,10 +293,10 @@ RANGES = {
     "vllm_front_tls_renew_days": Range("int", 1, 3650, why="days before expiry"),
     "vllm_front_max_concurrent": Range("int", 0, 65536, why="requests at the engine; 0 = the plan's --max-num-seqs"),
     "vllm_front_client_max_concurrent": Range("int", 0, 65536, why="a client's requests in flight; 0 = the total cap"),
-    "vllm_front_client_rate_per_minute": Range("int", 0, 10 ** 7, why="requests per minute; 0 = no limit"),
+    "vllm_front_client_rate_per_minute": Range("int", 0, 10**7, why="requests per minute; 0 = no limit"),
     "vllm_front_clients.max_concurrent": Range("int", 0, 65536, why="a client's requests in flight"),
-    "vllm_front_clients.rate_per_minute": Range("int", 0, 10 ** 7, why="requests per minute"),
-    "vllm_front_max_body_bytes": Range("int", 1024, 2 ** 40, why="bytes of a request body"),
+    "vllm_front_clients.rate_per_minute": Range("int", 0, 10**7, why="requests per minute"),
+    "vllm_front_max_body_bytes": Range("int", 1024, 2**40, why="bytes of a request body"),
     "vllm_front_queue_timeout": Range("int", 0, 86400, why="seconds"),
     "vllm_front_request_timeout": Range("int", 1, 86400, why="seconds"),
     "vllm_front_stream_timeout": SECONDS,
@@ -325,7 +342,7 @@ def _rule_problems(key, value):
         if wants:
             out.append(("", wants, value))
     prefix = key + "."
-    subs = sorted(set(k[len(prefix):] for k in list(RANGES) + list(RULES) if k.startswith(prefix)))
+    subs = sorted(set(k[len(prefix) :] for k in list(RANGES) + list(RULES) if k.startswith(prefix)))
     if subs:
         items = list(enumerate(value)) if isinstance(value, list) else [(None, value)]
         for index, item in items:
@@ -349,8 +366,10 @@ def advisories(values, where=None):
         if rng is None or rng.warn_above is None or rng.problem(_number(value)) is not None:
             continue
         if _number(value) > rng.warn_above:
-            out.append("%s is %s: above %s vLLM and the CUDA context of each GPU often run out of memory at "
-                       "start-up; 0.9-0.93 is the usual choice" % (where(name) if where else name, value, rng.warn_above))
+            out.append(
+                "%s is %s: above %s vLLM and the CUDA context of each GPU often run out of memory at "
+                "start-up; 0.9-0.93 is the usual choice" % (where(name) if where else name, value, rng.warn_above)
+            )
     if where is None:
         out.extend(front_warnings(values.get))
     return out
@@ -425,19 +444,31 @@ def check_variables(options, values, skip=()):
 # Variables of removed features: {name: what replaces it}. The whole-port metrics exposure (issue 14) gave way to
 # the front door's metrics listener (issue 25); a host that had it loses it on its next run (vllm_service's
 # tasks/expose_removal.yml), so setting one of these is refused before anything changes.
-_METRICS_NOW = ("removed: Prometheus scrapes /metrics through the front door's metrics listener - set "
-                "vllm_front_metrics_port, vllm_front_metrics_sources and vllm_front_metrics_tokens instead "
-                "(docs/monitoring.md, \"Migrating from vllm_service_metrics_expose\")")
-REMOVED = dict((name, _METRICS_NOW) for name in (
-    "vllm_service_metrics_expose", "vllm_service_metrics_address", "vllm_service_metrics_port",
-    "vllm_service_metrics_sources", "vllm_service_metrics_firewalld", "vllm_service_metrics_firewalld_zone",
-    "vllm_service_metrics_scrape_dir"))
+_METRICS_NOW = (
+    "removed: Prometheus scrapes /metrics through the front door's metrics listener - set "
+    "vllm_front_metrics_port, vllm_front_metrics_sources and vllm_front_metrics_tokens instead "
+    "(docs/monitoring.md, \"Migrating from vllm_service_metrics_expose\")"
+)
+REMOVED = dict(
+    (name, _METRICS_NOW)
+    for name in (
+        "vllm_service_metrics_expose",
+        "vllm_service_metrics_address",
+        "vllm_service_metrics_port",
+        "vllm_service_metrics_sources",
+        "vllm_service_metrics_firewalld",
+        "vllm_service_metrics_firewalld_zone",
+        "vllm_service_metrics_scrape_dir",
+    )
+)
 
 
 def removed_problems(names, where=""):
     """[Problem] for every variable of `names` that belongs to a removed feature (REMOVED), one line each."""
-    return [Problem(name, "", "", text="%s%s is %s" % (where, name, REMOVED[name]))
-            for name in sorted(set(n for n in names if n in REMOVED))]
+    return [
+        Problem(name, "", "", text="%s%s is %s" % (where, name, REMOVED[name]))
+        for name in sorted(set(n for n in names if n in REMOVED))
+    ]
 
 
 def misspelled(options, names, prefixes, known=ROLE_OUTPUTS):
@@ -455,6 +486,7 @@ def misspelled(options, names, prefixes, known=ROLE_OUTPUTS):
 
 
 # ------------------------------------------------------------------ cross-role rules
+
 
 def _is_template(value):
     return isinstance(value, string_types) and ("{{" in value or "{%" in value)
@@ -492,8 +524,13 @@ def needed_kinds(stages, values, options, manage_driver=True, fabric_manager=Non
     nvidia_driver_fabric_manager_rpm names a file of the operator's; empty, its default, means the bundle's)."""
     stage_kinds = effective("bundle_stage_kinds", values, options) or []
     need = {}
-    if ("nvidia_driver" in stages and manage_driver and (fabric_manager or {}).get("needed")
-            and not values.get("nvidia_driver_fabric_manager_rpm") and "fabricmanager" in stage_kinds):
+    if (
+        "nvidia_driver" in stages
+        and manage_driver
+        and (fabric_manager or {}).get("needed")
+        and not values.get("nvidia_driver_fabric_manager_rpm")
+        and "fabricmanager" in stage_kinds
+    ):
         need["fabricmanager"] = ("nvidia_driver", effective("nvidia_driver_version", values, options))
     for stage in stages:
         kind = STAGE_KINDS.get(stage)
@@ -520,15 +557,23 @@ def bundle_problems(bundle_path, manifest_file, entries, present, need, hint="",
     for entry in entries:
         size = present.get(entry["path"])
         if size is None:
-            problems.append(Problem(
-                "bundle_path", "%s, which lacks %s" % (bundle_path, entry["path"]),
-                "every file %s lists" % manifest_file,
-                "Rebuild the bundle (playbooks/bundle_build.yml) or copy the file back from the original medium"))
+            problems.append(
+                Problem(
+                    "bundle_path",
+                    "%s, which lacks %s" % (bundle_path, entry["path"]),
+                    "every file %s lists" % manifest_file,
+                    "Rebuild the bundle (playbooks/bundle_build.yml) or copy the file back from the original medium",
+                )
+            )
         elif size != entry["size"]:
-            problems.append(Problem(
-                "bundle_path", "%s of %d bytes" % (entry["path"], size),
-                "%d bytes, as %s says" % (entry["size"], manifest_file),
-                "The copy is incomplete: copy it again from the original medium"))
+            problems.append(
+                Problem(
+                    "bundle_path",
+                    "%s of %d bytes" % (entry["path"], size),
+                    "%d bytes, as %s says" % (entry["size"], manifest_file),
+                    "The copy is incomplete: copy it again from the original medium",
+                )
+            )
     kinds = {}
     for entry in entries:
         kinds.setdefault(entry.get("kind"), set()).add(str(entry.get("version", "")))
@@ -536,22 +581,34 @@ def bundle_problems(bundle_path, manifest_file, entries, present, need, hint="",
         if kind == "fabricmanager":
             missing = bundle_entry_problem(entries, version)
             if missing:
-                problems.append(Problem(
-                    "bundle_path", "a bundle without %s (%s: %s)" % (rpm_file_name(version), manifest_file, missing),
-                    "the Fabric Manager RPM of driver %s: this host needs it (%s), and Fabric Manager refuses to "
-                    "run beside a driver of another version" % (version, fabric_reason or "NVSwitch system"),
-                    "Add it to bundle_build_artifacts as kind fabricmanager and rebuild the bundle, or set "
-                    "nvidia_driver_fabric_manager: false for a host without NVSwitches"))
+                problems.append(
+                    Problem(
+                        "bundle_path",
+                        "a bundle without %s (%s: %s)" % (rpm_file_name(version), manifest_file, missing),
+                        "the Fabric Manager RPM of driver %s: this host needs it (%s), and Fabric Manager refuses to "
+                        "run beside a driver of another version" % (version, fabric_reason or "NVSwitch system"),
+                        "Add it to bundle_build_artifacts as kind fabricmanager and rebuild the bundle, or set "
+                        "nvidia_driver_fabric_manager: false for a host without NVSwitches",
+                    )
+                )
             continue
         if kind not in kinds:
-            problems.append(Problem(
-                "bundle_path", "a bundle whose %s has no %s artifact" % (manifest_file, kind),
-                "a %s artifact: stage %s installs it" % (kind, stage),
-                "Add it to bundle_build_artifacts and rebuild, or leave the stage out"))
+            problems.append(
+                Problem(
+                    "bundle_path",
+                    "a bundle whose %s has no %s artifact" % (manifest_file, kind),
+                    "a %s artifact: stage %s installs it" % (kind, stage),
+                    "Add it to bundle_build_artifacts and rebuild, or leave the stage out",
+                )
+            )
         elif version is not None and str(version) not in kinds[kind]:
-            problems.append(Problem(
-                "nvidia_driver_version" if kind == "driver" else "bundle_path", describe_got(version),
-                "a version the bundle carries: %s (%s)" % (", ".join(sorted(kinds[kind])), manifest_file)))
+            problems.append(
+                Problem(
+                    "nvidia_driver_version" if kind == "driver" else "bundle_path",
+                    describe_got(version),
+                    "a version the bundle carries: %s (%s)" % (", ".join(sorted(kinds[kind])), manifest_file),
+                )
+            )
     for p in problems:
         if hint and not p.hint:
             p.hint = hint
@@ -570,10 +627,14 @@ def cross_role_problems(stages, values, options, manage_driver=True, services=No
         minimum = effective("preflight_min_driver_version", values, options)
         # preflight's own comparison (_version.at_least): validate names exactly what preflight would refuse.
         if installed and minimum and not at_least(installed, minimum):
-            problems.append(Problem(
-                "nvidia_driver_version", describe_got(installed),
-                "at least preflight_min_driver_version (%s): preflight refuses an older driver after the install"
-                % minimum))
+            problems.append(
+                Problem(
+                    "nvidia_driver_version",
+                    describe_got(installed),
+                    "at least preflight_min_driver_version (%s): preflight refuses an older driver after the install"
+                    % minimum,
+                )
+            )
     if {"preflight", "vllm_service"} <= enabled:
         pre_services = effective("preflight_services", values, options)
         svc_port = effective("vllm_service_port", values, options)
@@ -582,28 +643,44 @@ def cross_role_problems(stages, values, options, manage_driver=True, services=No
             if services is None:
                 services = [dict(name=effective("vllm_service_name", values, options), port=svc_port)]
             given = dict((str(e.get("name")), e.get("port")) for e in pre_services if isinstance(e, dict))
-            wants = ["%s on %s" % (svc.get("name"), svc.get("port")) for svc in services
-                     if svc.get("name") is not None and svc.get("port") is not None
-                     and str(given.get(str(svc.get("name")))).strip() != str(svc.get("port")).strip()]
+            wants = [
+                "%s on %s" % (svc.get("name"), svc.get("port"))
+                for svc in services
+                if svc.get("name") is not None
+                and svc.get("port") is not None
+                and str(given.get(str(svc.get("name")))).strip() != str(svc.get("port")).strip()
+            ]
             if wants:
-                problems.append(Problem(
-                    "preflight_services", describe_got(pre_services),
-                    "an entry {name, port} for each vLLM service of the host, lacking: %s (preflight proves "
-                    "each service's port is free)" % ", ".join(wants)))
+                problems.append(
+                    Problem(
+                        "preflight_services",
+                        describe_got(pre_services),
+                        "an entry {name, port} for each vLLM service of the host, lacking: %s (preflight proves "
+                        "each service's port is free)" % ", ".join(wants),
+                    )
+                )
         else:
             pre_port = effective("preflight_port", values, options)
             if pre_port is not None and svc_port is not None and str(pre_port) != str(svc_port):
-                problems.append(Problem(
-                    "preflight_port", describe_got(pre_port),
-                    "vllm_service_port (%s): preflight proves the service's port is free" % svc_port))
+                problems.append(
+                    Problem(
+                        "preflight_port",
+                        describe_got(pre_port),
+                        "vllm_service_port (%s): preflight proves the service's port is free" % svc_port,
+                    )
+                )
     if {"vllm_model", "vllm_plan"} <= enabled:
         model_lmo = effective("vllm_model_language_model_only", values, options)
         plan_lmo = effective("vllm_plan_language_model_only", values, options)
         if model_lmo is not None and plan_lmo is not None and _truthy(model_lmo) != _truthy(plan_lmo):
-            problems.append(Problem(
-                "vllm_model_language_model_only", describe_got(model_lmo),
-                "the same as vllm_plan_language_model_only (%s): the model is checked for the way it is served"
-                % plan_lmo))
+            problems.append(
+                Problem(
+                    "vllm_model_language_model_only",
+                    describe_got(model_lmo),
+                    "the same as vllm_plan_language_model_only (%s): the model is checked for the way it is served"
+                    % plan_lmo,
+                )
+            )
     if "vllm_plan" in enabled:
         gpus = gpu_set(effective("vllm_service_extra_env", values, options))
         count = effective("vllm_plan_gpu_count", values, options)
@@ -612,14 +689,20 @@ def cross_role_problems(stages, values, options, manage_driver=True, services=No
         except (TypeError, ValueError, OverflowError):
             count = None
         if gpus is not None and count is not None and len(gpus) < count:
-            problems.append(Problem(
-                "vllm_plan_gpu_count", describe_got(count),
-                "at most the %d GPU(s) vllm_service_extra_env.CUDA_VISIBLE_DEVICES leaves visible (%s)"
-                % (len(gpus), ",".join(sorted(gpus)))))
+            problems.append(
+                Problem(
+                    "vllm_plan_gpu_count",
+                    describe_got(count),
+                    "at most the %d GPU(s) vllm_service_extra_env.CUDA_VISIBLE_DEVICES leaves visible (%s)"
+                    % (len(gpus), ",".join(sorted(gpus))),
+                )
+            )
     if "vllm_front" in enabled:
         # The front door's rules live in module_utils/_front.py.
-        problems.extend(Problem(variable, "", "", text=text) for variable, text
-                        in front_problems(lambda name: effective(name, values, options), services))
+        problems.extend(
+            Problem(variable, "", "", text=text)
+            for variable, text in front_problems(lambda name: effective(name, values, options), services)
+        )
     return problems
 
 
@@ -635,28 +718,39 @@ def shared_machine_problems(hosts):
         by_machine.setdefault(hosts[host].get("machine") or host, []).append(host)
     for machine, members in sorted(by_machine.items()):
         for i, a in enumerate(members):
-            for b in members[i + 1:]:
+            for b in members[i + 1 :]:
                 ha, hb = hosts[a], hosts[b]
                 where = "%s and %s both run on %s" % (a, b, machine)
                 if str(ha.get("port")) == str(hb.get("port")):
                     for h, other in ((a, b), (b, a)):
-                        out.setdefault(h, []).append(Problem(
-                            "vllm_service_port", describe_got(hosts[h].get("port")),
-                            "a port %s does not use (%s)" % (other, where)))
+                        out.setdefault(h, []).append(
+                            Problem(
+                                "vllm_service_port",
+                                describe_got(hosts[h].get("port")),
+                                "a port %s does not use (%s)" % (other, where),
+                            )
+                        )
                 if ha.get("name") == hb.get("name"):
                     for h, other in ((a, b), (b, a)):
-                        out.setdefault(h, []).append(Problem(
-                            "vllm_service_name", describe_got(hosts[h].get("name")),
-                            "a container name %s does not use (%s)" % (other, where)))
+                        out.setdefault(h, []).append(
+                            Problem(
+                                "vllm_service_name",
+                                describe_got(hosts[h].get("name")),
+                                "a container name %s does not use (%s)" % (other, where),
+                            )
+                        )
                 ga, gb = ha.get("gpus"), hb.get("gpus")
                 if ga is None or gb is None or ga & gb:
                     shared = "all GPUs" if (ga is None or gb is None) else "GPU " + ",".join(sorted(ga & gb))
                     for h, other in ((a, b), (b, a)):
                         g = hosts[h].get("gpus")
-                        out.setdefault(h, []).append(Problem(
-                            "vllm_service_extra_env.CUDA_VISIBLE_DEVICES",
-                            "all GPUs (not set)" if g is None else describe_got(",".join(sorted(g))),
-                            "GPUs %s does not use (%s; they share %s)" % (other, where, shared)))
+                        out.setdefault(h, []).append(
+                            Problem(
+                                "vllm_service_extra_env.CUDA_VISIBLE_DEVICES",
+                                "all GPUs (not set)" if g is None else describe_got(",".join(sorted(g))),
+                                "GPUs %s does not use (%s; they share %s)" % (other, where, shared),
+                            )
+                        )
     return out
 
 
@@ -667,7 +761,10 @@ def docker_diagnosis(name, status):
     if status == "running":
         return ""
     return "the container %s exists but is %s, not running: `docker start %s` starts it with its state" % (
-        name, "stopped" if status in ("exited", "created") else status, name)
+        name,
+        "stopped" if status in ("exited", "created") else status,
+        name,
+    )
 
 
 def connection_problem(host, connection, error, diagnosis="", hint=""):
@@ -679,7 +776,9 @@ def connection_problem(host, connection, error, diagnosis="", hint=""):
 
 def format_report(host, problems):
     """One line per problem under a one-line heading."""
-    lines = ["%d problem%s in the settings of %s (nothing was changed):"
-             % (len(problems), "" if len(problems) == 1 else "s", host)]
+    lines = [
+        "%d problem%s in the settings of %s (nothing was changed):"
+        % (len(problems), "" if len(problems) == 1 else "s", host)
+    ]
     lines.extend("- " + p.line() for p in problems)
     return "\n".join(lines)

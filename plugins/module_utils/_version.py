@@ -57,10 +57,13 @@ def release(text, after=None):
 
 
 _VLLM_RE = re.compile(
-    r"(?<![\d.])" + _RELEASE +                       # release
-    r"(?:[-_.]?(a|b|rc|alpha|beta|c)[-_.]?(\d*))?"  # pre-release
-    r"(?:[-_.]?(post|dev)[-_.]?(\d*))?"              # post / dev
-    r"(?:\+([a-z0-9][a-z0-9._]*))?", re.IGNORECASE)  # local (+cpu, +cu129)
+    r"(?<![\d.])"
+    + _RELEASE  # release
+    + r"(?:[-_.]?(a|b|rc|alpha|beta|c)[-_.]?(\d*))?"  # pre-release
+    r"(?:[-_.]?(post|dev)[-_.]?(\d*))?"  # post / dev
+    r"(?:\+([a-z0-9][a-z0-9._]*))?",
+    re.IGNORECASE,
+)  # local (+cpu, +cu129)
 _PRE = {"a": "a", "alpha": "a", "b": "b", "beta": "b", "c": "rc", "rc": "rc"}
 
 
@@ -92,8 +95,13 @@ def parse_vllm(text):
     else:
         phase = (2, "", 0)
     key = rel + (phase, int(m.group(7) or 0) if post else -1, 0 if dev and pre else 1)
-    version = "%d.%d.%d%s%s%s%s" % (rel + (
-        pre or "", ".post%d" % int(m.group(7) or 0) if post else "",
-        ".dev%d" % int(m.group(7) or 0) if dev else "",
-        "+" + local if local else ""))
+    version = "%d.%d.%d%s%s%s%s" % (
+        rel
+        + (
+            pre or "",
+            ".post%d" % int(m.group(7) or 0) if post else "",
+            ".dev%d" % int(m.group(7) or 0) if dev else "",
+            "+" + local if local else "",
+        )
+    )
     return {"version": version, "release": rel, "pre": pre, "dev": dev, "local": local, "key": key}

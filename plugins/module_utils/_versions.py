@@ -42,7 +42,7 @@ def prunable(present, history, active, keep, replaced=None, protect=()):
         raise ValueError("keep must be 0 or more, got %r" % (keep,))
     keep = int(keep)
     before = [v for v in (history or []) if v != active]
-    kept = set(before[len(before) - keep:]) if keep else set()
+    kept = set(before[len(before) - keep :]) if keep else set()
     kept.add(active)
     if replaced:
         kept.add(replaced)
@@ -73,8 +73,12 @@ def image_retention(previous, active, active_base, keep, protect=()):
     raw_bases = previous.get("bases") or {}
     if not isinstance(raw_history, list) or not isinstance(raw_bases, dict):
         held.append("the image record's history/bases are not the shape we write: nothing removed")
-        return {"history": [active], "bases": {active: active_base} if active_base and active_base != active else {},
-                "remove": [], "held": held}
+        return {
+            "history": [active],
+            "bases": {active: active_base} if active_base and active_base != active else {},
+            "remove": [],
+            "held": held,
+        }
     history = [h for h in raw_history if is_image_id(h)]
     bases = dict((k, v) for k, v in raw_bases.items() if is_image_id(k) and is_image_id(v))
     for h in raw_history:
@@ -82,7 +86,9 @@ def image_retention(previous, active, active_base, keep, protect=()):
             held.append("%r in the image record is not an image ID: dropped from the record, not removed" % (h,))
     for k, v in raw_bases.items():
         if not (is_image_id(k) and is_image_id(v)):
-            held.append("%r -> %r in the image record's bases is not a pair of image IDs: dropped, not removed" % (k, v))
+            held.append(
+                "%r -> %r in the image record's bases is not a pair of image IDs: dropped, not removed" % (k, v)
+            )
     replaced = (previous.get("facts") or {}).get("vllm_image_ref") or None
     if active_base and active_base != active:
         bases[active] = active_base
@@ -97,5 +103,9 @@ def image_retention(previous, active, active_base, keep, protect=()):
             remove.append(base)
     remove = [r for r in remove if r not in in_use and r not in protect and is_image_id(r)]
     derived_first = [r for r in remove if r in bases] + [r for r in remove if r not in bases]
-    return {"history": kept, "bases": {k: v for k, v in bases.items() if k in kept},
-            "remove": derived_first, "held": held}
+    return {
+        "history": kept,
+        "bases": {k: v for k, v in bases.items() if k in kept},
+        "remove": derived_first,
+        "held": held,
+    }

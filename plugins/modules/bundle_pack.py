@@ -122,8 +122,14 @@ def main():
         if not module.check_mode and not os.path.isdir(p["dest"]):
             os.makedirs(p["dest"], 0o755)
         stamps = StampCache(p["stamp_file"] or None)
-        out = pack(p["dest"], p["artifacts"], split_size=p["split_size"], stamps=stamps,
-                   check_mode=module.check_mode, collection_version=p["collection_version"])
+        out = pack(
+            p["dest"],
+            p["artifacts"],
+            split_size=p["split_size"],
+            stamps=stamps,
+            check_mode=module.check_mode,
+            collection_version=p["collection_version"],
+        )
         if not module.check_mode:
             stamps.save()
     except BundleError as e:

@@ -156,9 +156,20 @@ def main():
         mode = parse_mode(p["mode"])
         entries = [dict(path=e["path"], size=e["size"], sha256=e["sha256"]) for e in validate_entries(p["artifacts"])]
         stamps = StampCache(p["stamp_file"] or None)
-        results = fetch_files(p["url"], p["token"], p["dest"], entries, stamps=stamps, log_path=p["log_path"] or None,
-                              check_mode=module.check_mode, mode=mode, keep_free=p["min_free_bytes"],
-                              timeout=float(p["timeout"]), retries=p["retries"], connect_wait=float(p["connect_wait"]))
+        results = fetch_files(
+            p["url"],
+            p["token"],
+            p["dest"],
+            entries,
+            stamps=stamps,
+            log_path=p["log_path"] or None,
+            check_mode=module.check_mode,
+            mode=mode,
+            keep_free=p["min_free_bytes"],
+            timeout=float(p["timeout"]),
+            retries=p["retries"],
+            connect_wait=float(p["connect_wait"]),
+        )
         if not module.check_mode:
             stamps.save()
     except StageError as e:
@@ -171,8 +182,11 @@ def main():
         module.fail_json(msg=str(e))
     except (IOError, OSError) as e:
         module.fail_json(msg="fetching from the seed failed: %s" % e)
-    module.exit_json(changed=any(r["state"] == "copied" for r in results), files=results,
-                     bytes_copied=sum(r["bytes_copied"] for r in results))
+    module.exit_json(
+        changed=any(r["state"] == "copied" for r in results),
+        files=results,
+        bytes_copied=sum(r["bytes_copied"] for r in results),
+    )
 
 
 if __name__ == "__main__":

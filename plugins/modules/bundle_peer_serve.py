@@ -156,8 +156,9 @@ def main():
     )
     p = module.params
     if module.check_mode:
-        module.exit_json(changed=False, stopped_by="check_mode", requests=0, bytes_sent=0, clients={},
-                         served_seconds=0.0)
+        module.exit_json(
+            changed=False, stopped_by="check_mode", requests=0, bytes_sent=0, clients={}, served_seconds=0.0
+        )
     for d in set(os.path.dirname(x) for x in (p["stop_file"], p["pid_file"])):
         if d and not os.path.isdir(d):
             os.makedirs(d, 0o700)

@@ -246,8 +246,16 @@ def main():
             module.fail_json(msg="remote_src=false needs the airgap.vllm.bundle_stage action plugin")
         if entries is None:
             entries = load_manifest(os.path.join(p["src"], p["manifest"]))
-        results = stage_files(p["src"], p["dest"], entries, stamps=stamps, log_path=p["log_path"] or None,
-                              check_mode=module.check_mode, mode=mode, keep_free=p["min_free_bytes"])
+        results = stage_files(
+            p["src"],
+            p["dest"],
+            entries,
+            stamps=stamps,
+            log_path=p["log_path"] or None,
+            check_mode=module.check_mode,
+            mode=mode,
+            keep_free=p["min_free_bytes"],
+        )
     except StageError as e:
         try:
             stamps.save()
@@ -260,8 +268,11 @@ def main():
         module.fail_json(msg="staging failed: %s" % e)
     if not module.check_mode:
         _save(module, stamps)
-    module.exit_json(changed=any(r["state"] == "copied" for r in results), files=results,
-                     bytes_copied=sum(r["bytes_copied"] for r in results))
+    module.exit_json(
+        changed=any(r["state"] == "copied" for r in results),
+        files=results,
+        bytes_copied=sum(r["bytes_copied"] for r in results),
+    )
 
 
 if __name__ == "__main__":

@@ -143,7 +143,11 @@ derived:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli, DockerError
-from ansible_collections.airgap.vllm.plugins.module_utils._docker_archive import ArchiveError, derived_image, import_archive
+from ansible_collections.airgap.vllm.plugins.module_utils._docker_archive import (
+    ArchiveError,
+    derived_image,
+    import_archive,
+)
 
 
 def main():
@@ -164,8 +168,9 @@ def main():
     docker = DockerCli(docker_bin)
     try:
         result = import_archive(p["path"], docker, tag=p["tag"], check_mode=module.check_mode, platform=p["platform"])
-        result["derived"] = derived_image(docker, p["derived"], result["image_id"], p["derived_labels"],
-                                          p["derived_base_label"])
+        result["derived"] = derived_image(
+            docker, p["derived"], result["image_id"], p["derived_labels"], p["derived_base_label"]
+        )
     except ArchiveError as e:
         module.fail_json(msg=str(e))
     except DockerError as e:
@@ -174,8 +179,10 @@ def main():
         module.warn(warning)
     if module._diff:
         result["diff"] = {
-            "before": {"image_present": not result["loaded"],
-                       "tags": sorted(set(result["repo_tags"]) - set(result["tagged"]))},
+            "before": {
+                "image_present": not result["loaded"],
+                "tags": sorted(set(result["repo_tags"]) - set(result["tagged"])),
+            },
             "after": {"image_present": True, "image_id": result["image_id"], "tags": sorted(result["repo_tags"])},
         }
     module.exit_json(**result)

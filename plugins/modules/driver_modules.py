@@ -101,7 +101,11 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airgap.vllm.plugins.module_utils._driver_upgrade import (
-    gpu_processes, holder_text, nvidia_modules, parse_proc_modules)
+    gpu_processes,
+    holder_text,
+    nvidia_modules,
+    parse_proc_modules,
+)
 from ansible_collections.airgap.vllm.plugins.module_utils._nvml import collect
 
 
@@ -152,8 +156,9 @@ def unload(module, p):
     if left:
         name = pending[0] if pending else left[0]
         result['failed_module'] = name
-        result['holders'] = holder_text(name, read_modules(p['modules_file']), nvml_processes(p['driver_version_file']),
-                                        error)
+        result['holders'] = holder_text(
+            name, read_modules(p['modules_file']), nvml_processes(p['driver_version_file']), error
+        )
     result['seconds'] = round(time.time() - started, 1)
     return result
 

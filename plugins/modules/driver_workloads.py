@@ -118,7 +118,14 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airgap.vllm.plugins.module_utils._driver_upgrade import (
-    DriverUpgradeError, gpu_processes, load_record, merge_record, new_record, start_order, workload_plan)
+    DriverUpgradeError,
+    gpu_processes,
+    load_record,
+    merge_record,
+    new_record,
+    start_order,
+    workload_plan,
+)
 from ansible_collections.airgap.vllm.plugins.module_utils._files import write_atomic
 
 
@@ -150,15 +157,25 @@ def stop(module, p):
     units = [n + '.service' for n in sorted(services) if (services[n] or {}).get('unit_ours')] + list(p['host_units'])
     states = unit_states(module, units)
     plan = workload_plan(services, states, p['host_units'], gpu_processes(p['gpus']))
-    record = merge_record(read_record(p['record_file']),
-                          new_record(plan, states, p['from_version'], p['to_version']))
-    result = dict(changed=bool(plan['stop_units']), stopped_units=plan['stop_units'],
-                  park_containers=plan['park_containers'], outside=plan['outside'], lines=plan['lines'], record=record)
+    record = merge_record(read_record(p['record_file']), new_record(plan, states, p['from_version'], p['to_version']))
+    result = dict(
+        changed=bool(plan['stop_units']),
+        stopped_units=plan['stop_units'],
+        park_containers=plan['park_containers'],
+        outside=plan['outside'],
+        lines=plan['lines'],
+        record=record,
+    )
     if module.check_mode or not plan['stop_units']:
         return result
     # Record first: a run that dies after a stop still knows what to start again.
-    write_atomic(p['record_file'], json.dumps(record, indent=2, sort_keys=True) + '\n', mode=0o600, makedirs=0o700,
-                 prefix='.driver-upgrade-')
+    write_atomic(
+        p['record_file'],
+        json.dumps(record, indent=2, sort_keys=True) + '\n',
+        mode=0o600,
+        makedirs=0o700,
+        prefix='.driver-upgrade-',
+    )
     for unit in plan['stop_units']:
         systemctl(module, 'stop', unit)
         if record['units'].get(unit, {}).get('enabled'):
@@ -198,9 +215,10 @@ def main():
     try:
         result = (stop if module.params['state'] == 'stopped' else start)(module, module.params)
     except (DriverUpgradeError, IOError, OSError, ValueError) as exc:
-        module.fail_json(msg='driver upgrade record %s: %s. It lists the units stopped for a driver change: start '
-                             'them by hand (systemctl enable --now UNIT) and delete the file'
-                             % (module.params['record_file'], exc))
+        module.fail_json(
+            msg='driver upgrade record %s: %s. It lists the units stopped for a driver change: start '
+            'them by hand (systemctl enable --now UNIT) and delete the file' % (module.params['record_file'], exc)
+        )
     module.exit_json(**result)
 
 

@@ -114,8 +114,14 @@ import json
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli, DockerError
 from ansible_collections.airgap.vllm.plugins.module_utils._gpu_release import (
-    GpuReleaseError, classify, load_state, plan_release, read_state_file, restore_workloads,
-    write_state_atomic)
+    GpuReleaseError,
+    classify,
+    load_state,
+    plan_release,
+    read_state_file,
+    restore_workloads,
+    write_state_atomic,
+)
 
 
 def release(module, docker, state):
@@ -168,13 +174,15 @@ def main():
         commands=['docker ' + ' '.join(a) for a in actions],
         released_services=after['services'],
         released_containers=after['containers'],
-        **extra
+        **extra,
     )
     for item in extra.get('gone', []):
         module.warn('%s was released earlier but no longer exists; not restored' % item)
     if module._diff:
-        result['diff'] = dict(before=json.dumps(before, indent=2, sort_keys=True) + '\n',
-                              after=json.dumps(after, indent=2, sort_keys=True) + '\n')
+        result['diff'] = dict(
+            before=json.dumps(before, indent=2, sort_keys=True) + '\n',
+            after=json.dumps(after, indent=2, sort_keys=True) + '\n',
+        )
     module.exit_json(**result)
 
 

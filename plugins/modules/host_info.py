@@ -317,22 +317,46 @@ import platform
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airgap.vllm.plugins.module_utils._boot_kernel import (
-    BLS_DIR, DEFAULT_GRUB, GRUB_CFG, GRUBENV, KERNEL_SRC_DIR, MODULES_DIR, default_kernel, module_candidates,
-    module_version, next_kernel_plan)
+    BLS_DIR,
+    DEFAULT_GRUB,
+    GRUB_CFG,
+    GRUBENV,
+    KERNEL_SRC_DIR,
+    MODULES_DIR,
+    default_kernel,
+    module_candidates,
+    module_version,
+    next_kernel_plan,
+)
 from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli, DockerError
 from ansible_collections.airgap.vllm.plugins.module_utils._driver_state import (
-    dkms_versions, dnf_module_reset, installer_version, pending)
+    dkms_versions,
+    dnf_module_reset,
+    installer_version,
+    pending,
+)
 from ansible_collections.airgap.vllm.plugins.module_utils._fabric_manager import decision, keep_globs, normalize_setting
 from ansible_collections.airgap.vllm.plugins.module_utils._files import (
-    free_space, path_state, paths_differing, read_text_report)
+    free_space,
+    path_state,
+    paths_differing,
+    read_text_report,
+)
 from ansible_collections.airgap.vllm.plugins.module_utils._hostinfo import host_facts, parse_docker_info
 from ansible_collections.airgap.vllm.plugins.module_utils._nvidia_rpms import (
-    RPM_QUERY_FORMAT, driver_packages, parse_rpm_qa, version_release)
+    RPM_QUERY_FORMAT,
+    driver_packages,
+    parse_rpm_qa,
+    version_release,
+)
 from ansible_collections.airgap.vllm.plugins.module_utils._nvml import collect
 from ansible_collections.airgap.vllm.plugins.module_utils._pci import LSPCI_ARGS, pci_facts
 from ansible_collections.airgap.vllm.plugins.module_utils._preflight import listening_ports
 from ansible_collections.airgap.vllm.plugins.module_utils._unit_wait import (
-    UNIT_STATE_PROPERTIES, parse_show, started_and_enabled)
+    UNIT_STATE_PROPERTIES,
+    parse_show,
+    started_and_enabled,
+)
 
 MAX_FILE = 1024 * 1024
 
@@ -441,10 +465,15 @@ def built_module(kernel):
 
 def next_kernel_facts(module, spec, state):
     """The next boot's kernel, its nvidia module and module_utils/_boot_kernel.py's plan for it."""
-    args = [first_of(module, [GRUBENV, '/boot/efi/EFI/*/grubenv']), read_file(module, DEFAULT_GRUB),
-            dict((os.path.basename(p)[:-len('.conf')], read_file(module, p) or '')
-                 for p in sorted(glob.glob(os.path.join(BLS_DIR, '*.conf')))),
-            first_of(module, [GRUB_CFG, '/boot/efi/EFI/*/grub.cfg'])]
+    args = [
+        first_of(module, [GRUBENV, '/boot/efi/EFI/*/grubenv']),
+        read_file(module, DEFAULT_GRUB),
+        dict(
+            (os.path.basename(p)[: -len('.conf')], read_file(module, p) or '')
+            for p in sorted(glob.glob(os.path.join(BLS_DIR, '*.conf')))
+        ),
+        first_of(module, [GRUB_CFG, '/boot/efi/EFI/*/grub.cfg']),
+    ]
     kernel, how = default_kernel(*args)
     if kernel is None and module.get_bin_path('grubby'):
         rc, out, _err = run_text(module, ['grubby', '--default-kernel'])
@@ -452,19 +481,28 @@ def next_kernel_facts(module, spec, state):
     # The running kernel's module is the driver install's business (and a real nvidia.ko is tens of MB to read).
     version, path = built_module(kernel) if kernel and kernel != spec['kernel_release'] else (None, None)
     plan = next_kernel_plan(
-        kernel, how, spec['kernel_release'], spec['version'],
-        bool(kernel) and os.path.isdir(os.path.join(MODULES_DIR, kernel)), version,
+        kernel,
+        how,
+        spec['kernel_release'],
+        spec['version'],
+        bool(kernel) and os.path.isdir(os.path.join(MODULES_DIR, kernel)),
+        version,
         bool(kernel) and os.path.isfile(os.path.join(KERNEL_SRC_DIR, kernel, 'Makefile')),
-        spec['version'] in state['dkms_versions'], spec['next_kernel'])
+        spec['version'] in state['dkms_versions'],
+        spec['next_kernel'],
+    )
     plan.update(module_version=version, module_path=path)
     return plan
 
 
 def driver_facts(module, spec, installed, rpm_error, pci):
     fabric = decision(spec['fabric_manager'], pci)
-    state = {'nvml': collect(driver_version_file=spec['version_file']), 'rpm_error': rpm_error,
-             'rpms': driver_packages(installed, keep_globs(spec['keep_rpms'], fabric['needed']), spec['extra_rpms']),
-             'fabric_manager': fabric}
+    state = {
+        'nvml': collect(driver_version_file=spec['version_file']),
+        'rpm_error': rpm_error,
+        'rpms': driver_packages(installed, keep_globs(spec['keep_rpms'], fabric['needed']), spec['extra_rpms']),
+        'fabric_manager': fabric,
+    }
     _rc, out, _err = run_text(module, ['dkms', 'status'])
     state['dkms_versions'] = dkms_versions(out)
     _rc, out, _err = run_text(module, ['nvidia-installer', '--version'])
@@ -474,8 +512,7 @@ def driver_facts(module, spec, installed, rpm_error, pci):
     state['dnf_module_reset'] = dnf_module_reset(read_file(module, spec['dnf_module_file']))
     rc, out, err = run_text(module, ['nvidia-smi'])
     state['smi_rc'], state['smi_output'] = rc, ('%s %s' % (out, err)).strip()[:2000]
-    state['pending'] = pending(state, spec['version'],
-                               spec['blacklist_content'] if spec['blacklist_file'] else None)
+    state['pending'] = pending(state, spec['version'], spec['blacklist_content'] if spec['blacklist_file'] else None)
     state['converged'] = not state['pending']
     if spec['kernel_release']:
         state['next_kernel'] = next_kernel_facts(module, spec, state)
@@ -498,26 +535,34 @@ def main():
             disk=dict(type='list', elements='path', default=[]),
             listening=dict(type='bool', default=False),
             exists=dict(type='list', elements='path', default=[]),
-            paths=dict(type='list', elements='dict', default=[], options=dict(
-                path=dict(type='path', required=True),
-                type=dict(type='str', choices=['file', 'directory'], default='file'),
-                mode=dict(type='str', required=True),
-                uid=dict(type='int', default=0),
-                gid=dict(type='int', default=0),
-                sha1=dict(type='str'),
-            )),
-            nvidia_driver=dict(type='dict', options=dict(
-                version=dict(type='str', required=True),
-                version_file=dict(type='path', default='/proc/driver/nvidia/version'),
-                keep_rpms=dict(type='list', elements='str', default=[]),
-                extra_rpms=dict(type='list', elements='str', default=[]),
-                blacklist_file=dict(type='path'),
-                blacklist_content=dict(type='str', default=''),
-                dnf_module_file=dict(type='path', default='/etc/dnf/modules.d/nvidia-driver.module'),
-                fabric_manager=dict(type='str', default='false'),
-                kernel_release=dict(type='str'),
-                next_kernel=dict(type='str', choices=['build', 'fail', 'ignore'], default='build'),
-            )),
+            paths=dict(
+                type='list',
+                elements='dict',
+                default=[],
+                options=dict(
+                    path=dict(type='path', required=True),
+                    type=dict(type='str', choices=['file', 'directory'], default='file'),
+                    mode=dict(type='str', required=True),
+                    uid=dict(type='int', default=0),
+                    gid=dict(type='int', default=0),
+                    sha1=dict(type='str'),
+                ),
+            ),
+            nvidia_driver=dict(
+                type='dict',
+                options=dict(
+                    version=dict(type='str', required=True),
+                    version_file=dict(type='path', default='/proc/driver/nvidia/version'),
+                    keep_rpms=dict(type='list', elements='str', default=[]),
+                    extra_rpms=dict(type='list', elements='str', default=[]),
+                    blacklist_file=dict(type='path'),
+                    blacklist_content=dict(type='str', default=''),
+                    dnf_module_file=dict(type='path', default='/etc/dnf/modules.d/nvidia-driver.module'),
+                    fabric_manager=dict(type='str', default='false'),
+                    kernel_release=dict(type='str'),
+                    next_kernel=dict(type='str', choices=['build', 'fail', 'ignore'], default='build'),
+                ),
+            ),
         ),
         supports_check_mode=True,
     )
@@ -543,8 +588,9 @@ def main():
         if p['rpms']:
             result['rpms'] = dict((n, [version_release(v) for v in installed[n]]) for n in p['rpms'] if n in installed)
         if p['nvidia_driver']:
-            result['nvidia_driver'] = driver_facts(module, p['nvidia_driver'], installed, result['rpm_error'],
-                                                   result.get('pci'))
+            result['nvidia_driver'] = driver_facts(
+                module, p['nvidia_driver'], installed, result['rpm_error'], result.get('pci')
+            )
     if p['files']:
         result['files'] = dict((path, read_file(module, path)) for path in p['files'])
     if p['images']:
@@ -554,7 +600,8 @@ def main():
     if p['listening']:
         # Whole files (a busy host lists many connections before a listener): no read_file size cap.
         result['listening_ports'] = listening_ports(
-            ''.join(read_text_report(path)[0] or '' for path in ('/proc/net/tcp', '/proc/net/tcp6')))
+            ''.join(read_text_report(path)[0] or '' for path in ('/proc/net/tcp', '/proc/net/tcp6'))
+        )
     if p['exists']:
         result['exists'] = dict((path, os.path.exists(path)) for path in p['exists'])
     if p['units']:

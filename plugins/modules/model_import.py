@@ -186,9 +186,17 @@ def main():
         uid = _id(p["owner"], pwd.getpwnam)
         gid = _id(p["group"], grp.getgrnam)
         before = read_stamp("%s/%s" % (p["models_dir"], p["name"]))
-        result = import_model(p["src"], p["models_dir"], p["name"], p["sha256"].lower(), uid=uid, gid=gid,
-                              language_model_only=p["language_model_only"], check_mode=module.check_mode,
-                              force=p["force"])
+        result = import_model(
+            p["src"],
+            p["models_dir"],
+            p["name"],
+            p["sha256"].lower(),
+            uid=uid,
+            gid=gid,
+            language_model_only=p["language_model_only"],
+            check_mode=module.check_mode,
+            force=p["force"],
+        )
     except ModelError as e:
         module.fail_json(msg=str(e))
     except (IOError, OSError) as e:
@@ -196,8 +204,7 @@ def main():
     for w in result.pop("warnings", []):
         module.warn(w)
     if module._diff:
-        result["diff"] = {"before": {"sha256": (before or {}).get("sha256")},
-                          "after": {"sha256": p["sha256"].lower()}}
+        result["diff"] = {"before": {"sha256": (before or {}).get("sha256")}, "after": {"sha256": p["sha256"].lower()}}
     module.exit_json(**result)
 
 

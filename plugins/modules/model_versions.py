@@ -183,8 +183,9 @@ def main():
         module.fail_json(msg="keep must be 0 or more, got %d" % p["keep"])
     try:
         vid = version_id(p["version"], p["sha256"])
-        common = dict(version=vid, version_name="%s@%s" % (p["name"], vid),
-                      dir=os.path.join(p["models_dir"], p["name"]))
+        common = dict(
+            version=vid, version_name="%s@%s" % (p["name"], vid), dir=os.path.join(p["models_dir"], p["name"])
+        )
         before = current_version(p["models_dir"], p["name"])
         if p["state"] == "prepared":
             changed, msg = prepare(p["models_dir"], p["name"], vid, p["sha256"], module.check_mode)
@@ -204,8 +205,12 @@ def main():
     for line in result["held"]:
         module.warn(line)
     after_versions = "\n".join(result["versions"]) + "\n"
-    module.exit_json(diff=dict(before="link -> %s\n" % (before or "(none)"),
-                               after="link -> %s\nversions:\n%s" % (vid, after_versions)), **result)
+    module.exit_json(
+        diff=dict(
+            before="link -> %s\n" % (before or "(none)"), after="link -> %s\nversions:\n%s" % (vid, after_versions)
+        ),
+        **result,
+    )
 
 
 if __name__ == "__main__":

@@ -88,7 +88,13 @@ cmd:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airgap.vllm.plugins.module_utils._nvidia_rpms import (
-    RPM_QUERY_FORMAT, driver_packages, kept_packages, parse_erase_test, parse_rpm_qa, removal_blockers)
+    RPM_QUERY_FORMAT,
+    driver_packages,
+    kept_packages,
+    parse_erase_test,
+    parse_rpm_qa,
+    removal_blockers,
+)
 
 
 def installed_packages(module, rpm):
@@ -114,30 +120,45 @@ def main():
     rpm = module.get_bin_path('rpm', required=True)
     installed = installed_packages(module, rpm)
     names = driver_packages(installed, p['keep'], p['extra'])
-    result = dict(changed=bool(names), packages=names, versions=dict((n, installed[n]) for n in names),
-                  kept=kept_packages(installed, p['keep']))
+    result = dict(
+        changed=bool(names),
+        packages=names,
+        versions=dict((n, installed[n]) for n in names),
+        kept=kept_packages(installed, p['keep']),
+    )
     if names:
         # What depends on them goes with them in `dnf remove`: refuse when that is a kept package, report the rest.
         _rc, out, err = module.run_command([rpm, '-e', '--test'] + names)
         blocked, result['also_removed'] = removal_blockers(names, parse_erase_test(out + '\n' + err), p['keep'])
         if blocked:
-            module.fail_json(msg='removing the NVIDIA driver packages would also remove kept package(s) %s (%s); '
-                             'nothing was removed: remove or rebuild those first, or keep the driver packages '
-                             'they need' % (', '.join(sorted(blocked)), '; '.join(
-                                 '%s needs %s' % (d, ', '.join(n)) for d, n in sorted(blocked.items()))), **result)
+            module.fail_json(
+                msg='removing the NVIDIA driver packages would also remove kept package(s) %s (%s); '
+                'nothing was removed: remove or rebuild those first, or keep the driver packages '
+                'they need'
+                % (
+                    ', '.join(sorted(blocked)),
+                    '; '.join('%s needs %s' % (d, ', '.join(n)) for d, n in sorted(blocked.items())),
+                ),
+                **result,
+            )
         dnf = module.get_bin_path('dnf') or module.get_bin_path('yum', required=True)
-        result['cmd'] = [dnf, '-y', '--disablerepo=*', '--setopt=clean_requirements_on_remove=False',
-                         'remove'] + names
+        result['cmd'] = [dnf, '-y', '--disablerepo=*', '--setopt=clean_requirements_on_remove=False', 'remove'] + names
         if not module.check_mode:
             rc, out, err = module.run_command(result['cmd'])
             left = driver_packages(installed_packages(module, rpm), p['keep'], p['extra'])
             if rc != 0 or left:
-                module.fail_json(msg='removing the NVIDIA driver packages failed (rc %d)%s: %s' % (
-                    rc, '; still installed: %s' % ', '.join(left) if left else '', (err or out).strip()[-2000:]),
-                    **result)
+                module.fail_json(
+                    msg='removing the NVIDIA driver packages failed (rc %d)%s: %s'
+                    % (rc, '; still installed: %s' % ', '.join(left) if left else '', (err or out).strip()[-2000:]),
+                    **result,
+                )
     if module._diff:
-        result['diff'] = dict(before=listing(names, installed), after='',
-                              before_header='NVIDIA driver RPMs', after_header='NVIDIA driver RPMs')
+        result['diff'] = dict(
+            before=listing(names, installed),
+            after='',
+            before_header='NVIDIA driver RPMs',
+            after_header='NVIDIA driver RPMs',
+        )
     module.exit_json(**result)
 
 

@@ -152,8 +152,11 @@ def main():
             absent.append(path)
         elif empty:
             gone = set(x.rstrip("/") for x in p["gone"]) if module.check_mode else set()
-            if not os.path.isdir(path) or os.path.islink(path) or [
-                    e for e in os.listdir(path) if os.path.join(path.rstrip("/"), e) not in gone]:
+            if (
+                not os.path.isdir(path)
+                or os.path.islink(path)
+                or [e for e in os.listdir(path) if os.path.join(path.rstrip("/"), e) not in gone]
+            ):
                 not_ours.append(path)
             else:
                 removed.append(path)

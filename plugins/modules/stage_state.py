@@ -182,10 +182,18 @@ def main():
         if p["state"] == "read":
             stages, damaged = read_each(p["dir"])
             if damaged and p["on_damaged"] == "fail":
-                module.fail_json(msg="damaged state file(s), nothing decided on the rest: %s"
-                                 % "; ".join(d["reason"] for d in damaged), damaged=damaged)
-            module.exit_json(changed=False, stages=stages, instances=by_instance(stages),
-                             facts=published_facts(stages), damaged=damaged)
+                module.fail_json(
+                    msg="damaged state file(s), nothing decided on the rest: %s"
+                    % "; ".join(d["reason"] for d in damaged),
+                    damaged=damaged,
+                )
+            module.exit_json(
+                changed=False,
+                stages=stages,
+                instances=by_instance(stages),
+                facts=published_facts(stages),
+                damaged=damaged,
+            )
         every = p["instance"] == EVERY_INSTANCE
         if every and p["state"] != "absent":
             module.fail_json(msg="instance '*' (every service) works with state=absent only")
@@ -197,8 +205,9 @@ def main():
             before = "".join(removed[k] for k in paths)
             after = ""
         elif p["state"] == "present":
-            changed, before, after = write_stage(p["dir"], p["stage"], p["data"], module.check_mode,
-                                                 instance=p["instance"])
+            changed, before, after = write_stage(
+                p["dir"], p["stage"], p["data"], module.check_mode, instance=p["instance"]
+            )
         else:
             changed, before, moved = remove_stage(p["dir"], p["stage"], module.check_mode, instance=p["instance"])
             after = ""
@@ -208,10 +217,16 @@ def main():
         module.fail_json(msg=str(exc))
     extra = dict(paths=paths, set_aside=aside) if p["state"] == "absent" else {}
     for src in sorted(extra.get("set_aside", {})):
-        module.warn("%s is damaged: %s it to %s instead of deleting it (inspect it, then remove it)"
-                    % (src, "would move" if module.check_mode else "moved", aside[src]))
-    module.exit_json(changed=changed, path=path,
-                     diff=dict(before=before, after=after, before_header=path, after_header=path), **extra)
+        module.warn(
+            "%s is damaged: %s it to %s instead of deleting it (inspect it, then remove it)"
+            % (src, "would move" if module.check_mode else "moved", aside[src])
+        )
+    module.exit_json(
+        changed=changed,
+        path=path,
+        diff=dict(before=before, after=after, before_header=path, after_header=path),
+        **extra,
+    )
 
 
 if __name__ == "__main__":

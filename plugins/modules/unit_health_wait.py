@@ -84,7 +84,11 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.six.moves.urllib.error import HTTPError
 from ansible.module_utils.urls import open_url
 from ansible_collections.airgap.vllm.plugins.module_utils._unit_wait import (
-    SHOW_PROPERTIES, parse_show, restarts, unit_gave_up)
+    SHOW_PROPERTIES,
+    parse_show,
+    restarts,
+    unit_gave_up,
+)
 
 
 def unit_state(module, systemctl, unit):
@@ -136,8 +140,7 @@ def main():
     status, polls = None, 0
 
     def report():
-        return dict(changed=False, status=status, elapsed=int(time.time() - start), polls=polls,
-                    unit_state=props)
+        return dict(changed=False, status=status, elapsed=int(time.time() - start), polls=polls, unit_state=props)
 
     while True:
         polls += 1
@@ -150,12 +153,17 @@ def main():
             if p['read_url']:
                 read_status, result['content'] = read_body(p['read_url'])
                 if read_status != 200:
-                    module.fail_json(msg='%s is healthy but %s answered %s: %s' % (
-                        p['unit'], p['read_url'], read_status, result.pop('content')[:500]), **result)
+                    module.fail_json(
+                        msg='%s is healthy but %s answered %s: %s'
+                        % (p['unit'], p['read_url'], read_status, result.pop('content')[:500]),
+                        **result,
+                    )
             module.exit_json(**result)
         if time.time() - start >= p['timeout']:
-            module.fail_json(msg='%s did not answer HTTP 200 within %ds (last status: %s)'
-                             % (p['url'], p['timeout'], status), **report())
+            module.fail_json(
+                msg='%s did not answer HTTP 200 within %ds (last status: %s)' % (p['url'], p['timeout'], status),
+                **report(),
+            )
         time.sleep(max(1, p['interval']))
         props = unit_state(module, systemctl, p['unit'])
 

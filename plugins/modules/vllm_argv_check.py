@@ -179,9 +179,19 @@ def main():
         with os.fdopen(fd, 'w') as handle:
             handle.write(profile if isinstance(profile, str) else json.dumps(profile, indent=2))
     try:
-        result = check(DockerCli(p['docker_bin']), p['image'], p['argv'], p['script'], release=p['release'] or None,
-                       cache_path=p['cache_file'], python=p['python'], docker_options=p['docker_options'],
-                       check_mode=module.check_mode, timeout=p['timeout'], seccomp_path=seccomp_path)
+        result = check(
+            DockerCli(p['docker_bin']),
+            p['image'],
+            p['argv'],
+            p['script'],
+            release=p['release'] or None,
+            cache_path=p['cache_file'],
+            python=p['python'],
+            docker_options=p['docker_options'],
+            check_mode=module.check_mode,
+            timeout=p['timeout'],
+            seccomp_path=seccomp_path,
+        )
     except (ArgvCheckError, IOError, OSError) as exc:
         module.fail_json(msg='The argv check could not be made (the running service was not touched): %s' % exc)
     finally:
@@ -189,7 +199,9 @@ def main():
             os.unlink(seccomp_path)
     result['release'] = result.get('release') or ''
     if result['ok'] is False:
-        module.fail_json(changed=False, msg=result['message'], **dict((k, v) for k, v in result.items() if k != 'message'))
+        module.fail_json(
+            changed=False, msg=result['message'], **dict((k, v) for k, v in result.items() if k != 'message')
+        )
     if result['ok'] is None:
         module.warn(result['message'])
     module.exit_json(changed=False, **result)

@@ -139,12 +139,32 @@ def main():
         planned = []
         if p["fleet"]:
             # A fleet balancer: haproxy.cfg only (the members check keys, routes and limits).
-            files = {"haproxy.cfg": {"content": render_fleet(dict(p["settings"], conf_dir=p["conf_dir"], services=p["services"],
-                                                                  members=p["fleet"].get("members"),
-                                                                  check_interval=p["fleet"].get("check_interval", 2))),
-                                     "mode": "0600", "secret": False}}
-            planned = [{"name": svc["name"], "front_port": svc["front_port"], "engine_port": None, "cap": None,
-                        "clients": [], "metrics_port": 0} for svc in p["services"]]
+            files = {
+                "haproxy.cfg": {
+                    "content": render_fleet(
+                        dict(
+                            p["settings"],
+                            conf_dir=p["conf_dir"],
+                            services=p["services"],
+                            members=p["fleet"].get("members"),
+                            check_interval=p["fleet"].get("check_interval", 2),
+                        )
+                    ),
+                    "mode": "0600",
+                    "secret": False,
+                }
+            }
+            planned = [
+                {
+                    "name": svc["name"],
+                    "front_port": svc["front_port"],
+                    "engine_port": None,
+                    "cap": None,
+                    "clients": [],
+                    "metrics_port": 0,
+                }
+                for svc in p["services"]
+            ]
         else:
             for svc in p["services"]:
                 planned.append(plan_service(dict(svc, engine_key=(p["engine_keys"] or {}).get(svc.get("name"), ""))))
@@ -152,8 +172,14 @@ def main():
     except FrontPlanUnknown as exc:
         # --check on a host the plan stage has not run on yet: the files cannot be rendered, a real run writes them.
         if module.check_mode:
-            module.exit_json(changed=True, reload=False, files=[], services=[], fingerprint="",
-                             msg="would write the front door's files once the plan exists (%s)" % exc)
+            module.exit_json(
+                changed=True,
+                reload=False,
+                files=[],
+                services=[],
+                fingerprint="",
+                msg="would write the front door's files once the plan exists (%s)" % exc,
+            )
         module.fail_json(msg=str(exc))
     except FrontError as exc:
         module.fail_json(msg=str(exc))
@@ -174,14 +200,32 @@ def main():
             write_atomic(os.path.join(directory, name), files[name]["content"], mode=int(files[name]["mode"], 8))
         for name in stale:
             os.unlink(os.path.join(directory, name))
-    summary = [{"name": s["name"], "front_port": s["front_port"], "engine_port": s["engine_port"], "cap": s["cap"],
-                "clients": sorted(c["name"] for c in s["clients"]), "metrics_port": s["metrics_port"]} for s in planned]
+    summary = [
+        {
+            "name": s["name"],
+            "front_port": s["front_port"],
+            "engine_port": s["engine_port"],
+            "cap": s["cap"],
+            "clients": sorted(c["name"] for c in s["clients"]),
+            "metrics_port": s["metrics_port"],
+        }
+        for s in planned
+    ]
     changed = bool(changed_files or stale)
-    result = dict(changed=changed, reload=changed, files=changed_files + stale, services=summary,
-                  fingerprint="" if p["fleet"] else config_fingerprint(files))
+    result = dict(
+        changed=changed,
+        reload=changed,
+        files=changed_files + stale,
+        services=summary,
+        fingerprint="" if p["fleet"] else config_fingerprint(files),
+    )
     if module._diff and changed:
-        result["diff"] = {"before": before_cfg, "after": files["haproxy.cfg"]["content"],
-                          "before_header": "haproxy.cfg", "after_header": "haproxy.cfg"}
+        result["diff"] = {
+            "before": before_cfg,
+            "after": files["haproxy.cfg"]["content"],
+            "before_header": "haproxy.cfg",
+            "after_header": "haproxy.cfg",
+        }
     module.exit_json(**result)
 
 

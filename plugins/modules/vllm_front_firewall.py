@@ -147,11 +147,19 @@ def main():
         wanted = dict((port, p["sources"]) for port in p["ports"])
         wanted.update((port, p["metrics_sources"] or p["sources"]) for port in p["metrics_ports"])
         for port in sorted(set(wanted) | set(records)):
-            settings = dict(expose=port in wanted, address=p["address"], port=port, sources=wanted.get(port, []),
-                            firewalld=p["firewalld"], zone=p["zone"], service="front", host="",
-                            record=records.get(port) or "",
-                            # --network host: Docker publishes nothing for the proxy, no DNAT bypasses firewalld.
-                            daemon_json={"iptables": False})
+            settings = dict(
+                expose=port in wanted,
+                address=p["address"],
+                port=port,
+                sources=wanted.get(port, []),
+                firewalld=p["firewalld"],
+                zone=p["zone"],
+                service="front",
+                host="",
+                record=records.get(port) or "",
+                # --network host: Docker publishes nothing for the proxy, no DNAT bypasses firewalld.
+                daemon_json={"iptables": False},
+            )
             for _round in range(5):
                 result = plan(settings, observed)
                 if not result["reads"]:
@@ -169,14 +177,25 @@ def main():
                     if rc != 0:
                         module.fail_json(msg="%s failed (rc %s): %s" % (" ".join(argv), rc, (err or out).strip()))
             summary += ["port %d: %s" % (port, s) for s in result["summary"]]
-            warnings += [w.replace("vllm_service_metrics_", "vllm_front_") for w in result["warnings"]
-                         if w.replace("vllm_service_metrics_", "vllm_front_") not in warnings]
+            warnings += [
+                w.replace("vllm_service_metrics_", "vllm_front_")
+                for w in result["warnings"]
+                if w.replace("vllm_service_metrics_", "vllm_front_") not in warnings
+            ]
             if result["record"]:
                 new_records[port] = result["record_text"]
     except ExposeError as exc:
         module.fail_json(msg=str(exc).replace("vllm_service_metrics_", "vllm_front_"))
-    new_text = json.dumps({"version": RECORD_VERSION, "ports": dict((str(k), v) for k, v in sorted(new_records.items()))},
-                          indent=1, sort_keys=True) + "\n" if new_records else ""
+    new_text = (
+        json.dumps(
+            {"version": RECORD_VERSION, "ports": dict((str(k), v) for k, v in sorted(new_records.items()))},
+            indent=1,
+            sort_keys=True,
+        )
+        + "\n"
+        if new_records
+        else ""
+    )
     changed = bool(summary) or new_text != old_text
     if not module.check_mode and new_text != old_text:
         if new_text:

@@ -426,8 +426,7 @@ def main():
     params = dict(module.params)
     if params["kv_offloading_gib"] and params["host_ram_bytes"]:
         if params["kv_offloading_gib"] * (1 << 30) > 0.8 * params["host_ram_bytes"]:
-            module.fail_json(msg="kv_offloading_gib %s exceeds 80%% of host RAM"
-                             % params["kv_offloading_gib"])
+            module.fail_json(msg="kv_offloading_gib %s exceeds 80%% of host RAM" % params["kv_offloading_gib"])
     if params["kv_offloading_gib"] and float(params["kv_offloading_gib"]).is_integer():
         params["kv_offloading_gib"] = int(params["kv_offloading_gib"])
     try:
@@ -439,23 +438,28 @@ def main():
     # What NVML gave, resolved: a re-plan (vllm_plan_confirm, the trade-off) needs no NVML facts.
     measured = result["ledger"]["kv_pool_measured"]
     by_gpu = measured and not params["measured_kv_cache_bytes"]  # found in measured_kv_cache_bytes_by_gpu
-    params.update(gpu_total_bytes=result["ledger"]["gpu_total_bytes"],
-                  compute_capability=result["ledger"]["compute_capability"], nvml_gpus=None,
-                  measured_kv_cache_bytes=result["ledger"]["kv_pool_bytes"] if measured else None,
-                  pin_kv_cache_memory=bool(params["pin_kv_cache_memory"]
-                                           or (by_gpu and params["pin_measured_kv_cache"])),
-                  measured_kv_cache_bytes_by_gpu=None, pin_measured_kv_cache=False)
+    params.update(
+        gpu_total_bytes=result["ledger"]["gpu_total_bytes"],
+        compute_capability=result["ledger"]["compute_capability"],
+        nvml_gpus=None,
+        measured_kv_cache_bytes=result["ledger"]["kv_pool_bytes"] if measured else None,
+        pin_kv_cache_memory=bool(params["pin_kv_cache_memory"] or (by_gpu and params["pin_measured_kv_cache"])),
+        measured_kv_cache_bytes_by_gpu=None,
+        pin_measured_kv_cache=False,
+    )
     result["inputs"] = dict((k, v) for k, v in params.items() if v is not None)
-    result["tradeoff"] = tradeoff(plan, params, title="%.0f GiB GPU x %d" % (
-        params["gpu_total_bytes"] / float(GIB), result["gpus"]["tensor_parallel_size"]))
+    result["tradeoff"] = tradeoff(
+        plan,
+        params,
+        title="%.0f GiB GPU x %d" % (params["gpu_total_bytes"] / float(GIB), result["gpus"]["tensor_parallel_size"]),
+    )
     warnings_list = result.pop("warnings")
     for w in warnings_list:
         module.warn(w)
     text = render_ledger(dict(result, warnings=[]))
     if result["tradeoff"]["single_len"]:
         text += "\n" + "\n".join(render_tradeoff_markdown(result["tradeoff"]))
-    module.exit_json(changed=False, ledger_text=text,
-                     warnings_list=warnings_list, **result)
+    module.exit_json(changed=False, ledger_text=text, warnings_list=warnings_list, **result)
 
 
 if __name__ == "__main__":

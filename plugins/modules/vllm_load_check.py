@@ -164,10 +164,34 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 from ansible_collections.airgap.vllm.plugins.module_utils._files import write_atomic
 from ansible_collections.airgap.vllm.plugins.module_utils._loadcheck import (
-    API_PROFILES, KILL_AFTER, PROFILES, TIMED_OUT, LoadCheckError, api_requests, api_result, bench_figures, compact,
-    counter_delta, engine_settings, parse_counters, planned_from_report, profile_argv, profile_line, profile_settings,
-    promise_counts, promises, render, render_promises, serving_facts, settings_problems, summarize,
-    threshold_problems, timed, tool_outcome, vocab_size_of)
+    API_PROFILES,
+    KILL_AFTER,
+    PROFILES,
+    TIMED_OUT,
+    LoadCheckError,
+    api_requests,
+    api_result,
+    bench_figures,
+    compact,
+    counter_delta,
+    engine_settings,
+    parse_counters,
+    planned_from_report,
+    profile_argv,
+    profile_line,
+    profile_settings,
+    promise_counts,
+    promises,
+    render,
+    render_promises,
+    serving_facts,
+    settings_problems,
+    summarize,
+    threshold_problems,
+    timed,
+    tool_outcome,
+    vocab_size_of,
+)
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm_report import render_markdown
 
 RESULT_DIR = "/tmp"
@@ -297,26 +321,38 @@ class Check(object):
 
     def run(self, argv, stdin_text=None):
         p = self.p
-        full = self.exec_argv + (["-i"] if stdin_text is not None else []) + [p["container"]] + timed(argv, p["timeout"])
+        full = (
+            self.exec_argv + (["-i"] if stdin_text is not None else []) + [p["container"]] + timed(argv, p["timeout"])
+        )
         try:
             # The container's `timeout` stops the run; this bound (a little later, the host's own coreutils timeout)
             # only covers a docker CLI that hangs: its rc is then one of TIMED_OUT.
-            return self.module.run_command(timed(full, p["timeout"] + KILL_AFTER + 30), data=stdin_text,
-                                           environ_update=self.env)
+            return self.module.run_command(
+                timed(full, p["timeout"] + KILL_AFTER + 30), data=stdin_text, environ_update=self.env
+            )
         except OSError as e:
             self.fail("cannot run %s: %s" % (p["docker_bin"], e), argv=argv)
 
     def bench(self, name, argv):
         rc, out, err = self.run(argv)
         if rc is None or rc in TIMED_OUT:
-            self.fail("vllm bench serve did not finish within timeout (%ds): it was stopped; raise timeout or "
-                      "lower num_prompts (profile %s)" % (self.p["timeout"], name), stdout=out[-4000:], stderr=err[-4000:],
-                      argv=argv)
+            self.fail(
+                "vllm bench serve did not finish within timeout (%ds): it was stopped; raise timeout or "
+                "lower num_prompts (profile %s)" % (self.p["timeout"], name),
+                stdout=out[-4000:],
+                stderr=err[-4000:],
+                argv=argv,
+            )
         if rc != 0:
-            self.fail("vllm bench serve failed (rc %d) in profile %s" % (rc, name), stdout=out[-4000:], stderr=err[-4000:],
-                      argv=argv)
-        rc, raw, err = self.module.run_command([self.p["docker_bin"], "exec", self.p["container"], "cat",
-                                                "%s/%s" % (RESULT_DIR, RESULT_FILE)])
+            self.fail(
+                "vllm bench serve failed (rc %d) in profile %s" % (rc, name),
+                stdout=out[-4000:],
+                stderr=err[-4000:],
+                argv=argv,
+            )
+        rc, raw, err = self.module.run_command(
+            [self.p["docker_bin"], "exec", self.p["container"], "cat", "%s/%s" % (RESULT_DIR, RESULT_FILE)]
+        )
         try:
             return json.loads(raw)
         except ValueError as e:
@@ -328,17 +364,29 @@ class Check(object):
         job = {"path": path, "bodies": bodies, "concurrency": settings["concurrency"], "port": self.facts["port"]}
         rc, out, err = self.run(["python3", "-c", CLIENT], json.dumps(job))
         if rc is None or rc in TIMED_OUT:
-            self.fail("%s: the requests did not finish within timeout (%ds): they were stopped" % (name, self.p["timeout"]))
+            self.fail(
+                "%s: the requests did not finish within timeout (%ds): they were stopped" % (name, self.p["timeout"])
+            )
         try:
             done = json.loads(out.strip().splitlines()[-1])
             return done["records"], done["duration"], done.get("peak")
         except (ValueError, IndexError, KeyError, TypeError):
-            self.fail("%s: the client in the container answered nothing readable (rc %s)" % (name, rc),
-                      stdout=out[-2000:], stderr=err[-2000:])
+            self.fail(
+                "%s: the client in the container answered nothing readable (rc %s)" % (name, rc),
+                stdout=out[-2000:],
+                stderr=err[-2000:],
+            )
 
     def vocab_size(self):
-        rc, out, _err = self.module.run_command([self.p["docker_bin"], "exec", self.p["container"], "cat",
-                                                 self.facts["model_dir"].rstrip("/") + "/config.json"])
+        rc, out, _err = self.module.run_command(
+            [
+                self.p["docker_bin"],
+                "exec",
+                self.p["container"],
+                "cat",
+                self.facts["model_dir"].rstrip("/") + "/config.json",
+            ]
+        )
         return vocab_size_of(out) if rc == 0 else None
 
 
@@ -367,8 +415,15 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    wrong = settings_problems(p["num_prompts"], p["input_len"], p["output_len"], p["concurrency"], p["timeout"],
-                              p["ttft_p95_max_ms"], p["tpot_p95_max_ms"]) + threshold_problems(p["promise_thresholds"])
+    wrong = settings_problems(
+        p["num_prompts"],
+        p["input_len"],
+        p["output_len"],
+        p["concurrency"],
+        p["timeout"],
+        p["ttft_p95_max_ms"],
+        p["tpot_p95_max_ms"],
+    ) + threshold_problems(p["promise_thresholds"])
     if not p["profiles"]:
         wrong.append("profiles must name at least one profile")
     if wrong:
@@ -387,14 +442,20 @@ def main():
     plan = planned_from_report(report)
     concurrency = p["concurrency"] or facts["max_num_seqs"] or 1
     overrides = dict(p["profile_settings"] or {})
-    overrides["random"] = dict(dict(num_prompts=p["num_prompts"], input_len=p["input_len"],
-                                    output_len=p["output_len"]), **(overrides.get("random") or {}))
+    overrides["random"] = dict(
+        dict(num_prompts=p["num_prompts"], input_len=p["input_len"], output_len=p["output_len"]),
+        **(overrides.get("random") or {}),
+    )
     settings = {}
     try:
         for name in p["profiles"]:
-            settings[name] = profile_settings(name, overrides.get(name), concurrency,
-                                              engine["max_model_len"] or plan.get("max_model_len"),
-                                              plan.get("block_size") or engine["block_size"])
+            settings[name] = profile_settings(
+                name,
+                overrides.get(name),
+                concurrency,
+                engine["max_model_len"] or plan.get("max_model_len"),
+                plan.get("block_size") or engine["block_size"],
+            )
     except LoadCheckError as e:
         module.fail_json(msg="load check settings refused: %s" % e)
     check = Check(module, facts)
@@ -432,15 +493,24 @@ def main():
             if sampler:
                 sampler.stop.set()
                 sampler.join(2)
-        record = {"settings": s, "figures": figures, "wall_s": round(time.time() - started, 1),
-                  "delta": counter_delta(before, scrape(p["metrics_url"])) if before else {},
-                  "peak_running": sampler.peak if sampler else None,
-                  "peak_kv_usage": sampler.peak_kv if sampler else None}
+        record = {
+            "settings": s,
+            "figures": figures,
+            "wall_s": round(time.time() - started, 1),
+            "delta": counter_delta(before, scrape(p["metrics_url"])) if before else {},
+            "peak_running": sampler.peak if sampler else None,
+            "peak_kv_usage": sampler.peak_kv if sampler else None,
+        }
         if raw is not None:
             try:
-                summary = summarize(raw, s["concurrency"], s["num_prompts"],
-                                    p["ttft_p95_max_ms"] if name == "random" else None,
-                                    p["tpot_p95_max_ms"] if name == "random" else None, record["peak_running"])
+                summary = summarize(
+                    raw,
+                    s["concurrency"],
+                    s["num_prompts"],
+                    p["ttft_p95_max_ms"] if name == "random" else None,
+                    p["tpot_p95_max_ms"] if name == "random" else None,
+                    record["peak_running"],
+                )
             except LoadCheckError as e:
                 module.fail_json(msg="the bench result is unreadable: %s (profile %s)" % (e, name))
             problems += ["%s: %s" % (name, x) for x in summary["problems"]]
@@ -456,22 +526,39 @@ def main():
     rows = promises(plan, engine, records, p["promise_thresholds"], (report or {}).get("tradeoff"))
     missed = [r for r in rows if r["status"] == "MISSED"]
     lines = [render(random_summary)] if random_summary else []
-    lines += ["load check profiles (seconds each):"] + [profile_line(n, records[n]) for n in p["profiles"]
-                                                        if n in records]
+    lines += ["load check profiles (seconds each):"] + [
+        profile_line(n, records[n]) for n in p["profiles"] if n in records
+    ]
     lines.append(render_promises(rows))
     text = "\n".join(lines)
-    saved = {"profiles": dict((n, dict((k, v) for k, v in r.items())) for n, r in records.items()),
-             "promises": rows, "airgap_vllm": random_summary}
+    saved = {
+        "profiles": dict((n, dict((k, v) for k, v in r.items())) for n, r in records.items()),
+        "promises": rows,
+        "airgap_vllm": random_summary,
+    }
     if p["result_path"]:
         write_atomic(p["result_path"], json.dumps(saved, indent=2, sort_keys=True, default=str), mode=0o600)
     if report is not None:
         report["promises"] = rows
-        report["loadcheck"] = dict((n, {"settings": r["settings"], "wall_s": r["wall_s"],
-                                        "peak_kv_usage": r["peak_kv_usage"], "peak_running": r["peak_running"]})
-                                   for n, r in records.items() if n != "_all")
+        report["loadcheck"] = dict(
+            (
+                n,
+                {
+                    "settings": r["settings"],
+                    "wall_s": r["wall_s"],
+                    "peak_kv_usage": r["peak_kv_usage"],
+                    "peak_running": r["peak_running"],
+                },
+            )
+            for n, r in records.items()
+            if n != "_all"
+        )
         try:
-            write_atomic(os.path.join(p["report_dir"], "report.json"),
-                         json.dumps(report, indent=2, sort_keys=True) + "\n", mode=0o644)
+            write_atomic(
+                os.path.join(p["report_dir"], "report.json"),
+                json.dumps(report, indent=2, sort_keys=True) + "\n",
+                mode=0o644,
+            )
             write_atomic(os.path.join(p["report_dir"], "report.md"), render_markdown(report), mode=0o644)
         except (IOError, OSError, KeyError) as e:
             module.warn("the promises could not be written into the deployment report: %s" % e)
@@ -479,12 +566,28 @@ def main():
         module.warn(w)
     figures = (random_summary or {}).get("figures") or (records[p["profiles"][0]]["figures"])
     if problems or (p["fail_on_threshold"] and warnings) or (p["fail_on_missed_promise"] and missed):
-        module.fail_json(msg="load check failed: " + "; ".join(
-            problems + (warnings if p["fail_on_threshold"] else [])
-            + (["promise MISSED: " + r["key"] for r in missed] if p["fail_on_missed_promise"] else [])),
-            figures=figures, summary=text, argv=first_argv, promises=rows)
-    module.exit_json(changed=False, figures=figures, warnings_list=warnings, summary=text, argv=first_argv,
-                     profiles=records, promises=rows, promise_counts=promise_counts(rows))
+        module.fail_json(
+            msg="load check failed: "
+            + "; ".join(
+                problems
+                + (warnings if p["fail_on_threshold"] else [])
+                + (["promise MISSED: " + r["key"] for r in missed] if p["fail_on_missed_promise"] else [])
+            ),
+            figures=figures,
+            summary=text,
+            argv=first_argv,
+            promises=rows,
+        )
+    module.exit_json(
+        changed=False,
+        figures=figures,
+        warnings_list=warnings,
+        summary=text,
+        argv=first_argv,
+        profiles=records,
+        promises=rows,
+        promise_counts=promise_counts(rows),
+    )
 
 
 if __name__ == "__main__":

@@ -287,12 +287,20 @@ def _write(path, content, check_mode):
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True,
-                           required_one_of=[("metrics_text", "journal_text")])
+    module = AnsibleModule(
+        argument_spec=argument_spec(), supports_check_mode=True, required_one_of=[("metrics_text", "journal_text")]
+    )
     p = module.params
     try:
-        result = confirm(p["plan"], p["metrics_text"], p["journal_text"], p["is_replan"],
-                         p["tradeoff"], p["replanned"], p["engine_env"])
+        result = confirm(
+            p["plan"],
+            p["metrics_text"],
+            p["journal_text"],
+            p["is_replan"],
+            p["tradeoff"],
+            p["replanned"],
+            p["engine_env"],
+        )
     except PlanError as exc:
         module.fail_json(msg=str(exc))
     changed = False
@@ -307,19 +315,26 @@ def main():
         if carried:
             result["report_markdown"] = render_markdown(result["report"])
         files = [os.path.join(p["report_dir"], n) for n in ("report.json", "report.md", "memory.svg")]
-        contents = [json.dumps(result["report"], indent=2, sort_keys=True) + "\n",
-                    result["report_markdown"], result["report_svg"] + "\n"]
+        contents = [
+            json.dumps(result["report"], indent=2, sort_keys=True) + "\n",
+            result["report_markdown"],
+            result["report_svg"] + "\n",
+        ]
         try:
             if not os.path.isdir(p["report_dir"]) and not module.check_mode:
                 os.makedirs(p["report_dir"], 0o755)
             for path, content in zip(files, contents):
                 changed = _write(path, content, module.check_mode) or changed
         except (IOError, OSError) as exc:
-            module.fail_json(msg="cannot write the report into %s: %s (report_dir must be a "
-                                 "writable directory on the host)" % (p["report_dir"], exc))
+            module.fail_json(
+                msg="cannot write the report into %s: %s (report_dir must be a "
+                "writable directory on the host)" % (p["report_dir"], exc)
+            )
         result["report_files"] = files
-        result["report_sha1"] = dict((os.path.basename(path), hashlib.sha1(content.encode("utf-8")).hexdigest())
-                                     for path, content in zip(files, contents))
+        result["report_sha1"] = dict(
+            (os.path.basename(path), hashlib.sha1(content.encode("utf-8")).hexdigest())
+            for path, content in zip(files, contents)
+        )
     module.exit_json(changed=changed, **result)
 
 

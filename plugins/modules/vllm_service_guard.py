@@ -325,28 +325,61 @@ def main():
     module.no_log_values.update(v for _i, _n, values in api_key_args(words(p["argv"], "argv")[0]) for v in values if v)
     module.no_log_values.update(words(p["api_keys"], "api_keys")[0])
     module.no_log_values.discard("")
-    invocation = {"module_args": dict((k, "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER" if k in NO_LOG and v is not None else v)
-                                      for k, v in p.items())}
+    invocation = {
+        "module_args": dict(
+            (k, "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER" if k in NO_LOG and v is not None else v) for k, v in p.items()
+        )
+    }
     env_names = p["env_names"] if p["env"] is None and p["extra_env"] is None else None
     try:
-        metrics = {"expose": p["metrics_expose"], "address": p["metrics_address"], "port": p["metrics_port"],
-                   "publish_port": p["publish_port"], "container_port": p["container_port"],
-                   "has_api_keys": p["has_api_keys"]}
-        unit_keys = ("docker_bin", "name", "publish_port", "service_dir", "model_dir", "image", "model_version",
-                     "api_keys_container_path", "selinux_relabel", "selinux_enabled")
+        metrics = {
+            "expose": p["metrics_expose"],
+            "address": p["metrics_address"],
+            "port": p["metrics_port"],
+            "publish_port": p["publish_port"],
+            "container_port": p["container_port"],
+            "has_api_keys": p["has_api_keys"],
+        }
+        unit_keys = (
+            "docker_bin",
+            "name",
+            "publish_port",
+            "service_dir",
+            "model_dir",
+            "image",
+            "model_version",
+            "api_keys_container_path",
+            "selinux_relabel",
+            "selinux_enabled",
+        )
         composed = all(p[k] for k in ("name", "image", "model_dir", "service_dir"))
         unit = dict((k, p[k]) for k in unit_keys) if composed else None
-        result = guard(p["argv"], p["docker_options"], env_names, p["publish_host"],
-                       p["expose_to_network"], p["seccomp"], p["seccomp_profile"], p["docker_security_options"],
-                       metrics, allow_options=p["allow_docker_options"], allow_env=p["allow_env_names"],
-                       env=p["env"], extra_env=p["extra_env"], api_keys=p["api_keys"], mount_roots=p["mount_roots"],
-                       unit_values=p["unit_values"], unit=unit)
+        result = guard(
+            p["argv"],
+            p["docker_options"],
+            env_names,
+            p["publish_host"],
+            p["expose_to_network"],
+            p["seccomp"],
+            p["seccomp_profile"],
+            p["docker_security_options"],
+            metrics,
+            allow_options=p["allow_docker_options"],
+            allow_env=p["allow_env_names"],
+            env=p["env"],
+            extra_env=p["extra_env"],
+            api_keys=p["api_keys"],
+            mount_roots=p["mount_roots"],
+            unit_values=p["unit_values"],
+            unit=unit,
+        )
     except GuardError as e:
         module.fail_json(msg=str(e), invocation=invocation)
     for w in result["warnings"]:
         module.warn(w)
-    out = dict((k, result[k]) for k in ("docker_options", "container_port", "served_model_name", "run_argv")
-               if k in result)
+    out = dict(
+        (k, result[k]) for k in ("docker_options", "container_port", "served_model_name", "run_argv") if k in result
+    )
     module.exit_json(changed=False, invocation=invocation, **out)
 
 

@@ -218,8 +218,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             root=dict(type="path"),
-            patches=dict(type="list", elements="str", choices=sorted(CATALOGUE),
-                         default=["madvise_populate_write"]),
+            patches=dict(type="list", elements="str", choices=sorted(CATALOGUE), default=["madvise_populate_write"]),
             kv_offloading=dict(type="bool"),
             kernel_release=dict(type="str"),
         ),
@@ -227,8 +226,7 @@ def main():
     )
     root = module.params["root"]
     specs = [get_patch(name) for name in module.params["patches"]]
-    result = dict(changed=False, files=[], patches=[s.ident for s in specs],
-                  catalogue=[s.as_dict() for s in specs])
+    result = dict(changed=False, files=[], patches=[s.ident for s in specs], catalogue=[s.as_dict() for s in specs])
     if module.params["kv_offloading"] is not None:
         needed, why = madvise_patch_decision(module.params["kv_offloading"], module.params["kernel_release"])
         result.update(madvise_patch_needed=needed, madvise_patch_reason=why)

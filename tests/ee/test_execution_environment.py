@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 """execution-environment.yml (AWX/AAP) validates without a network: `ansible-builder create` writes a
 build context whose requirements install this collection, and only it, from the file it ships."""
+
 import os
 import shutil
 import subprocess
@@ -31,14 +32,33 @@ def context(tmp_path_factory):
     work = tmp_path_factory.mktemp("ee")
     out = work / "build" / "ee"
     out.mkdir(parents=True)
-    subprocess.run(["ansible-galaxy", "collection", "build", "--force", "--output-path", str(out), ROOT],
-                   check=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    subprocess.run(
+        ["ansible-galaxy", "collection", "build", "--force", "--output-path", str(out), ROOT],
+        check=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     shutil.copy(EE, str(work / "execution-environment.yml"))
     ctx = work / "context"
     env = dict(os.environ, http_proxy="http://127.0.0.1:9", https_proxy="http://127.0.0.1:9", no_proxy="")
-    p = subprocess.run([builder(), "create", "-f", "execution-environment.yml", "--context", str(ctx),
-                        "--output-filename", "Containerfile"], cwd=str(work), env=env, check=False,
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+    p = subprocess.run(
+        [
+            builder(),
+            "create",
+            "-f",
+            "execution-environment.yml",
+            "--context",
+            str(ctx),
+            "--output-filename",
+            "Containerfile",
+        ],
+        cwd=str(work),
+        env=env,
+        check=False,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        universal_newlines=True,
+    )
     assert p.returncode == 0, p.stdout
     return ctx
 
@@ -54,7 +74,9 @@ def test_schema_3_ansible_core_217_and_no_other_collection():
     g = galaxy()
     name = "%s-%s-%s.tar.gz" % (g["namespace"], g["name"], g["version"])
     assert os.path.basename(colls[0]["name"]) == name, "execution-environment.yml names %s; galaxy.yml builds %s" % (
-        colls[0]["name"], name)
+        colls[0]["name"],
+        name,
+    )
     assert [os.path.basename(f["src"]) for f in ee["additional_build_files"]] == [name]
     assert not g.get("dependencies"), "the collection must not pull other collections into the EE"
 
@@ -68,8 +90,13 @@ def test_builder_create_writes_a_context_that_installs_the_collection_offline(co
     shipped = context / "_build" / os.path.relpath(coll["name"], "/build")
     assert shipped.is_file(), "the requirement %s is not in the build context" % coll["name"]
     # What the galaxy stage runs, here, without a network: the tarball installs, with no dependency to fetch.
-    p = subprocess.run(["ansible-galaxy", "collection", "install", "--offline", "--force", "-p", str(tmp_path), str(shipped)],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+    p = subprocess.run(
+        ["ansible-galaxy", "collection", "install", "--offline", "--force", "-p", str(tmp_path), str(shipped)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        universal_newlines=True,
+        check=False,
+    )
     assert p.returncode == 0, p.stdout
     installed = tmp_path / "ansible_collections"
     assert sorted(os.listdir(str(installed))) == ["airgap"]

@@ -3,4 +3,5 @@
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "molecule: needs docker, root and the test world images (tests/run-all molecule phase)")
+        "markers", "molecule: needs docker, root and the test world images (tests/run-all molecule phase)"
+    )

@@ -14,6 +14,7 @@ The simulated host here is the container airgap-kylin-firsthour (never tests/sim
 airgap-kylin-sim); it is removed at the end. No full converge: every site.yml run stops in the
 validation play, before a task changes the host.
 """
+
 import os
 import re
 import shutil
@@ -29,20 +30,31 @@ pytestmark = pytest.mark.molecule
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 from worktree import copy_tree  # noqa: E402
+
 NAME = "airgap-kylin-firsthour"
 WRONG = "vllm_plan_concurrency: got 'abc' (a string); wants an integer"
 
 
 def sh(cmd, cwd, env=None, timeout=900):
-    r = subprocess.run(cmd, cwd=cwd, env=env, shell=isinstance(cmd, str), executable="/bin/bash" if isinstance(
-        cmd, str) else None, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=timeout,
-        check=False)
+    r = subprocess.run(
+        cmd,
+        cwd=cwd,
+        env=env,
+        shell=isinstance(cmd, str),
+        executable="/bin/bash" if isinstance(cmd, str) else None,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        universal_newlines=True,
+        timeout=timeout,
+        check=False,
+    )
     return r.returncode, r.stdout
 
 
 def docker(*args):
-    return subprocess.run(("docker",) + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, check=False)
+    return subprocess.run(
+        ("docker",) + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False
+    )
 
 
 def recap(out, host):
@@ -55,7 +67,7 @@ def recap(out, host):
 def fatal_block(out):
     """The failure message of the validation task, up to the recap."""
     start = out.index("fatal: [")
-    return out[start:out.index("PLAY RECAP", start)]
+    return out[start : out.index("PLAY RECAP", start)]
 
 
 @pytest.fixture(scope="module")
@@ -72,11 +84,19 @@ def clone(tmp_path_factory):
 @pytest.fixture(scope="module")
 def env():
     """A new user's environment: nothing of ours exported; the host container named for this test."""
-    e = dict((k, v) for k, v in os.environ.items()
-             if not k.startswith("ANSIBLE_") and k not in ("AIRGAP_TEST_BUNDLE", "PYTHONPATH"))
+    e = dict(
+        (k, v)
+        for k, v in os.environ.items()
+        if not k.startswith("ANSIBLE_") and k not in ("AIRGAP_TEST_BUNDLE", "PYTHONPATH")
+    )
     # Its own address on the site LAN too: a developer's airgap-kylin-sim may hold the default one (10.231.8.10).
-    e.update(AIRGAP_SIM_NAME=NAME, AIRGAP_SIM_ADDRESS="10.231.8.21", ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
-             PY_COLORS="0")
+    e.update(
+        AIRGAP_SIM_NAME=NAME,
+        AIRGAP_SIM_ADDRESS="10.231.8.21",
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_FORCE_COLOR="0",
+        PY_COLORS="0",
+    )
     return e
 
 
@@ -90,8 +110,17 @@ def readme_block(clone, needle):
 
 def test_readme_says_what_setup_does(clone):
     text = open(os.path.join(clone, "README.md")).read()
-    for claim in ("root", "docker.io", "debootstrap", "gcc", "dkms", "leaves a `dockerd`",
-                  "bash tests/simulate-chat", "its own* loopback", "API keys"):
+    for claim in (
+        "root",
+        "docker.io",
+        "debootstrap",
+        "gcc",
+        "dkms",
+        "leaves a `dockerd`",
+        "bash tests/simulate-chat",
+        "its own* loopback",
+        "API keys",
+    ):
         assert claim in text, claim
     assert "listens on the host's 127.0.0.1:8000" not in text
 
@@ -110,7 +139,7 @@ def test_wrong_type_on_a_fresh_host_fails_first_with_changed_0(clone, env):
     assert "simulated host %s: creating it" % NAME in out
     msg = fatal_block(out)
     assert WRONG in msg, msg
-    assert len(msg.splitlines()) <= 6, msg          # one short line per problem, no spec dump
+    assert len(msg.splitlines()) <= 6, msg  # one short line per problem, no spec dump
     assert "argument_specs" not in msg
     # site.yml's own check comes first; only the bundle builder (tests/simulate, before site.yml) validates its role.
     assert not [line for line in out.splitlines() if "Validating arguments" in line and "bundle_build" not in line]
@@ -131,8 +160,14 @@ def bundle_stamps(bundle):
 
 def test_unchanged_bundle_build_is_changed_0_and_check_writes_nothing(clone, env):
     bundle = os.path.join(clone, "build", "simulated-bundle")
-    cmd = ["ansible-playbook", "playbooks/bundle_build.yml", "-e", "@tests/world/bundle-vars.yml",
-           "-e", "bundle_build_dir=" + bundle]
+    cmd = [
+        "ansible-playbook",
+        "playbooks/bundle_build.yml",
+        "-e",
+        "@tests/world/bundle-vars.yml",
+        "-e",
+        "bundle_build_dir=" + bundle,
+    ]
     rc, out = sh(cmd, clone, env)
     assert rc == 0, out[-3000:]
     if recap(out, "localhost")["changed"]:
@@ -159,8 +194,7 @@ def test_site_without_tests_simulate_says_where_the_bundle_path_comes_from(clone
 
 def test_missing_bundle_file_is_named_with_its_manifest(clone, env, tmp_path):
     bundle = str(tmp_path / "bundle")
-    shutil.copytree(os.path.join(clone, "build", "simulated-bundle"), bundle, symlinks=True,
-                    copy_function=os.link)
+    shutil.copytree(os.path.join(clone, "build", "simulated-bundle"), bundle, symlinks=True, copy_function=os.link)
     with open(os.path.join(bundle, "manifest.yml")) as f:
         model = [a["path"] for a in yaml.safe_load(f)["artifacts"] if a["kind"] == "model"][0]
     os.unlink(os.path.join(bundle, model))
@@ -191,11 +225,16 @@ def test_simulate_chat_goes_through_the_host_with_the_key(clone, env):
         "    def do_POST(self):\n"
         "        n = int(self.headers['Content-Length']); q = json.loads(self.rfile.read(n))\n"
         "        self.reply({'choices': [{'message': {'content': 'echo: ' + q['messages'][0]['content']}}]})\n"
-        "http.server.HTTPServer(('127.0.0.1', 8000), H).serve_forever()\n")
+        "http.server.HTTPServer(('127.0.0.1', 8000), H).serve_forever()\n"
+    )
     assert docker("exec", "-d", NAME, "python3", "-c", server).returncode == 0
     for dummy in range(30):
-        if docker("exec", NAME, "python3", "-c",
-                  "import socket; socket.create_connection(('127.0.0.1', 8000), 1)").returncode == 0:
+        if (
+            docker(
+                "exec", NAME, "python3", "-c", "import socket; socket.create_connection(('127.0.0.1', 8000), 1)"
+            ).returncode
+            == 0
+        ):
             break
         time.sleep(0.3)
     rc, out = sh(["bash", "tests/simulate-chat", "hello there"], clone, env, timeout=120)
@@ -229,7 +268,7 @@ def test_fresh_replaces_the_host_and_says_so_and_check_changes_nothing(clone, en
     assert rc != 0
     assert "simulated host %s: replacing it with a fresh one (--fresh)" % NAME in out
     assert docker("exec", NAME, "test", "-e", "/root/first-hour-marker").returncode != 0
-    assert bundle_stamps(bundle) == stamps         # --check passed on to the bundle build
+    assert bundle_stamps(bundle) == stamps  # --check passed on to the bundle build
     assert WRONG in fatal_block(out)
     assert recap(out, "airgap-kylin-sim")["changed"] == 0
 

@@ -17,6 +17,7 @@ It answers and fails the way the real engine does, as far as a balancer and a fr
 Every response carries `X-Fake-Engine: <name>` (the test counts which member answered); every request is appended to
 --log as a JSON line {"method", "path" (raw), "route" (decoded), "key_ok"}.
 """
+
 import argparse
 import json
 import os
@@ -70,21 +71,43 @@ class Engine(BaseHTTPRequestHandler):
         if route.startswith(GUARDED) and not key_ok:
             return self.send(401, {"error": "Unauthorized"})
         if route == "/v1/models" and method == "GET":
-            return self.send(200, {"object": "list", "data": [{"id": "fake", "object": "model", "max_model_len": 2048}]})
+            return self.send(
+                200, {"object": "list", "data": [{"id": "fake", "object": "model", "max_model_len": 2048}]}
+            )
         if route in ("/v1/chat/completions", "/invocations") and method == "POST":
             if self.dead():
-                return self.send(500, {"error": {"message": "EngineDeadError: the engine core died", "type":
-                                                 "InternalServerError", "code": 500}})
+                return self.send(
+                    500,
+                    {
+                        "error": {
+                            "message": "EngineDeadError: the engine core died",
+                            "type": "InternalServerError",
+                            "code": 500,
+                        }
+                    },
+                )
             try:
                 req = json.loads(body or b"{}")
             except ValueError:
                 return self.send(400, {"error": {"message": "invalid JSON", "code": 400}})
             if req.get("stream"):
                 return self.stream(req)
-            return self.send(200, {"id": "chatcmpl-%s" % ARGS.name, "object": "chat.completion", "model": "fake",
-                                   "choices": [{"index": 0, "finish_reason": "stop",
-                                                "message": {"role": "assistant", "content": "hello from %s" % ARGS.name}}],
-                                   "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}})
+            return self.send(
+                200,
+                {
+                    "id": "chatcmpl-%s" % ARGS.name,
+                    "object": "chat.completion",
+                    "model": "fake",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": "hello from %s" % ARGS.name},
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+                },
+            )
         if route in UNGUARDED:
             # The real engine answers these without any key.
             if route == "/metrics":
@@ -110,8 +133,18 @@ class Engine(BaseHTTPRequestHandler):
         event(dict(base, choices=[{"index": 0, "delta": {"role": "assistant", "content": ""}}]))
         for i in range(n):
             time.sleep(delay)
-            event(dict(base, choices=[{"index": 0, "delta": {"content": "t%d " % i},
-                                       "finish_reason": "length" if i == n - 1 else None}]))
+            event(
+                dict(
+                    base,
+                    choices=[
+                        {
+                            "index": 0,
+                            "delta": {"content": "t%d " % i},
+                            "finish_reason": "length" if i == n - 1 else None,
+                        }
+                    ],
+                )
+            )
         event(dict(base, choices=[], usage={"prompt_tokens": 5, "completion_tokens": n, "total_tokens": n + 5}))
         event("[DONE]")
         self.wfile.write(b"0\r\n\r\n")

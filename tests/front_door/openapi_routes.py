@@ -7,6 +7,7 @@ vLLM's API server builds its FastAPI app from the CLI args and the model's suppo
 here loads a model or starts an engine. Groups: one per supported task vLLM knows (a chat model serves
 "generate"), plus the switches that add routes: VLLM_SERVER_DEV_MODE=1 and --enable-fault-tolerance.
 """
+
 import json
 import os
 import typing
@@ -32,6 +33,7 @@ def main():
 
     class PoolingModel:
         """What build_app reads of a pooling model's ModelConfig (the task it pools for, its label count)."""
+
         hf_config = type("HfConfig", (), {"num_labels": 1})()
         io_processor_plugin = None
 
@@ -53,17 +55,27 @@ def main():
                 os.environ["VLLM_SERVER_DEV_MODE"] = old
 
     out, errors = {}, {}
-    groups = [(t, [], (t,), False) for t in typing.get_args(vtasks.SupportedTask)
-              for t in ([t] if isinstance(t, str) else typing.get_args(t))]
-    groups += [("dev_mode", [], ("generate",), True), ("fault_tolerance", ["--enable-fault-tolerance"], ("generate",), False)]
+    groups = [
+        (t, [], (t,), False)
+        for t in typing.get_args(vtasks.SupportedTask)
+        for t in ([t] if isinstance(t, str) else typing.get_args(t))
+    ]
+    groups += [
+        ("dev_mode", [], ("generate",), True),
+        ("fault_tolerance", ["--enable-fault-tolerance"], ("generate",), False),
+    ]
     for name, argv, task_set, dev in groups:
         try:
             out[name] = build(argv, task_set, dev)
         except Exception as e:  # a group vLLM cannot build without a model config is reported, not fatal
             errors[name] = "%s: %s" % (type(e).__name__, str(e)[:300])
     with os.fdopen(out_fd, "w") as fh:
-        json.dump({"version": getattr(vllm, "__version__", "?"), "groups": out, "errors": errors}, fh,
-                  indent=1, sort_keys=True)
+        json.dump(
+            {"version": getattr(vllm, "__version__", "?"), "groups": out, "errors": errors},
+            fh,
+            indent=1,
+            sort_keys=True,
+        )
         fh.write("\n")
 
 

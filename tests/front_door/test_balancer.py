@@ -15,6 +15,7 @@ member named by its inventory name, one for the balancer). Images: AIRGAP_TEST_H
 the bundle's proxy image of the test world: bash tests/world/build.sh front) and AIRGAP_TEST_PYTHON_IMAGE (default
 airgap-test/base:bookworm) for the engines. Skipped only when docker is absent.
 """
+
 import http.client
 import json
 import os
@@ -55,15 +56,32 @@ ENGINE_MARKS = ('"choices"', '"tokens"', "vllm:", '"openapi"', '"version"')
 
 # Refused at every member's door, so at the balancer too: routes of the engine (unguarded ones answer there without a
 # key) and path spellings that the engine would decode or normalise into them.
-REFUSED = [("POST", "/invocations"), ("POST", "/tokenize"), ("GET", "/metrics"), ("GET", "/version"),
-           ("GET", "/ping"), ("GET", "/openapi.json"), ("POST", "/v1/../invocations"), ("POST", "/v1/%2e%2e/invocations"),
-           ("POST", "//invocations"), ("POST", "/%69nvocations"), ("POST", "/V1/chat/completions"),
-           ("POST", "/v1/chat/completions/batch"), ("GET", "/nope")]
+REFUSED = [
+    ("POST", "/invocations"),
+    ("POST", "/tokenize"),
+    ("GET", "/metrics"),
+    ("GET", "/version"),
+    ("GET", "/ping"),
+    ("GET", "/openapi.json"),
+    ("POST", "/v1/../invocations"),
+    ("POST", "/v1/%2e%2e/invocations"),
+    ("POST", "//invocations"),
+    ("POST", "/%69nvocations"),
+    ("POST", "/V1/chat/completions"),
+    ("POST", "/v1/chat/completions/batch"),
+    ("GET", "/nope"),
+]
 
 
 def docker(*args, check=True, timeout=60):
-    r = subprocess.run(["docker"] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       universal_newlines=True, timeout=timeout, check=False)
+    r = subprocess.run(
+        ["docker"] + list(args),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        universal_newlines=True,
+        timeout=timeout,
+        check=False,
+    )
     if check and r.returncode != 0:
         raise AssertionError("docker %s: rc %d: %s" % (" ".join(args[:4]), r.returncode, r.stderr.strip()[-500:]))
     return r
@@ -98,7 +116,7 @@ class World:
         conn = _TLS(self.lb_ip, PORT, self.ctx, "fleet.test", timeout)
         try:
             conn.putrequest(method, path, skip_accept_encoding=True)
-            for value in (auth if auth is not None else (["Bearer %s" % key] if key else [])):
+            for value in auth if auth is not None else (["Bearer %s" % key] if key else []):
                 conn.putheader("Authorization", value)
             data = json.dumps(body).encode() if body is not None else b""
             if body is not None or method == "POST":
@@ -106,7 +124,11 @@ class World:
                 conn.putheader("Content-Length", str(len(data)))
             conn.endheaders(data or None)
             resp = conn.getresponse()
-            return resp.status, dict((k.lower(), v) for k, v in resp.getheaders()), resp.read().decode("utf-8", "replace")
+            return (
+                resp.status,
+                dict((k.lower(), v) for k, v in resp.getheaders()),
+                resp.read().decode("utf-8", "replace"),
+            )
         finally:
             conn.close()
 
@@ -122,8 +144,12 @@ class World:
         """A streaming chat held open: (connection, response); read it with read_stream()."""
         conn = _TLS(self.lb_ip, PORT, self.ctx, "fleet.test", 30)
         body = json.dumps(dict(CHAT, stream=True, max_tokens=tokens, min_tokens=tokens, token_delay=delay)).encode()
-        conn.request("POST", "/v1/chat/completions", body=body,
-                     headers={"Authorization": "Bearer %s" % key, "Content-Type": "application/json"})
+        conn.request(
+            "POST",
+            "/v1/chat/completions",
+            body=body,
+            headers={"Authorization": "Bearer %s" % key, "Content-Type": "application/json"},
+        )
         return conn, conn.getresponse()
 
     @staticmethod
@@ -172,19 +198,30 @@ def _write(directory, files):
 
 def member_files(front, tls_dir, name, draining=False):
     """The single-host front door of one member, as the role renders it (plus its certificate)."""
-    svc = front.plan_service(dict(name="vllm", port=8000, front_port=PORT, argv=["--max-num-seqs", "4"],
-                                  engine_key=ENGINE_KEY,
-                                  clients=[dict(name="alice", key=ALICE),
-                                           dict(name="limited", key=LIMITED, max_concurrent=1)]))
-    files = dict((n, f["content"]) for n, f in front.render(dict(addresses=["0.0.0.0"], tls=True, services=[svc],
-                                                                 draining=draining)).items())
+    svc = front.plan_service(
+        dict(
+            name="vllm",
+            port=8000,
+            front_port=PORT,
+            argv=["--max-num-seqs", "4"],
+            engine_key=ENGINE_KEY,
+            clients=[dict(name="alice", key=ALICE), dict(name="limited", key=LIMITED, max_concurrent=1)],
+        )
+    )
+    files = dict(
+        (n, f["content"])
+        for n, f in front.render(dict(addresses=["0.0.0.0"], tls=True, services=[svc], draining=draining)).items()
+    )
     files.update(_pem(tls_dir, name))
     return files
 
 
 def _pem(tls_dir, name):
-    with open(os.path.join(tls_dir, "%s.crt" % name)) as c, open(os.path.join(tls_dir, "%s.key" % name)) as k, \
-            open(os.path.join(tls_dir, "ca.crt")) as ca:
+    with (
+        open(os.path.join(tls_dir, "%s.crt" % name)) as c,
+        open(os.path.join(tls_dir, "%s.key" % name)) as k,
+        open(os.path.join(tls_dir, "ca.crt")) as ca,
+    ):
         return {"server.pem": c.read(), "server.pem.key": k.read(), "ca.crt": ca.read()}
 
 
@@ -196,8 +233,10 @@ def world(tmp_path_factory):
         pytest.skip("docker is installed but no daemon answers (docker info)")
     for image in (HAPROXY_IMAGE, PYTHON_IMAGE):
         if docker("image", "inspect", image, check=False).returncode != 0:
-            pytest.fail("image %s is missing: bash tests/world/build.sh front (the test world's HAProxy and base images)"
-                        % image)
+            pytest.fail(
+                "image %s is missing: bash tests/world/build.sh front (the test world's HAProxy and base images)"
+                % image
+            )
     from ansible_collections.airgap.vllm.plugins.action import vllm_front_pki as pki
     from ansible_collections.airgap.vllm.plugins.module_utils import _front as front
 
@@ -213,26 +252,79 @@ def world(tmp_path_factory):
     try:
         docker("network", "create", "--internal", w.net)
         for m in MEMBERS:
-            docker("run", "-d", "--name", w.names["engine-" + m], "--network", w.net,
-                   "-v", "%s:/opt/fake_engine.py:ro" % os.path.join(HERE, "fake_engine.py"),
-                   "--entrypoint", "python3", PYTHON_IMAGE, "/opt/fake_engine.py", "--name", m, "--key", ENGINE_KEY)
+            docker(
+                "run",
+                "-d",
+                "--name",
+                w.names["engine-" + m],
+                "--network",
+                w.net,
+                "-v",
+                "%s:/opt/fake_engine.py:ro" % os.path.join(HERE, "fake_engine.py"),
+                "--entrypoint",
+                "python3",
+                PYTHON_IMAGE,
+                "/opt/fake_engine.py",
+                "--name",
+                m,
+                "--key",
+                ENGINE_KEY,
+            )
             _write(os.path.join(tmp, "member-" + m), member_files(front, tls_dir, "member-" + m))
             # The member's front door in the engine's network namespace: it reaches 127.0.0.1:8000 as on a host.
-            docker("run", "-d", "--name", w.names["front-" + m], "--network", "container:" + w.names["engine-" + m],
-                   "--user", "0:0", "-v", "%s:%s:ro" % (os.path.join(tmp, "member-" + m), conf),
-                   "--entrypoint", "haproxy", HAPROXY_IMAGE, "-W", "-db", "-f", conf + "/haproxy.cfg")
-        fleet_cfg = front.render_fleet(dict(
-            addresses=["0.0.0.0"], tls=True, services=[dict(name="vllm", front_port=PORT)],
-            members=[dict(name="member-" + m, address=w.names["engine-" + m]) for m in MEMBERS],
-            check_interval=CHECK_INTERVAL))
+            docker(
+                "run",
+                "-d",
+                "--name",
+                w.names["front-" + m],
+                "--network",
+                "container:" + w.names["engine-" + m],
+                "--user",
+                "0:0",
+                "-v",
+                "%s:%s:ro" % (os.path.join(tmp, "member-" + m), conf),
+                "--entrypoint",
+                "haproxy",
+                HAPROXY_IMAGE,
+                "-W",
+                "-db",
+                "-f",
+                conf + "/haproxy.cfg",
+            )
+        fleet_cfg = front.render_fleet(
+            dict(
+                addresses=["0.0.0.0"],
+                tls=True,
+                services=[dict(name="vllm", front_port=PORT)],
+                members=[dict(name="member-" + m, address=w.names["engine-" + m]) for m in MEMBERS],
+                check_interval=CHECK_INTERVAL,
+            )
+        )
         lb_files = dict(_pem(tls_dir, "fleet"), **{"haproxy.cfg": fleet_cfg})
         _write(os.path.join(tmp, "balancer"), lb_files)
         w.fleet_cfg = fleet_cfg
-        docker("run", "-d", "--name", w.names["lb"], "--network", w.net, "--user", "0:0",
-               "-v", "%s:%s:ro" % (os.path.join(tmp, "balancer"), conf),
-               "--entrypoint", "haproxy", HAPROXY_IMAGE, "-W", "-db", "-f", conf + "/haproxy.cfg")
-        w.lb_ip = docker("inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
-                         w.names["lb"]).stdout.strip()
+        docker(
+            "run",
+            "-d",
+            "--name",
+            w.names["lb"],
+            "--network",
+            w.net,
+            "--user",
+            "0:0",
+            "-v",
+            "%s:%s:ro" % (os.path.join(tmp, "balancer"), conf),
+            "--entrypoint",
+            "haproxy",
+            HAPROXY_IMAGE,
+            "-W",
+            "-db",
+            "-f",
+            conf + "/haproxy.cfg",
+        )
+        w.lb_ip = docker(
+            "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", w.names["lb"]
+        ).stdout.strip()
         # Up: both members answer /health through the balancer (each member's door and engine are running).
         deadline = time.monotonic() + 20
         seen = set()
@@ -255,6 +347,7 @@ def world(tmp_path_factory):
 
 # ------------------------------------------------------------------------------------------------------------ tests
 
+
 def test_requests_are_spread_over_both_members(world):
     got = world.chats(20)
     assert [s for s, _e in got] == [200] * 20
@@ -264,10 +357,13 @@ def test_requests_are_spread_over_both_members(world):
 
 
 def test_keys_are_checked_as_at_the_single_host_door(world):
-    for label, auth in (("no key", []), ("unknown key", ["Bearer sk-nobody-0123456789abcdef"]),
-                        ("the engine's own key", ["Bearer %s" % ENGINE_KEY]),
-                        ("two Authorization headers", ["Bearer %s" % ALICE, "Bearer %s" % ALICE]),
-                        ("not Bearer", ["Basic %s" % ALICE])):
+    for label, auth in (
+        ("no key", []),
+        ("unknown key", ["Bearer sk-nobody-0123456789abcdef"]),
+        ("the engine's own key", ["Bearer %s" % ENGINE_KEY]),
+        ("two Authorization headers", ["Bearer %s" % ALICE, "Bearer %s" % ALICE]),
+        ("not Bearer", ["Basic %s" % ALICE]),
+    ):
         for _i in range(4):  # both members answer the same
             status, headers, body = world.request("POST", "/v1/chat/completions", body=CHAT, auth=auth)
             assert status == 401, (label, status, body)
@@ -284,9 +380,14 @@ def test_keys_are_checked_as_at_the_single_host_door(world):
 
 def test_refused_routes_stay_refused_at_the_balancer(world):
     # The imitation is a real threat: inside a member, the engine runs a chat on /invocations without a key.
-    r = docker("exec", world.names["engine-a"], "python3", "-c",
-               "import urllib.request as u; r = u.urlopen(u.Request('http://127.0.0.1:8000/invocations', "
-               "data=b'{}', headers={'Content-Type': 'application/json'})); print(r.status, r.read().decode())")
+    r = docker(
+        "exec",
+        world.names["engine-a"],
+        "python3",
+        "-c",
+        "import urllib.request as u; r = u.urlopen(u.Request('http://127.0.0.1:8000/invocations', "
+        "data=b'{}', headers={'Content-Type': 'application/json'})); print(r.status, r.read().decode())",
+    )
     assert r.stdout.startswith("200") and '"choices"' in r.stdout, r.stdout + r.stderr
     before = dict((m, len(world.engine_log(m))) for m in MEMBERS)
     for method, path in REFUSED:
@@ -297,7 +398,7 @@ def test_refused_routes_stay_refused_at_the_balancer(world):
                 assert not any(mark in body for mark in ENGINE_MARKS), (method, path, body)
                 assert "x-fake-engine" not in headers, (method, path, headers)
     # Nothing of it reached an engine (the balancer's health checks, /health through each door, keep arriving).
-    reached = [r for m in MEMBERS for r in world.engine_log(m)[before[m]:] if r["route"] != "/health"]
+    reached = [r for m in MEMBERS for r in world.engine_log(m)[before[m] :] if r["route"] != "/health"]
     assert not reached, reached
 
 
@@ -315,9 +416,11 @@ def test_a_member_whose_health_fails_is_taken_out_and_traffic_continues(world):
         assert took < 1 and time.monotonic() - t0 <= (2 + 1) * CHECK_INTERVAL + 3, time.monotonic() - t0
         assert all(s == 200 and e == "b" or s == 500 and e == "a" for s, e in during), during
         assert "Layer7 wrong status" in world.lb_log() and "code: 503" in world.lb_log()
-        print("\nengine-a dead: out of rotation after %.1f s (check inter %d s, fall 2); %d requests meanwhile, %d of "
-              "them answered by the dead engine (500)" % (time.monotonic() - t0, CHECK_INTERVAL, len(during),
-                                                          sum(1 for s, _e in during if s == 500)))
+        print(
+            "\nengine-a dead: out of rotation after %.1f s (check inter %d s, fall 2); %d requests meanwhile, %d of "
+            "them answered by the dead engine (500)"
+            % (time.monotonic() - t0, CHECK_INTERVAL, len(during), sum(1 for s, _e in during if s == 500))
+        )
         # Out of rotation: every request goes to member-b, none fails.
         after = world.chats(20)
         assert after == [(200, "b")] * 20, after

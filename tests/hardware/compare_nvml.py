@@ -6,6 +6,7 @@ then compares every field of _nvml.collect() with nvidia-smi --query-gpu / --que
 Writes OUTDIR/compare.json and OUTDIR/compare.txt; exit status 0 only when every field matches.
 Needs only python3 and the NVIDIA driver (no Ansible, no pip packages).
 """
+
 import json
 import os
 import re
@@ -19,12 +20,26 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # installed: a temporary collection tree linking to this work tree.
 _TREE = tempfile.mkdtemp(prefix='airgap-vllm-')
 os.makedirs(os.path.join(_TREE, 'ansible_collections', 'airgap'))
-os.symlink(os.path.abspath(os.path.join(HERE, '..', '..')), os.path.join(_TREE, 'ansible_collections', 'airgap', 'vllm'))
+os.symlink(
+    os.path.abspath(os.path.join(HERE, '..', '..')), os.path.join(_TREE, 'ansible_collections', 'airgap', 'vllm')
+)
 sys.path.insert(0, _TREE)
 from ansible_collections.airgap.vllm.plugins.module_utils import _nvml  # noqa: E402 pylint: disable=wrong-import-position
 
-GPU_FIELDS = ['index', 'uuid', 'name', 'pci.bus_id', 'pci.device_id', 'memory.total', 'memory.used',
-              'memory.free', 'memory.reserved', 'driver_version', 'compute_cap', 'persistence_mode']
+GPU_FIELDS = [
+    'index',
+    'uuid',
+    'name',
+    'pci.bus_id',
+    'pci.device_id',
+    'memory.total',
+    'memory.used',
+    'memory.free',
+    'memory.reserved',
+    'driver_version',
+    'compute_cap',
+    'persistence_mode',
+]
 APP_FIELDS = ['gpu_uuid', 'pid', 'process_name', 'used_gpu_memory']
 
 CUDA_HOLDER = r'''
@@ -43,8 +58,13 @@ time.sleep(120)
 
 
 def smi(*args):
-    p = subprocess.run(['nvidia-smi'] + list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       universal_newlines=True, check=False)
+    p = subprocess.run(
+        ['nvidia-smi'] + list(args),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        universal_newlines=True,
+        check=False,
+    )
     return p.returncode, p.stdout
 
 
@@ -63,8 +83,7 @@ def mib(b):
 def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else '.'
     os.makedirs(outdir, exist_ok=True)
-    holder = subprocess.Popen([sys.executable, '-c', CUDA_HOLDER], stdout=subprocess.PIPE,
-                              universal_newlines=True)
+    holder = subprocess.Popen([sys.executable, '-c', CUDA_HOLDER], stdout=subprocess.PIPE, universal_newlines=True)
     ready = holder.stdout.readline().strip()
     time.sleep(2)
     try:
@@ -115,13 +134,23 @@ def main():
     absent = _nvml.collect(library='/nonexistent/libnvidia-ml.so.1')
     cmp('missing library -> nvml_state', absent['nvml_state'], 'absent')
     ok = all(r['equal'] for r in rows)
-    report = {'ok': ok, 'cuda_holder': ready, 'collect_seconds': round(elapsed, 3),
-              'python': sys.version.split()[0], 'nvml_info': mine, 'nvidia_smi_gpus': gpus,
-              'nvidia_smi_apps': apps, 'nvidia_smi_table': table, 'comparison': rows}
+    report = {
+        'ok': ok,
+        'cuda_holder': ready,
+        'collect_seconds': round(elapsed, 3),
+        'python': sys.version.split()[0],
+        'nvml_info': mine,
+        'nvidia_smi_gpus': gpus,
+        'nvidia_smi_apps': apps,
+        'nvidia_smi_table': table,
+        'comparison': rows,
+    }
     with open(os.path.join(outdir, 'compare.json'), 'w') as f:
         json.dump(report, f, indent=2, sort_keys=True)
-    lines = ['%-5s %-42s %-45s %s' % ('same' if r['equal'] else 'DIFF', r['field'], r['nvml_info'],
-                                      r['nvidia_smi']) for r in rows]
+    lines = [
+        '%-5s %-42s %-45s %s' % ('same' if r['equal'] else 'DIFF', r['field'], r['nvml_info'], r['nvidia_smi'])
+        for r in rows
+    ]
     lines.append('ALL EQUAL' if ok else 'DIFFERENCES FOUND')
     with open(os.path.join(outdir, 'compare.txt'), 'w') as f:
         f.write('\n'.join(lines) + '\n')

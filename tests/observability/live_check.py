@@ -17,6 +17,7 @@ $host = HOST; the host variable's label_values query) and fails naming each one 
   vllm:spec_decode_* families on an engine started without --speculative-config (--engine-args: its argv).
 Anything else without a series fails, with the missing input series named (recorded series followed to their inputs).
 Standard library only (the controller's python3)."""
+
 import argparse
 import json
 import os
@@ -80,9 +81,19 @@ def cmd_start(args):
     port = _free_port()
     url = 'http://127.0.0.1:%d' % port
     log = open(args.log or os.path.join(os.path.dirname(os.path.abspath(args.state)), 'prometheus.log'), 'a')
-    proc = subprocess.Popen([binary, '--config.file=' + args.config, '--storage.tsdb.path=' + args.data,
-                             '--storage.tsdb.retention.time=2h', '--web.listen-address=127.0.0.1:%d' % port],
-                            stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            binary,
+            '--config.file=' + args.config,
+            '--storage.tsdb.path=' + args.data,
+            '--storage.tsdb.retention.time=2h',
+            '--web.listen-address=127.0.0.1:%d' % port,
+        ],
+        stdout=log,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     with open(args.state, 'w') as f:
         json.dump({'pid': proc.pid, 'url': url, 'log': log.name}, f)
     deadline = time.time() + args.timeout
@@ -167,6 +178,7 @@ def cmd_ready(args):
 # ---------------------------------------------------------------------------------------------- every expression
 def _load_rules(paths):
     import yaml  # the controller runs Ansible: PyYAML is there
+
     rules = []
     for path in paths:
         with open(path) as f:
@@ -241,7 +253,11 @@ class Judge:
         if signals:
             counts = [len(query(self.url, s)) for s in signals]
             if all(counts):
-                return 'quiet', sum(counts), 'reads %s' % '; '.join('%s (%d series)' % sc for sc in zip(signals, counts))
+                return (
+                    'quiet',
+                    sum(counts),
+                    'reads %s' % '; '.join('%s (%d series)' % sc for sc in zip(signals, counts)),
+                )
         missing = set()
         for e in [expr] + list(signals or []):
             missing |= self.missing_inputs(e)
@@ -257,8 +273,10 @@ class Judge:
 def _signals(expr, name=None):
     sys.path.insert(0, HERE)
     import build_assets
+
     build_assets._collection_path()
     from ansible_collections.airgap.vllm.plugins.module_utils import _observe
+
     return _observe.signals(expr, name)
 
 
@@ -302,19 +320,32 @@ def cmd_check(args):
         verdict, n, detail = results[item]
         emit(kind=kind, name=name, expr=expr, verdict=verdict, series=n, detail=detail)
         if verdict in ('EMPTY', 'ERROR'):
-            failures.append('%s %s: %s (%s): %s' % (kind, name, 'no series' if verdict == 'EMPTY' else 'error', detail,
-                                                    expr))
+            failures.append(
+                '%s %s: %s (%s): %s' % (kind, name, 'no series' if verdict == 'EMPTY' else 'error', detail, expr)
+            )
     for name, metric, label in variables:
-        values = sorted(set(s['metric'].get(label, '') for s in query(args.url, 'count by (%s) (%s)' % (label, metric))))
+        values = sorted(
+            set(s['metric'].get(label, '') for s in query(args.url, 'count by (%s) (%s)' % (label, metric)))
+        )
         ok = args.host in values
-        emit(kind='variable', name=name, expr='label_values(%s, %s)' % (metric, label), verdict='ok' if ok else 'EMPTY',
-             series=len(values), detail='values %s' % values)
+        emit(
+            kind='variable',
+            name=name,
+            expr='label_values(%s, %s)' % (metric, label),
+            verdict='ok' if ok else 'EMPTY',
+            series=len(values),
+            detail='values %s' % values,
+        )
         if not ok:
             failures.append('dashboard variable %s: %s not among %s' % (name, args.host, values))
     counts = {}
     for item in items:
         counts[results[item][0]] = counts.get(results[item][0], 0) + 1
-    notes = ['%s %s: %s (%s)' % (i[0], i[1], results[i][0], results[i][2]) for i in items if results[i][0] in ('quiet', 'n/a')]
+    notes = [
+        '%s %s: %s (%s)' % (i[0], i[1], results[i][0], results[i][2])
+        for i in items
+        if results[i][0] in ('quiet', 'n/a')
+    ]
     emit(summary=True, expressions=len(items), verdicts=counts, notes=notes, failures=failures)
     return 1 if failures else 0
 
@@ -331,12 +362,20 @@ def cmd_alert(args):
         except (OSError, RuntimeError) as e:
             alerts = []
             seen = str(e)
-        mine = [a for a in alerts if a['labels'].get('alertname') == args.name
-                and all(a['labels'].get(k) == v for k, v in want.items())]
+        mine = [
+            a
+            for a in alerts
+            if a['labels'].get('alertname') == args.name and all(a['labels'].get(k) == v for k, v in want.items())
+        ]
         firing = [a for a in mine if a['state'] == 'firing']
         if (args.state == 'firing' and firing) or (args.state == 'gone' and not mine):
-            emit(alert=args.name, state=args.state, after_s=round(time.time() - t0, 1),
-                 labels=(firing[0]['labels'] if firing else want), activeAt=(firing[0].get('activeAt') if firing else None))
+            emit(
+                alert=args.name,
+                state=args.state,
+                after_s=round(time.time() - t0, 1),
+                labels=(firing[0]['labels'] if firing else want),
+                activeAt=(firing[0].get('activeAt') if firing else None),
+            )
             return 0
         seen = [(a['labels'], a['state']) for a in mine] or seen
         time.sleep(1)
@@ -374,7 +413,9 @@ def main(argv=None):
     args = p.parse_args(argv)
     if not args.cmd:
         p.error('a command: start, stop, ready, check, alert')
-    return {'start': cmd_start, 'stop': cmd_stop, 'ready': cmd_ready, 'check': cmd_check, 'alert': cmd_alert}[args.cmd](args)
+    return {'start': cmd_start, 'stop': cmd_stop, 'ready': cmd_ready, 'check': cmd_check, 'alert': cmd_alert}[args.cmd](
+        args
+    )
 
 
 if __name__ == '__main__':

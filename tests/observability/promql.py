@@ -1,8 +1,22 @@
 """Series names a PromQL expression reads (the rule tests and the live check, live_check.py)."""
+
 import re
 
-KEYWORDS = {'and', 'or', 'unless', 'by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'offset', 'bool',
-            'inf', 'nan'}
+KEYWORDS = {
+    'and',
+    'or',
+    'unless',
+    'by',
+    'without',
+    'on',
+    'ignoring',
+    'group_left',
+    'group_right',
+    'offset',
+    'bool',
+    'inf',
+    'nan',
+}
 
 
 def metric_names(expr):

@@ -1,5 +1,6 @@
 """The GPU exporter as the vllm_observe role lays it out on a host (vars/main.yml's lists, files/airgap-gpu-exporter):
 it runs from its own copy of the collection's code, with no collection installed, and writes the textfile."""
+
 import json
 import os
 import shutil
@@ -38,9 +39,22 @@ def test_exporter_runs_from_the_installed_layout(tmp_path):
     textfiles = tmp_path / 'textfile'
     textfiles.mkdir()
     env = {'PATH': os.environ.get('PATH', ''), 'PYTHONNOUSERSITE': '1'}  # no PYTHONPATH: nothing but the copy
-    proc = subprocess.run([sys.executable, '-S', str(install / 'bin' / 'airgap-gpu-exporter'), str(textfiles),
-                           '--library', str(tmp_path / 'no-libnvidia-ml.so.1'), '--no-xid'], env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            '-S',
+            str(install / 'bin' / 'airgap-gpu-exporter'),
+            str(textfiles),
+            '--library',
+            str(tmp_path / 'no-libnvidia-ml.so.1'),
+            '--no-xid',
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        universal_newlines=True,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert 'NVML: absent' in proc.stderr
     text = (textfiles / 'airgap_gpu.prom').read_text()
@@ -49,26 +63,61 @@ def test_exporter_runs_from_the_installed_layout(tmp_path):
 
 
 def _docker_ok():
-    return shutil.which('docker') and subprocess.run(['docker', 'info'], stdout=subprocess.DEVNULL,
-                                                     stderr=subprocess.DEVNULL, check=False).returncode == 0
+    return (
+        shutil.which('docker')
+        and subprocess.run(
+            ['docker', 'info'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False
+        ).returncode
+        == 0
+    )
 
 
 @pytest.mark.skipif(not _docker_ok(), reason='docker is not available')
 def test_exporter_on_the_simulated_kylin_host(tmp_path):
     """The test world's Kylin image with its stand-in NVIDIA driver (libnvidia-ml answering from
     /etc/fake-nvidia/state.json): the exporter, as installed, writes that GPU's figures."""
-    if subprocess.run(['docker', 'image', 'inspect', KYLIN_IMAGE], stdout=subprocess.DEVNULL,
-                      stderr=subprocess.DEVNULL, check=False).returncode != 0:
+    if (
+        subprocess.run(
+            ['docker', 'image', 'inspect', KYLIN_IMAGE],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=False,
+        ).returncode
+        != 0
+    ):
         pytest.fail('image %s missing: run bash tests/world/build.sh' % KYLIN_IMAGE)
     install = install_layout(tmp_path)
     out = tmp_path / 'out'
     out.mkdir()
     os.chmod(str(out), 0o777)
     name = 'observe-test-%s' % uuid.uuid4().hex[:10]
-    script = ('python3 /opt/observe/bin/airgap-gpu-exporter /out --no-xid && cat /etc/fake-nvidia/state.json >/out/state.json')
-    proc = subprocess.run(['docker', 'run', '--rm', '--network', 'none', '--name', name,
-                           '-v', '%s:/opt/observe:ro' % install, '-v', '%s:/out' % out, KYLIN_IMAGE, 'bash', '-c', script],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=120, check=False)
+    script = (
+        'python3 /opt/observe/bin/airgap-gpu-exporter /out --no-xid && cat /etc/fake-nvidia/state.json >/out/state.json'
+    )
+    proc = subprocess.run(
+        [
+            'docker',
+            'run',
+            '--rm',
+            '--network',
+            'none',
+            '--name',
+            name,
+            '-v',
+            '%s:/opt/observe:ro' % install,
+            '-v',
+            '%s:/out' % out,
+            KYLIN_IMAGE,
+            'bash',
+            '-c',
+            script,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        universal_newlines=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     state = json.loads((out / 'state.json').read_text())
     text = (out / 'airgap_gpu.prom').read_text()

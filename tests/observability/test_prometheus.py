@@ -5,6 +5,7 @@ rule and every dashboard expression with at least one series; every alert expres
 
 Not the real engine (the test world's front-door scenario is where that belongs); the series names, types and labels
 are vLLM 0.27.1's (fixtures/vllm-0.27.1-metrics.txt) and the GPU side is the exporter's own rendering."""
+
 import json
 import os
 import shutil
@@ -29,8 +30,13 @@ build_assets._collection_path()
 from ansible_collections.airgap.vllm.plugins.module_utils import _gpu_health, _observe  # noqa: E402
 
 BUCKETS = (0.01, 0.1, 0.5, 1.0, 5.0, 10.0)
-CACHE_LABELS = {'block_size': '16', 'cache_dtype': 'fp8_e4m3', 'enable_prefix_caching': 'True',
-                'gpu_memory_utilization': '0.9', 'num_gpu_blocks': '2048'}
+CACHE_LABELS = {
+    'block_size': '16',
+    'cache_dtype': 'fp8_e4m3',
+    'enable_prefix_caching': 'True',
+    'gpu_memory_utilization': '0.9',
+    'num_gpu_blocks': '2048',
+}
 
 
 def _families():
@@ -74,14 +80,31 @@ class Source:
         return '\n'.join(lines) + '\n'
 
     def node(self):
-        gpu = {'index': 0, 'uuid': 'GPU-0', 'name': 'NVIDIA H200', 'pci_bus_id': '00000000:3B:00.0',
-               'temperature_c': 61, 'power_mw': 350000, 'power_limit_mw': 700000, 'energy_mj': 10 ** 6 + self.n,
-               'sm_clock_mhz': 1980, 'mem_clock_mhz': 3201, 'throttle_reasons': 0x1 | 0x4,
-               'utilization': {'gpu': 90, 'memory': 40}, 'ecc_sbe_volatile': 0, 'ecc_dbe_volatile': 0,
-               'ecc_sbe_aggregate': 0, 'ecc_dbe_aggregate': 0, 'retired_sbe': 0, 'retired_dbe': 0,
-               'retired_pending': False,
-               'remapped_rows': {'correctable': 0, 'uncorrectable': 0, 'pending': False, 'failure': False},
-               'memory_total': 141 * 2 ** 30, 'memory_used': 120 * 2 ** 30, 'memory_free': 21 * 2 ** 30}
+        gpu = {
+            'index': 0,
+            'uuid': 'GPU-0',
+            'name': 'NVIDIA H200',
+            'pci_bus_id': '00000000:3B:00.0',
+            'temperature_c': 61,
+            'power_mw': 350000,
+            'power_limit_mw': 700000,
+            'energy_mj': 10**6 + self.n,
+            'sm_clock_mhz': 1980,
+            'mem_clock_mhz': 3201,
+            'throttle_reasons': 0x1 | 0x4,
+            'utilization': {'gpu': 90, 'memory': 40},
+            'ecc_sbe_volatile': 0,
+            'ecc_dbe_volatile': 0,
+            'ecc_sbe_aggregate': 0,
+            'ecc_dbe_aggregate': 0,
+            'retired_sbe': 0,
+            'retired_dbe': 0,
+            'retired_pending': False,
+            'remapped_rows': {'correctable': 0, 'uncorrectable': 0, 'pending': False, 'failure': False},
+            'memory_total': 141 * 2**30,
+            'memory_used': 120 * 2**30,
+            'memory_free': 21 * 2**30,
+        }
         health = {'nvml_state': 'ok', 'gpus': [gpu], 'gpu_errors': []}
         return _gpu_health.render(health, [{'bus': '0000:3b:00', 'xid': 13}], now=time.time())
 
@@ -115,28 +138,50 @@ def prometheus(tmp_path_factory):
         'global': {'scrape_interval': '1s', 'evaluation_interval': '1s'},
         'rule_files': [build_assets.RULES, build_assets.PLAN_RULES],
         'scrape_configs': [
-            {'job_name': 'vllm', 'metrics_path': '/vllm/metrics',
-             'file_sd_configs': [{'files': [str(tmp / 'vllm-file-sd.yml')]}]},
-            {'job_name': 'node', 'metrics_path': '/node/metrics',
-             'file_sd_configs': [{'files': [str(tmp / 'node-file-sd.yml')]}]}]}
+            {
+                'job_name': 'vllm',
+                'metrics_path': '/vllm/metrics',
+                'file_sd_configs': [{'files': [str(tmp / 'vllm-file-sd.yml')]}],
+            },
+            {
+                'job_name': 'node',
+                'metrics_path': '/node/metrics',
+                'file_sd_configs': [{'files': [str(tmp / 'node-file-sd.yml')]}],
+            },
+        ],
+    }
     (tmp / 'prometheus.yml').write_text(yaml.safe_dump(config))
     web = _free_port()
     log = open(str(tmp / 'prometheus.log'), 'w')
-    proc = subprocess.Popen([binary, '--config.file', str(tmp / 'prometheus.yml'), '--storage.tsdb.path',
-                             str(tmp / 'data'), '--web.listen-address', '127.0.0.1:%d' % web], stdout=log, stderr=log)
+    proc = subprocess.Popen(
+        [
+            binary,
+            '--config.file',
+            str(tmp / 'prometheus.yml'),
+            '--storage.tsdb.path',
+            str(tmp / 'data'),
+            '--web.listen-address',
+            '127.0.0.1:%d' % web,
+        ],
+        stdout=log,
+        stderr=log,
+    )
     url = 'http://127.0.0.1:%d' % web
     try:
         deadline = time.time() + 60
         while time.time() < deadline:  # ready, and enough scrapes for rate() and the recording rules
             try:
-                if query(url, 'count(airgap_vllm:time_to_first_token_seconds:p95_5m)') and \
-                        query(url, 'count(airgap_vllm:request_success:rate5m)'):
+                if query(url, 'count(airgap_vllm:time_to_first_token_seconds:p95_5m)') and query(
+                    url, 'count(airgap_vllm:request_success:rate5m)'
+                ):
                     break
             except OSError:
                 pass
             time.sleep(1)
         else:
-            pytest.fail('Prometheus did not evaluate the rules in 60 s: %s' % (tmp / 'prometheus.log').read_text()[-2000:])
+            pytest.fail(
+                'Prometheus did not evaluate the rules in 60 s: %s' % (tmp / 'prometheus.log').read_text()[-2000:]
+            )
         yield url
     finally:
         proc.terminate()
@@ -170,6 +215,7 @@ def test_every_recording_rule_has_series(prometheus):
 
 def test_every_dashboard_expression_has_series(prometheus):
     import dashboard as builder
+
     with open(build_assets.DASHBOARD) as f:
         exprs = builder.expressions(json.load(f))
     empty = [e for e in exprs if not query(prometheus, e.replace('$host', '.*'))]
@@ -183,6 +229,7 @@ def test_every_alert_expression_evaluates_on_series_that_exist(prometheus):
     assert len(loaded) == len(_rules())
     assert [rule['name'] for rule in loaded if rule['health'] != 'ok'] == []
     from test_rules import metric_names
+
     for rule in _rules():
         if 'alert' not in rule:
             continue
@@ -197,8 +244,25 @@ def test_live_check_against_this_prometheus(prometheus, capsys):
     cannot find: an expression over a series nobody writes fails with that series; vLLM's speculative-decoding
     families are n/a only for an engine started without --speculative-config."""
     import live_check
-    rc = live_check.main(['check', '--url', prometheus, '--host', 'gpu1', '--timeout', '5', '--engine-args', '[]',
-                          '--rules', build_assets.RULES, build_assets.PLAN_RULES, '--dashboard', build_assets.DASHBOARD])
+
+    rc = live_check.main(
+        [
+            'check',
+            '--url',
+            prometheus,
+            '--host',
+            'gpu1',
+            '--timeout',
+            '5',
+            '--engine-args',
+            '[]',
+            '--rules',
+            build_assets.RULES,
+            build_assets.PLAN_RULES,
+            '--dashboard',
+            build_assets.DASHBOARD,
+        ]
+    )
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert rc == 0, lines[-1]
     verdicts = dict((x['name'], x['verdict']) for x in lines if 'verdict' in x)
@@ -208,6 +272,10 @@ def test_live_check_against_this_prometheus(prometheus, capsys):
     verdict, n, detail = judge.judge('airgap_vllm_nothing:ratio > 0.5', ['airgap_vllm_nothing:ratio'])
     assert (verdict, n) == ('EMPTY', 0) and 'airgap_vllm_nothing:ratio' in detail
     assert 'speculative decoding' in judge.why_absent('vllm:spec_decode_num_draft_tokens_total')
-    assert live_check.Judge(prometheus, 'gpu1', [], ['--speculative-config', '{}']).why_absent(
-        'vllm:spec_decode_num_draft_tokens_total') is None
+    assert (
+        live_check.Judge(prometheus, 'gpu1', [], ['--speculative-config', '{}']).why_absent(
+            'vllm:spec_decode_num_draft_tokens_total'
+        )
+        is None
+    )
     assert judge.why_absent('DCGM_FI_DEV_GPU_TEMP') is None  # the exporter did not say NVML lacks it

@@ -1,6 +1,7 @@
 """The rules and the dashboard the bundle carries: promtool check/test, expressions parse, metric names exist.
 
 promtool comes from Debian's `prometheus` package (.ci/setup installs it); without it these tests FAIL."""
+
 import json
 import os
 import re
@@ -32,7 +33,9 @@ def promtool():
 
 
 def _run(argv, cwd=None):
-    proc = subprocess.run(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+    proc = subprocess.run(
+        argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False
+    )
     return proc.returncode, proc.stdout
 
 
@@ -43,8 +46,13 @@ def vllm_names():
             if line.startswith('#') or not line.strip():
                 continue
             name, kind = line.split()
-            names.update({'counter': [name + '_total'], 'gauge': [name],
-                          'histogram': [name + '_bucket', name + '_sum', name + '_count']}[kind])
+            names.update(
+                {
+                    'counter': [name + '_total'],
+                    'gauge': [name],
+                    'histogram': [name + '_bucket', name + '_sum', name + '_count'],
+                }[kind]
+            )
     return names
 
 
@@ -108,6 +116,7 @@ def test_rules_name_only_metrics_that_exist():
 
 def test_dashboard_names_only_metrics_that_exist():
     import dashboard as builder
+
     doc = static_rules()
     exprs = builder.expressions(dashboard())
     assert len(exprs) >= 25
@@ -119,18 +128,26 @@ def test_dashboard_names_only_metrics_that_exist():
 
 
 def test_metric_names_extraction():
-    assert metric_names('sum by (job, le) (rate(vllm:x_bucket{host=~"a|b"}[5m])) / on (instance) '
-                        'up offset 15m > bool 0.95') == {'vllm:x_bucket', 'up'}
-    assert metric_names('time() - airgap_gpu_exporter_last_run_timestamp_seconds{job="node"} > 120') == \
-        {'airgap_gpu_exporter_last_run_timestamp_seconds'}
+    assert metric_names(
+        'sum by (job, le) (rate(vllm:x_bucket{host=~"a|b"}[5m])) / on (instance) up offset 15m > bool 0.95'
+    ) == {'vllm:x_bucket', 'up'}
+    assert metric_names('time() - airgap_gpu_exporter_last_run_timestamp_seconds{job="node"} > 120') == {
+        'airgap_gpu_exporter_last_run_timestamp_seconds'
+    }
 
 
 def test_every_dashboard_expression_parses(promtool, tmp_path):
     """promtool parses each expression as a recording rule ($host and Grafana's intervals filled in)."""
     import dashboard as builder
+
     exprs = builder.expressions(dashboard())
-    rules = [{'record': 'airgap_vllm_dashboard_check:%d' % i,
-              'expr': e.replace('$host', '.*').replace('$__rate_interval', '5m')} for i, e in enumerate(exprs)]
+    rules = [
+        {
+            'record': 'airgap_vllm_dashboard_check:%d' % i,
+            'expr': e.replace('$host', '.*').replace('$__rate_interval', '5m'),
+        }
+        for i, e in enumerate(exprs)
+    ]
     path = tmp_path / 'dashboard-exprs.yml'
     path.write_text(yaml.safe_dump({'groups': [{'name': 'dashboard', 'rules': rules}]}))
     rc, out = _run([promtool, 'check', 'rules', str(path)])
@@ -170,9 +187,12 @@ tests:
 
 
 def test_site_rules_use_the_plan(promtool, tmp_path):
-    services = [_observe.service_thresholds('gpu1', 'vllm', {'argv': ['serve', '--max-num-seqs', '64']},
-                                            {'figures': {'p95_ttft_ms': 800}}),
-                _observe.service_thresholds('gpu2', 'vllm', None, None)]
+    services = [
+        _observe.service_thresholds(
+            'gpu1', 'vllm', {'argv': ['serve', '--max-num-seqs', '64']}, {'figures': {'p95_ttft_ms': 800}}
+        ),
+        _observe.service_thresholds('gpu2', 'vllm', None, None),
+    ]
     (tmp_path / 'base.rules.yml').write_text(yaml.safe_dump(_observe.base_rules()))
     (tmp_path / 'site.rules.yml').write_text(yaml.safe_dump(_observe.plan_rules(services=services)))
     (tmp_path / 'site_test.yml').write_text(SITE_TEST)

@@ -9,6 +9,7 @@ the bundle root, `sh setup-controller.sh` must make a working controller, and `a
 -i kylin-prod --syntax-check` and `ansible-inventory --list` must run with the bundled collection.
 Cold cost: two debootstraps (~2-4 min together, then cached) and ~16 MB of wheels; warm: ~1 min.
 """
+
 import json
 import os
 import shutil
@@ -21,8 +22,14 @@ SUITES = {"bookworm": "3.11", "trixie": "3.13"}
 
 
 def run(cmd, **kw):
-    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                          check=kw.pop("check", False), **kw)
+    return subprocess.run(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        universal_newlines=True,
+        check=kw.pop("check", False),
+        **kw,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -44,18 +51,30 @@ def bundle(tmp_path_factory, images):
     notes.write_text("rack 4, row B\n")
     # An image given by name (the role saves it with docker save): a one-file image made here.
     empty = work / "tiny-rootfs.tar"
-    p = run(["bash", "-c", "set -e; d=$(mktemp -d); echo hi > $d/hello; tar -C $d -cf %s hello; rm -rf $d; "
-             "docker import %s %s >/dev/null" % (empty, empty, TINY)])
+    p = run(
+        [
+            "bash",
+            "-c",
+            "set -e; d=$(mktemp -d); echo hi > $d/hello; tar -C $d -cf %s hello; rm -rf $d; "
+            "docker import %s %s >/dev/null" % (empty, empty, TINY),
+        ]
+    )
     assert p.returncode == 0, p.stdout
     vars_file = work / "bundle-vars.json"
-    vars_file.write_text(json.dumps({
-        "bundle_build_dir": str(work / "bundle"),
-        "bundle_build_hash_stamps": str(work / "stamps.json"),
-        "bundle_build_wheels_pythons": sorted(SUITES.values()),
-        "bundle_build_image_save_dir": str(work / "images"),
-        "bundle_build_artifacts": [{"kind": "file", "name": "site-notes", "version": "1", "src": str(notes)},
-                                   {"kind": "image", "name": "tiny", "version": "1", "image": TINY}],
-    }))
+    vars_file.write_text(
+        json.dumps(
+            {
+                "bundle_build_dir": str(work / "bundle"),
+                "bundle_build_hash_stamps": str(work / "stamps.json"),
+                "bundle_build_wheels_pythons": sorted(SUITES.values()),
+                "bundle_build_image_save_dir": str(work / "images"),
+                "bundle_build_artifacts": [
+                    {"kind": "file", "name": "site-notes", "version": "1", "src": str(notes)},
+                    {"kind": "image", "name": "tiny", "version": "1", "image": TINY},
+                ],
+            }
+        )
+    )
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"))
     run(["bash", os.path.join(ROOT, "tests", "link-collection.sh")], cwd=ROOT, env=env)
     p = run(["ansible-playbook", "playbooks/bundle_build.yml", "-e", "@" + str(vars_file)], cwd=ROOT, env=env)
@@ -91,8 +110,21 @@ cp -r /bundle /tmp/other && rm -rf "/tmp/other/wheels/py$(python3 -c 'import sys
 if sh /tmp/other/setup-controller.sh /tmp/venv2 2>/tmp/err; then echo "UNEXPECTED SUCCESS"; exit 1; fi
 cat /tmp/err
 """
-    p = run(["docker", "run", "--rm", "--network", "none", "-v", "%s:/bundle:ro" % bundle, images[suite],
-             "sh", "-c", script])
+    p = run(
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "-v",
+            "%s:/bundle:ro" % bundle,
+            images[suite],
+            "sh",
+            "-c",
+            script,
+        ]
+    )
     out = p.stdout
     assert p.returncode == 0, out[-4000:]
     assert "Python %s" % SUITES[suite] in out

@@ -29,6 +29,7 @@ has it), AIRGAP_OFFLINE_SSH_SUITES (control-node Debian suites, default "bookwor
 Cost on a converged host: two converged runs of site.yml over SSH (~1-2 min each on 2 busy cores); the requiretty
 test ~30 s.
 """
+
 import glob
 import os
 import re
@@ -55,8 +56,15 @@ TTY_ADDRESS = "10.231.8.23"
 
 
 def run(cmd, timeout=600, **kw):
-    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                          timeout=timeout, check=False, **kw)
+    return subprocess.run(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        universal_newlines=True,
+        timeout=timeout,
+        check=False,
+        **kw,
+    )
 
 
 def docker(*args, **kw):
@@ -65,8 +73,11 @@ def docker(*args, **kw):
 
 def recaps(out, host):
     """{'ok': .., 'changed': .., ...} of every recap line of host in out, in order."""
-    return [dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", ln))
-            for ln in out.splitlines() if re.match(r"^%s\s+:\s+ok=" % re.escape(host), ln)]
+    return [
+        dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", ln))
+        for ln in out.splitlines()
+        if re.match(r"^%s\s+:\s+ok=" % re.escape(host), ln)
+    ]
 
 
 def changed_tasks(out):
@@ -97,8 +108,10 @@ def sim_host(needs_docker):
     """tests/simulate's host, set up for SSH, and its bundle; skips with the reason and the command otherwise."""
     state = docker("inspect", "-f", "{{.State.Status}}", NAME).stdout.strip()
     if state != "running":
-        pytest.skip("the simulated host %s is not running (%s): `bash tests/simulate` makes and converges it"
-                    % (NAME, state or "no such container"))
+        pytest.skip(
+            "the simulated host %s is not running (%s): `bash tests/simulate` makes and converges it"
+            % (NAME, state or "no such container")
+        )
     if docker("exec", NAME, "test", "-x", "/usr/sbin/sshd").returncode != 0:
         pytest.skip("%s was made from an image without sshd: `bash tests/simulate --fresh` replaces it" % NAME)
     key, known = os.path.join(SSH_DIR, "id_ed25519"), os.path.join(SSH_DIR, "known_hosts-" + NAME)
@@ -106,8 +119,9 @@ def sim_host(needs_docker):
         pytest.skip("no SSH login to %s set up (%s, %s): `bash tests/simulate` sets it up" % (NAME, key, known))
     if not os.path.isfile(os.path.join(BUNDLE, "manifest.yml")):
         pytest.skip("no built bundle at %s: `bash tests/simulate` builds it" % BUNDLE)
-    address = docker("inspect", "-f", '{{with index .NetworkSettings.Networks "%s"}}{{.IPAddress}}{{end}}' % NET,
-                     NAME).stdout.strip()
+    address = docker(
+        "inspect", "-f", '{{with index .NetworkSettings.Networks "%s"}}{{.IPAddress}}{{end}}' % NET, NAME
+    ).stdout.strip()
     assert address, "%s has no address on %s" % (NAME, NET)
     return {"address": address, "key": key, "known": known}
 
@@ -115,8 +129,12 @@ def sim_host(needs_docker):
 @pytest.fixture(scope="module")
 def sim(sim_host):
     """That host, converged."""
-    if docker("exec", NAME, "sh", "-c", "test -s /var/lib/airgap-vllm/state/service.json && "
-              "systemctl -q is-active vllm").returncode != 0:
+    if (
+        docker(
+            "exec", NAME, "sh", "-c", "test -s /var/lib/airgap-vllm/state/service.json && systemctl -q is-active vllm"
+        ).returncode
+        != 0
+    ):
         pytest.skip("%s is not converged (no active vllm service): `bash tests/simulate` first" % NAME)
     return sim_host
 
@@ -125,9 +143,23 @@ def wheels(version):
     """ansible-core wheels for one control-node Python, as bundle_build downloads them (cached)."""
     dest = os.path.join(CACHE, "controller-wheels", "py" + version)
     if not glob.glob(os.path.join(dest, "ansible_core-2.17.*.whl")):
-        p = run(["python3", "-m", "pip", "download", "--disable-pip-version-check", "--only-binary=:all:",
-                 "--dest", dest + ".new", "--python-version", version, "--platform", "manylinux2014_x86_64",
-                 "ansible-core>=2.17,<2.18"])
+        p = run(
+            [
+                "python3",
+                "-m",
+                "pip",
+                "download",
+                "--disable-pip-version-check",
+                "--only-binary=:all:",
+                "--dest",
+                dest + ".new",
+                "--python-version",
+                version,
+                "--platform",
+                "manylinux2014_x86_64",
+                "ansible-core>=2.17,<2.18",
+            ]
+        )
         assert p.returncode == 0, p.stdout[-3000:]
         shutil.rmtree(dest, ignore_errors=True)
         os.rename(dest + ".new", dest)
@@ -176,17 +208,22 @@ def site_setup_steps(path=SITE_SETUP):
 
 README = os.path.join(ROOT, "README.md")
 # The README's day-2 block (production use), by what each line is for (its comment).
-README_DAY2 = {"change a setting": "--tags plan,service -e vllm_plan_concurrency=8",
-               "a new image release": "--tags bundle,image,service",
-               "hand a server back": "airgap.vllm.uninstall"}
+README_DAY2 = {
+    "change a setting": "--tags plan,service -e vllm_plan_concurrency=8",
+    "a new image release": "--tags bundle,image,service",
+    "hand a server back": "airgap.vllm.uninstall",
+}
 
 
 def readme_day2(path=README):
     """{its comment: the command line} of the README's ```sh block of day-2 commands, as written."""
     with open(path) as f:
         for block in re.findall(r"```sh\n(.*?)```", f.read(), re.S):
-            lines = dict((m.group(2), m.group(1).strip()) for m in
-                         (re.match(r"^(.*?)\s+#\s+(.*)$", ln) for ln in block.splitlines()) if m)
+            lines = dict(
+                (m.group(2), m.group(1).strip())
+                for m in (re.match(r"^(.*?)\s+#\s+(.*)$", ln) for ln in block.splitlines())
+                if m
+            )
             if set(lines) == set(README_DAY2):
                 return lines
     raise AssertionError("no ```sh block of the day-2 commands %s in README.md" % sorted(README_DAY2))
@@ -197,8 +234,10 @@ def control_node_script(steps, numbers=(2, 3, 7, 8, 9), readme=()):
     the disk mounted at the page's /mnt/airgap, then the README's day-2 commands named in readme (from the bundle
     root, as written). Step 7's two `vi` edits are the site's own files written instead (the simulated inventory's,
     as /site/inventory holds them); step 9's runs and the README's are marked for the assertions."""
-    out = ["set -eu",
-           "echo \"=== control node at $(python3 -c 'import socket; print(socket.gethostbyname(socket.gethostname()))')\""]
+    out = [
+        "set -eu",
+        "echo \"=== control node at $(python3 -c 'import socket; print(socket.gethostbyname(socket.gethostname()))')\"",
+    ]
     for n in numbers:
         out.append("echo '=== site-setup step %d'" % n)
         for cmd in steps[n]:
@@ -222,9 +261,11 @@ def readme_production_blocks(path=README):
     """The command lines of each ```sh block of the README's "Production use" section, comments dropped."""
     with open(path) as f:
         text = f.read()
-    text = text[text.index("## Production use"):]
-    return [[ln for ln in (re.sub(r"\s+#\s.*$", "", x).rstrip() for x in block.splitlines()) if ln]
-            for block in re.findall(r"```sh\n(.*?)```", text, re.S)]
+    text = text[text.index("## Production use") :]
+    return [
+        [ln for ln in (re.sub(r"\s+#\s.*$", "", x).rstrip() for x in block.splitlines()) if ln]
+        for block in re.findall(r"```sh\n(.*?)```", text, re.S)
+    ]
 
 
 def test_every_readme_production_command_is_run_as_written_by_a_test():
@@ -261,9 +302,11 @@ def test_the_control_node_runs_the_site_setup_page_as_written():
     assert "mkdir -p ~/airgap-site && cp -r /mnt/airgap/kylin-prod ~/airgap-site/" in script.splitlines()
     assert not [ln for ln in script.splitlines() if ln.startswith("vi ")]
     runs = [ln for ln in script.splitlines() if ln.startswith("ansible-playbook site.yml")]
-    assert runs == ["ansible-playbook site.yml -i ~/airgap-site/kylin-prod --check --diff",
-                    "ansible-playbook site.yml -i ~/airgap-site/kylin-prod",
-                    "ansible-playbook site.yml -i ~/airgap-site/kylin-prod"], runs
+    assert runs == [
+        "ansible-playbook site.yml -i ~/airgap-site/kylin-prod --check --diff",
+        "ansible-playbook site.yml -i ~/airgap-site/kylin-prod",
+        "ansible-playbook site.yml -i ~/airgap-site/kylin-prod",
+    ], runs
     assert "ansible vllm_servers -i ~/airgap-site/kylin-prod -m ansible.builtin.command -a id -b" in script
 
 
@@ -303,14 +346,39 @@ def run_control_node(sim, images, bundle, suite, tmp_path, script, host_vars="")
     if os.path.isdir(pki):
         shutil.copytree(pki, str(home / "pki"))
     t0 = time.time()
-    p = docker("run", "--rm", "--network", NET,
-               "-v", "%s:/mnt/airgap:ro" % bundle, "-v", "%s:/mnt/airgap/wheels:ro" % wheels(SUITES[suite]),
-               "-v", "%s:/site/inventory:ro" % inventory, "-v", "%s:/site/ssh:ro" % ssh,
-               "-v", "%s:/root/.airgap-vllm" % home,
-               "-e", "AIRGAP_SIM_NAME=" + NAME, "-e", "AIRGAP_SIM_ADDRESS=" + sim["address"],
-               "-e", "AIRGAP_SIM_SSH_DIR=/site/ssh", "-e", "AIRGAP_TEST_BUNDLE=/mnt/airgap",
-               "-e", "ANSIBLE_NOCOLOR=1", "-e", "ANSIBLE_FORCE_COLOR=0",
-               images[suite], "sh", "-c", script, timeout=2400)
+    p = docker(
+        "run",
+        "--rm",
+        "--network",
+        NET,
+        "-v",
+        "%s:/mnt/airgap:ro" % bundle,
+        "-v",
+        "%s:/mnt/airgap/wheels:ro" % wheels(SUITES[suite]),
+        "-v",
+        "%s:/site/inventory:ro" % inventory,
+        "-v",
+        "%s:/site/ssh:ro" % ssh,
+        "-v",
+        "%s:/root/.airgap-vllm" % home,
+        "-e",
+        "AIRGAP_SIM_NAME=" + NAME,
+        "-e",
+        "AIRGAP_SIM_ADDRESS=" + sim["address"],
+        "-e",
+        "AIRGAP_SIM_SSH_DIR=/site/ssh",
+        "-e",
+        "AIRGAP_TEST_BUNDLE=/mnt/airgap",
+        "-e",
+        "ANSIBLE_NOCOLOR=1",
+        "-e",
+        "ANSIBLE_FORCE_COLOR=0",
+        images[suite],
+        "sh",
+        "-c",
+        script,
+        timeout=2400,
+    )
     out = p.stdout
     print("control node %s: %.0f s" % (suite, time.time() - t0))
     for ln in out.splitlines():
@@ -333,8 +401,9 @@ def test_site_from_a_read_only_bundle_over_ssh(sim, images, bundle, suite, tmp_p
     before = files_of(bundle)
     # The page's steps, then the README's "a new image release" line: the bundle's image is the one serving, so it
     # changes nothing (the release walk itself is molecule default's day2.yml, through the same stages).
-    out, home, t0 = run_control_node(sim, images, bundle, suite, tmp_path, control_node_script(
-        site_setup_steps(), readme=("a new image release",)))
+    out, home, t0 = run_control_node(
+        sim, images, bundle, suite, tmp_path, control_node_script(site_setup_steps(), readme=("a new image release",))
+    )
     marked = sections(out)
     # The page's step 8 (the login proof), step 9's three runs and the README's line, each after its marker.
     proof = dict(marked)["site-setup step 8"]
@@ -347,8 +416,19 @@ def test_site_from_a_read_only_bundle_over_ssh(sim, images, bundle, suite, tmp_p
     assert r1[-1]["failed"] == 0 and r1[-1]["unreachable"] == 0, first[-4000:]
     # Over SSH from the control node's own address as ops with its key, root through sudo: the host's journal says so.
     me = re.search(r"^=== control node at (\S+)$", out, re.M).group(1)
-    log = docker("exec", NAME, "journalctl", "--since", "@%d" % int(t0), "-o", "cat", "_COMM=sshd", "+", "_COMM=sudo",
-                 timeout=120).stdout
+    log = docker(
+        "exec",
+        NAME,
+        "journalctl",
+        "--since",
+        "@%d" % int(t0),
+        "-o",
+        "cat",
+        "_COMM=sshd",
+        "+",
+        "_COMM=sudo",
+        timeout=120,
+    ).stdout
     assert "Accepted publickey for ops from %s " % me in log, log[-2000:]
     assert re.search(r"ops : .*USER=root", log), log[-2000:]
     # The first run changed only the new control node's state directory (reports and the CA fetched into it).
@@ -365,8 +445,9 @@ def test_site_from_a_read_only_bundle_over_ssh(sim, images, bundle, suite, tmp_p
 def engine_starts():
     """(the serving container's start time, the engine's start banners in the unit's journal) on the host."""
     started = docker("exec", NAME, "docker", "inspect", "--format", "{{.State.StartedAt}}", "vllm").stdout.strip()
-    banners = docker("exec", NAME, "sh", "-c", "journalctl -u vllm -o cat --no-pager | grep -cE 'version 0\\.[0-9]+' "
-                     "|| true").stdout.strip()
+    banners = docker(
+        "exec", NAME, "sh", "-c", "journalctl -u vllm -o cat --no-pager | grep -cE 'version 0\\.[0-9]+' || true"
+    ).stdout.strip()
     return started, int(banners or 0)
 
 
@@ -377,8 +458,15 @@ def test_readme_change_a_setting_over_ssh(sim, images, bundle, tmp_path):
     started, banners = engine_starts()
     # The site's inventory may trim the load check a restart runs (the line itself stays as written): the first
     # converge ran every profile; here vLLM's random profile alone proves the new setting serves (~1 min less).
-    out, home, t0 = run_control_node(sim, images, bundle, suite, tmp_path, control_node_script(
-        site_setup_steps(), (3, 7), ("change a setting",)), host_vars="vllm_service_loadcheck_profiles: [random]\n")
+    out, home, t0 = run_control_node(
+        sim,
+        images,
+        bundle,
+        suite,
+        tmp_path,
+        control_node_script(site_setup_steps(), (3, 7), ("change a setting",)),
+        host_vars="vllm_service_loadcheck_profiles: [random]\n",
+    )
     text = dict(sections(out))["README: change a setting"]
     recap = recaps(text, HOST)
     assert recap and recap[-1]["failed"] == 0 and recap[-1]["unreachable"] == 0, text[-5000:]
@@ -398,26 +486,50 @@ def test_readme_hand_a_server_back_over_ssh(sim_host, images, bundle, tmp_path):
     if os.environ.get("AIRGAP_SIM_UNINSTALL") != "1":
         pytest.skip("uninstalls the simulated host's service: set AIRGAP_SIM_UNINSTALL=1 to run it")
     suite = RUN_SUITES[0]
-    out, home, t0 = run_control_node(sim_host, images, bundle, suite, tmp_path, control_node_script(
-        site_setup_steps(), (3, 7), ("hand a server back",)))
+    out, home, t0 = run_control_node(
+        sim_host,
+        images,
+        bundle,
+        suite,
+        tmp_path,
+        control_node_script(site_setup_steps(), (3, 7), ("hand a server back",)),
+    )
     text = dict(sections(out))["README: hand a server back"]
     recap = recaps(text, HOST)
     assert recap and recap[-1]["failed"] == 0 and recap[-1]["unreachable"] == 0, text[-5000:]
-    left = docker("exec", NAME, "sh", "-c", "grep -l org.airgap.vllm.service= /etc/systemd/system/vllm*.service 2>/dev/null; "
-                  "ls /var/lib/airgap-vllm/state/service*.json 2>/dev/null; "
-                  "docker ps -aq --filter label=org.airgap.vllm.service").stdout.split()
+    left = docker(
+        "exec",
+        NAME,
+        "sh",
+        "-c",
+        "grep -l org.airgap.vllm.service= /etc/systemd/system/vllm*.service 2>/dev/null; "
+        "ls /var/lib/airgap-vllm/state/service*.json 2>/dev/null; "
+        "docker ps -aq --filter label=org.airgap.vllm.service",
+    ).stdout.split()
     assert left == [], left
 
 
 # --------------------------------------------------------------------------------------------------- requiretty
 def sim_flags():
     import yaml  # noqa: PLC0415 (only this test needs it)
+
     with open(os.path.join(ROOT, ".config", "molecule", "config.yml")) as f:
         caps = yaml.safe_load(f)["platforms"][0]["capabilities"]
     return [a for c in caps for a in ("--cap-add", c)] + [
-        "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
-        "--tmpfs", "/run", "--tmpfs", "/run/lock", "--tmpfs", "/tmp",
-        "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--cgroupns=host"]
+        "--security-opt",
+        "seccomp=unconfined",
+        "--security-opt",
+        "apparmor=unconfined",
+        "--tmpfs",
+        "/run",
+        "--tmpfs",
+        "/run/lock",
+        "--tmpfs",
+        "/tmp",
+        "-v",
+        "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+        "--cgroupns=host",
+    ]
 
 
 @pytest.fixture
@@ -428,13 +540,20 @@ def fresh_host(needs_docker):
     if docker("network", "inspect", NET).returncode != 0:
         pytest.skip("no site LAN %s: bash tests/simulate makes it" % NET)
     docker("rm", "-fv", TTY_NAME)
-    p = docker(*(["run", "-d", "--name", TTY_NAME, "--hostname", TTY_NAME, "--network", NET, "--ip", TTY_ADDRESS]
-                 + sim_flags() + [KYLIN_IMAGE, "/lib/systemd/systemd"]))
+    p = docker(
+        *(
+            ["run", "-d", "--name", TTY_NAME, "--hostname", TTY_NAME, "--network", NET, "--ip", TTY_ADDRESS]
+            + sim_flags()
+            + [KYLIN_IMAGE, "/lib/systemd/systemd"]
+        )
+    )
     assert p.returncode == 0, p.stdout
     try:
         for dummy in range(90):
-            if docker("exec", TTY_NAME, "test", "-s", "/etc/ssh/ssh_host_ed25519_key.pub").returncode == 0 and \
-                    docker("exec", TTY_NAME, "systemctl", "-q", "is-active", "ssh").returncode == 0:
+            if (
+                docker("exec", TTY_NAME, "test", "-s", "/etc/ssh/ssh_host_ed25519_key.pub").returncode == 0
+                and docker("exec", TTY_NAME, "systemctl", "-q", "is-active", "ssh").returncode == 0
+            ):
                 break
             time.sleep(1)
         yield TTY_NAME
@@ -450,11 +569,13 @@ def tty_host(fresh_host, tmp_path):
     assert run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(ssh / "id_ed25519")]).returncode == 0
     pub = (ssh / "id_ed25519.pub").read_text().strip()
     # docs/operations.md, "Logging in", steps 1 and 2, as root on the server.
-    admin = ("useradd -m ops && install -d -m 0700 -o ops -g ops ~ops/.ssh && "
-             "printf '%s\\n' \"$PUB\" >~ops/.ssh/authorized_keys && "
-             "chown ops:ops ~ops/.ssh/authorized_keys && chmod 0600 ~ops/.ssh/authorized_keys && "
-             "echo 'ops ALL=(root) NOPASSWD: ALL' >/etc/sudoers.d/ops && chmod 0440 /etc/sudoers.d/ops && "
-             "visudo -cf /etc/sudoers.d/ops")
+    admin = (
+        "useradd -m ops && install -d -m 0700 -o ops -g ops ~ops/.ssh && "
+        "printf '%s\\n' \"$PUB\" >~ops/.ssh/authorized_keys && "
+        "chown ops:ops ~ops/.ssh/authorized_keys && chmod 0600 ~ops/.ssh/authorized_keys && "
+        "echo 'ops ALL=(root) NOPASSWD: ALL' >/etc/sudoers.d/ops && chmod 0440 /etc/sudoers.d/ops && "
+        "visudo -cf /etc/sudoers.d/ops"
+    )
     p = docker("exec", "-e", "PUB=" + pub, TTY_NAME, "sh", "-euc", admin)
     assert p.returncode == 0, p.stdout
     hostkey = " ".join(docker("exec", TTY_NAME, "cat", "/etc/ssh/ssh_host_ed25519_key.pub").stdout.split()[:2])
@@ -516,7 +637,7 @@ def test_site_setup_steps_4_to_6_as_written(fresh_host, images):
                 line = "printf '%%s\\n' '%s' >%s" % (pub, line.split()[1])
             p = docker("exec", TTY_NAME, "sh", "-c", line)
             if line.startswith("grep -r requiretty"):
-                assert p.returncode == 1 and p.stdout == "", p.stdout   # none in the test world's sudoers
+                assert p.returncode == 1 and p.stdout == "", p.stdout  # none in the test world's sudoers
                 continue
             assert p.returncode == 0, (line, p.stdout)
             if "visudo" in line:
@@ -543,26 +664,47 @@ def test_site_setup_steps_4_to_6_as_written(fresh_host, images):
 
 def prove_root(ssh_dir):
     """The proof command of docs/operations.md: `ansible vllm_servers -i <inv> -m ansible.builtin.command -a id -b`."""
-    env = dict(os.environ, AIRGAP_SIM_NAME=TTY_NAME, AIRGAP_SIM_ADDRESS=TTY_ADDRESS, AIRGAP_SIM_SSH_DIR=ssh_dir,
-               ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    env = dict(
+        os.environ,
+        AIRGAP_SIM_NAME=TTY_NAME,
+        AIRGAP_SIM_ADDRESS=TTY_ADDRESS,
+        AIRGAP_SIM_SSH_DIR=ssh_dir,
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_FORCE_COLOR="0",
+    )
     env.pop("AIRGAP_SIM_CONNECTION", None)
-    return run(["ansible", "vllm_servers", "-i", "inventories/simulated", "-m", "ansible.builtin.command",
-                "-a", "id", "-b"], cwd=ROOT, env=env, timeout=180)
+    return run(
+        ["ansible", "vllm_servers", "-i", "inventories/simulated", "-m", "ansible.builtin.command", "-a", "id", "-b"],
+        cwd=ROOT,
+        env=env,
+        timeout=180,
+    )
 
 
 def test_requiretty_fails_as_documented_and_the_exemption_fixes_it(tty_host):
     p = prove_root(tty_host)
     assert p.returncode == 0 and "uid=0(root)" in p.stdout, p.stdout[-3000:]
     # EL 7's /etc/sudoers had it, before the @includedir of /etc/sudoers.d (read last: a later line wins).
-    p = docker("exec", TTY_NAME, "sh", "-euc", "sed -i 's/^Defaults[[:space:]]*env_reset$/&\\nDefaults    requiretty/' "
-               "/etc/sudoers && grep -q '^Defaults    requiretty$' /etc/sudoers && visudo -c")
+    p = docker(
+        "exec",
+        TTY_NAME,
+        "sh",
+        "-euc",
+        "sed -i 's/^Defaults[[:space:]]*env_reset$/&\\nDefaults    requiretty/' "
+        "/etc/sudoers && grep -q '^Defaults    requiretty$' /etc/sudoers && visudo -c",
+    )
     assert p.returncode == 0, p.stdout
     p = prove_root(tty_host)
     assert p.returncode != 0, p.stdout[-3000:]
     assert "sudo: sorry, you must have a tty to run sudo" in p.stdout, p.stdout[-3000:]
     # The fix, in the same /etc/sudoers.d/ops (docs/operations.md, "Logging in", step 4).
-    p = docker("exec", TTY_NAME, "sh", "-euc", "echo 'Defaults:ops !requiretty' >>/etc/sudoers.d/ops && "
-               "visudo -cf /etc/sudoers.d/ops")
+    p = docker(
+        "exec",
+        TTY_NAME,
+        "sh",
+        "-euc",
+        "echo 'Defaults:ops !requiretty' >>/etc/sudoers.d/ops && visudo -cf /etc/sudoers.d/ops",
+    )
     assert p.returncode == 0, p.stdout
     p = prove_root(tty_host)
     assert p.returncode == 0 and "uid=0(root)" in p.stdout, p.stdout[-3000:]

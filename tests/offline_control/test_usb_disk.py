@@ -35,6 +35,7 @@ What this machine's kernel lacks, and what stands in for it (found with /proc/co
 Cost: the bundle build ~40 s, the control node ~15-30 s. Skips without Docker or without the test world's artifacts
 (tests/world/build.sh).
 """
+
 import os
 import re
 import shutil
@@ -46,8 +47,16 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_site_over_ssh import (CACHE, ROOT, SUITES, control_node_images, docker, run,  # noqa: E402
-                                site_setup_steps, wheels)
+from test_site_over_ssh import (  # noqa: E402
+    CACHE,
+    ROOT,
+    SUITES,
+    control_node_images,
+    docker,
+    run,
+    site_setup_steps,
+    wheels,
+)
 
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 from worktree import copy_tree  # noqa: E402
@@ -79,8 +88,9 @@ done
 echo "mount.vfat (fusefat): $dev $dir -o $opts" >&2
 exec env LD_LIBRARY_PATH=/opt/fat-driver /opt/fat-driver/fusefat "$dev" "$dir" ${opts:+-o "$opts"} >/dev/null
 """
-WORLD_WRITABLE = ("Ansible is being run in a world writable directory (/mnt/airgap), ignoring it as an ansible.cfg "
-                  "source.")
+WORLD_WRITABLE = (
+    "Ansible is being run in a world writable directory (/mnt/airgap), ignoring it as an ansible.cfg source."
+)
 
 
 @pytest.fixture(scope="module")
@@ -100,8 +110,9 @@ def readme_lines():
 def fat_driver(dest):
     """The host's fusefat and the libraries the control-node image may lack (not glibc's), with mount.vfat."""
     fusefat = shutil.which("fusefat")
-    assert fusefat and shutil.which("mkfs.vfat") and shutil.which("sfdisk") and shutil.which("fsck.fat"), \
+    assert fusefat and shutil.which("mkfs.vfat") and shutil.which("sfdisk") and shutil.which("fsck.fat"), (
         "needs fusefat, dosfstools and fdisk (sfdisk): bash .ci/setup installs them"
+    )
     os.makedirs(dest)
     shutil.copy(fusefat, dest)
     for lib in re.findall(r"=> (/\S+)", run(["ldd", fusefat]).stdout):
@@ -118,8 +129,9 @@ def write_fat32(part, bundle, mnt):
     p = run(["mkfs.vfat", "-F", "32", "-n", "AIRGAP", part])
     assert p.returncode == 0, p.stdout
     os.makedirs(mnt)
-    daemon = subprocess.Popen(["fusefat", "-f", "-o", "rw+", part, mnt], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    daemon = subprocess.Popen(
+        ["fusefat", "-f", "-o", "rw+", part, mnt], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         for dummy in range(100):
             if run(["mountpoint", "-q", mnt]).returncode == 0:
@@ -150,19 +162,34 @@ def control_node_script(steps):
     ,umask=000 and ,umask=022), each followed by `ansible-config dump --only-changed` from the bundle root."""
     mount = [c for c in steps[1] if " mount " in " %s " % c]
     assert len(mount) == 1 and re.search(r" -o \S+ ", mount[0]), steps[1]
-    out = ["set -eu", "echo '=== site-setup step 1'"] + steps[1] + [
-        "stat -c '=== /dev/sdb1 %t:%T' /dev/sdb1",
-        "grep ' /mnt/airgap ' /proc/self/mounts",
-        "touch /mnt/airgap/written-by-the-control-node 2>&1 || true",
-        "echo '=== site-setup step 2'"] + steps[2] + [
-        "echo '=== step 2 passed'",
-        "echo '=== site-setup step 3'"] + steps[3] + [
-        "echo \"=== venv $VIRTUAL_ENV\"",
-        "stat -c '=== mode %a' .", "echo '=== ansible-config, default umask'", "ansible-config dump --only-changed"]
+    out = (
+        ["set -eu", "echo '=== site-setup step 1'"]
+        + steps[1]
+        + [
+            "stat -c '=== /dev/sdb1 %t:%T' /dev/sdb1",
+            "grep ' /mnt/airgap ' /proc/self/mounts",
+            "touch /mnt/airgap/written-by-the-control-node 2>&1 || true",
+            "echo '=== site-setup step 2'",
+        ]
+        + steps[2]
+        + ["echo '=== step 2 passed'", "echo '=== site-setup step 3'"]
+        + steps[3]
+        + [
+            "echo \"=== venv $VIRTUAL_ENV\"",
+            "stat -c '=== mode %a' .",
+            "echo '=== ansible-config, default umask'",
+            "ansible-config dump --only-changed",
+        ]
+    )
     for umask in ("000", "022"):
-        out += ["cd / && umount /mnt/airgap", re.sub(r" -o (\S+) ", r" -o \1,umask=%s " % umask, mount[0]),
-                "cd /mnt/airgap", "stat -c '=== mode %a' .", "echo '=== ansible-config, umask=%s'" % umask,
-                "ansible-config dump --only-changed 2>&1"]
+        out += [
+            "cd / && umount /mnt/airgap",
+            re.sub(r" -o (\S+) ", r" -o \1,umask=%s " % umask, mount[0]),
+            "cd /mnt/airgap",
+            "stat -c '=== mode %a' .",
+            "echo '=== ansible-config, umask=%s'" % umask,
+            "ansible-config dump --only-changed 2>&1",
+        ]
     return "\n".join(out) + "\n"
 
 
@@ -199,15 +226,25 @@ def test_usb_disk_from_the_readme_build_to_the_control_node(controller, tmp):
     assert not os.path.exists(os.path.join(clone, "build"))
     with open(os.path.join(clone, "my-bundle.yml"), "w") as f:
         f.write(MY_BUNDLE.format(a=ARTIFACTS, py=SUITES[SUITE], wheels=wheels(SUITES[SUITE]), tmp=tmp))
-    env = dict((k, v) for k, v in os.environ.items()
-               if not k.startswith("ANSIBLE_") and k not in ("AIRGAP_TEST_BUNDLE", "PYTHONPATH"))
+    env = dict(
+        (k, v)
+        for k, v in os.environ.items()
+        if not k.startswith("ANSIBLE_") and k not in ("AIRGAP_TEST_BUNDLE", "PYTHONPATH")
+    )
     env.update(ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
     p = run(["bash", "-euc", "\n".join(lines)], cwd=clone, env=env, timeout=900)
     assert p.returncode == 0, p.stdout[-5000:]
     assert re.search(r"^localhost\s+:\s+ok=\d+\s+changed=\d+\s+unreachable=0\s+failed=0", p.stdout, re.M), p.stdout
     bundle = os.path.join(clone, "build", "bundle")
-    for rel in ("manifest.yml", "SHA256SUMS", "ansible.cfg", "setup-controller.sh", "artifacts/" + NEEDED[0],
-                "artifacts/" + NEEDED[2], "wheels/py%s" % SUITES[SUITE]):
+    for rel in (
+        "manifest.yml",
+        "SHA256SUMS",
+        "ansible.cfg",
+        "setup-controller.sh",
+        "artifacts/" + NEEDED[0],
+        "artifacts/" + NEEDED[2],
+        "wheels/py%s" % SUITES[SUITE],
+    ):
         assert os.path.exists(os.path.join(bundle, rel)), rel
     built = time.time()
     # 2. The disk image: DOS label, one FAT32 (LBA) partition, the bundle on it.
@@ -238,13 +275,39 @@ def test_usb_disk_from_the_readme_build_to_the_control_node(controller, tmp):
         # 3. The control node, no network, the partition as /dev/sdb1 (and under its own name, for lsblk).
         steps = site_setup_steps()
         docker("rm", "-fv", name)
-        p = docker("run", "--rm", "--name", name, "--network", "none",
-                   "--cap-add", "SYS_ADMIN", "--security-opt", "apparmor=unconfined", "--device", "/dev/fuse",
-                   "--device", part, "--device", "%s:/dev/sdb1" % part,
-                   "-v", "%s:/run/udev:ro" % udev, "-v", "%s:/opt/fat-driver:ro" % driver,
-                   "-v", "%s/mount.vfat:/usr/sbin/mount.vfat:ro" % driver,
-                   "-e", "ANSIBLE_NOCOLOR=1", "-e", "ANSIBLE_FORCE_COLOR=0",
-                   controller, "sh", "-c", control_node_script(steps), timeout=900)
+        p = docker(
+            "run",
+            "--rm",
+            "--name",
+            name,
+            "--network",
+            "none",
+            "--cap-add",
+            "SYS_ADMIN",
+            "--security-opt",
+            "apparmor=unconfined",
+            "--device",
+            "/dev/fuse",
+            "--device",
+            part,
+            "--device",
+            "%s:/dev/sdb1" % part,
+            "-v",
+            "%s:/run/udev:ro" % udev,
+            "-v",
+            "%s:/opt/fat-driver:ro" % driver,
+            "-v",
+            "%s/mount.vfat:/usr/sbin/mount.vfat:ro" % driver,
+            "-e",
+            "ANSIBLE_NOCOLOR=1",
+            "-e",
+            "ANSIBLE_FORCE_COLOR=0",
+            controller,
+            "sh",
+            "-c",
+            control_node_script(steps),
+            timeout=900,
+        )
     finally:
         docker("rm", "-fv", name)
         if loop:

@@ -11,6 +11,7 @@ subprocess) against the Qwen3.x-27B-FP8 config.json of tests/fixtures. The docke
 through the service role's guard (vllm_service_seccomp). Nothing in the document is typed by hand.
 Run from the repository root after `bash tests/link-collection.sh`.
 """
+
 from __future__ import absolute_import, division, print_function
 
 import json
@@ -42,15 +43,26 @@ DOCKER = "20.10.7"
 
 # The card and host each setup is for: what NVML and the facts report on it (nvml_info's fields).
 SETUPS = [
-    {"inventory": "kylin-prod",
-     "title": "Kylin V10 SP3 + NVIDIA RTX 6000 Ada 48 GB (the field runbook)",
-     "gpu": {"name": "NVIDIA RTX 6000 Ada Generation", "memory_mib": 49140, "compute_capability": "8.9"},
-     "kernel": KYLIN_KERNEL, "docker": DOCKER, "host_ram_gib": 737},
-    {"inventory": "rtx-pro-6000",
-     "title": "NVIDIA RTX PRO 6000 Blackwell 96 GB: 50 users, tool calls, MTP, longest context",
-     "gpu": {"name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "memory_mib": 97887,
-             "compute_capability": "12.0"},
-     "kernel": KYLIN_KERNEL, "docker": DOCKER, "host_ram_gib": 256},
+    {
+        "inventory": "kylin-prod",
+        "title": "Kylin V10 SP3 + NVIDIA RTX 6000 Ada 48 GB (the field runbook)",
+        "gpu": {"name": "NVIDIA RTX 6000 Ada Generation", "memory_mib": 49140, "compute_capability": "8.9"},
+        "kernel": KYLIN_KERNEL,
+        "docker": DOCKER,
+        "host_ram_gib": 737,
+    },
+    {
+        "inventory": "rtx-pro-6000",
+        "title": "NVIDIA RTX PRO 6000 Blackwell 96 GB: 50 users, tool calls, MTP, longest context",
+        "gpu": {
+            "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+            "memory_mib": 97887,
+            "compute_capability": "12.0",
+        },
+        "kernel": KYLIN_KERNEL,
+        "docker": DOCKER,
+        "host_ram_gib": 256,
+    },
 ]
 OMIT = "__omit_place_holder__render_setups"
 COMMAND = "bash tests/link-collection.sh && python3 tests/shipped_inventories/render_setups.py"
@@ -86,18 +98,20 @@ def module_args(setup):
     args, task_vars = _plan_task()
     gpu = dict(setup["gpu"], index=0, memory_total=setup["gpu"]["memory_mib"] * MIB)
     variables.update(task_vars)
-    variables.update({
-        "omit": OMIT,
-        "ansible_facts": {"kernel": setup["kernel"], "memtotal_mb": setup["host_ram_gib"] * 1024},
-        # What the role's preflight tasks register on such a host.
-        "__vllm_plan_gpu": {"nvml_state": "ok", "gpus": [gpu]},
-        "__vllm_plan_docker": {"stdout": setup["docker"]},
-        "vllm_plan_gpu_facts": [gpu],
-        "vllm_plan_docker_version": setup["docker"],
-        "__vllm_plan_model_config": {"stat": {"exists": True}},
-        # site.yml wires the imported model's directory in (vllm_model's fact).
-        "vllm_plan_model_dir": "%s/%s" % (variables["vllm_model_models_dir"], variables["vllm_model_name"]),
-    })
+    variables.update(
+        {
+            "omit": OMIT,
+            "ansible_facts": {"kernel": setup["kernel"], "memtotal_mb": setup["host_ram_gib"] * 1024},
+            # What the role's preflight tasks register on such a host.
+            "__vllm_plan_gpu": {"nvml_state": "ok", "gpus": [gpu]},
+            "__vllm_plan_docker": {"stdout": setup["docker"]},
+            "vllm_plan_gpu_facts": [gpu],
+            "vllm_plan_docker_version": setup["docker"],
+            "__vllm_plan_model_config": {"stat": {"exists": True}},
+            # site.yml wires the imported model's directory in (vllm_model's fact).
+            "vllm_plan_model_dir": "%s/%s" % (variables["vllm_model_models_dir"], variables["vllm_model_name"]),
+        }
+    )
     templar = Templar(loader=loader, variables=variables)
     out = {}
     for key, value in args.items():
@@ -115,9 +129,15 @@ def run_module(args):
         json.dump({"ANSIBLE_MODULE_ARGS": args}, f)
     try:
         env = dict(os.environ, PYTHONPATH=COLLECTIONS)
-        proc = subprocess.run([sys.executable, "-m", "ansible_collections.airgap.vllm.plugins.modules.vllm_launch_plan",
-                               f.name], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT,
-                              universal_newlines=True, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-m", "ansible_collections.airgap.vllm.plugins.modules.vllm_launch_plan", f.name],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=ROOT,
+            universal_newlines=True,
+            check=False,
+        )
     finally:
         os.unlink(f.name)
     try:
@@ -146,7 +166,8 @@ def render_setup(setup):
     config_dir = templar.template(variables["vllm_service_config_dir"])
     name = templar.template(variables["vllm_service_name"])
     effective = _service_guard.effective_docker_options(
-        result["docker_options"], seccomp, "%s/%s/seccomp.json" % (config_dir, name))
+        result["docker_options"], seccomp, "%s/%s/seccomp.json" % (config_dir, name)
+    )
     port = templar.template(variables["vllm_service_port"])
     bind = templar.template(variables["vllm_service_host"])
     inv = setup["inventory"]
@@ -156,23 +177,35 @@ def render_setup(setup):
         "`ansible-playbook site.yml -i %s` from the bundle root (settings and where each comes from: "
         "[inventories/%s/group_vars/vllm_servers.yml](../inventories/%s/group_vars/vllm_servers.yml)). "
         "Planned for %s (%d MiB, SM %s), kernel %s, Docker %s."
-        % (inv, inv, inv, setup["gpu"]["name"], setup["gpu"]["memory_mib"], setup["gpu"]["compute_capability"],
-           setup["kernel"], setup["docker"]),
+        % (
+            inv,
+            inv,
+            inv,
+            setup["gpu"]["name"],
+            setup["gpu"]["memory_mib"],
+            setup["gpu"]["compute_capability"],
+            setup["kernel"],
+            setup["docker"],
+        ),
         "",
         "| what clients get | |",
         "|---|---|",
-        "| endpoint | `http://%s:%s/v1` on the server (loopback), model `%s` |" % (
-            bind, port, result["argv"][result["argv"].index("--served-model-name") + 1]),
-        "| context (`--max-model-len`) | **%s** tokens (%s) |" % (
-            "{:,}".format(led["max_model_len"]), led["max_model_len_how"]),
+        "| endpoint | `http://%s:%s/v1` on the server (loopback), model `%s` |"
+        % (bind, port, result["argv"][result["argv"].index("--served-model-name") + 1]),
+        "| context (`--max-model-len`) | **%s** tokens (%s) |"
+        % ("{:,}".format(led["max_model_len"]), led["max_model_len_how"]),
         "| concurrency (`--max-num-seqs`) | **%d** requests |" % led["concurrency"],
         "| requests of the full context that fit in the GPU KV pool at once | %.2f |" % led["max_concurrency_at_len"],
         "| GPU KV cache size | %s tokens |" % "{:,}".format(led["gpu_kv_cache_tokens"]),
         "| longest single request the pool holds | %s tokens |" % "{:,}".format(led["longest_single_request"]),
-        "| KV offload to host RAM | %s |" % (
-            "%s GiB (native backend)" % args["kv_offloading_gib"] if float(args.get("kv_offloading_gib") or 0) else "off"),
-        "| speculative decoding | %s |" % (
-            "MTP, %d tokens" % led["num_speculative_tokens"] if led["num_speculative_tokens"] else "off"),
+        "| KV offload to host RAM | %s |"
+        % (
+            "%s GiB (native backend)" % args["kv_offloading_gib"]
+            if float(args.get("kv_offloading_gib") or 0)
+            else "off"
+        ),
+        "| speculative decoding | %s |"
+        % ("MTP, %d tokens" % led["num_speculative_tokens"] if led["num_speculative_tokens"] else "off"),
         "| prefix caching | %s |" % ("on" if led["prefix_caching"] else "off"),
         "| KV pool | %s (%s) |" % (gib(led["kv_pool_bytes"]), led["kv_pool_how"]),
         "",
@@ -187,47 +220,90 @@ def render_setup(setup):
     lines += [
         "| non-KV total | %s | |" % gib(led["non_kv_bytes"]),
         "| **KV pool** | **%s** | %s |" % (gib(led["kv_pool_bytes"]), led["kv_pool_how"]),
-        "| KV offload (host RAM, not GPU) | %s | `--kv-offloading-size` |" % (
-            gib(float(args.get("kv_offloading_gib") or 0) * GIB)),
+        "| KV offload (host RAM, not GPU) | %s | `--kv-offloading-size` |"
+        % (gib(float(args.get("kv_offloading_gib") or 0) * GIB)),
         "",
         "KV layout: %s KV (%s backend, SM %s), %d B per token per layer x %d full-attention layers, "
         "%d Gated-DeltaNet layers of %s B state each; block size %d, page %s B, %d blocks; "
-        "a full-length request takes %d blocks." % (
-            led["kv_dtype"], led["attention_backend"], led["compute_capability"],
-            led["attn_bytes_per_token_per_layer"], led["full_attention_layers"],
-            led["linear_attention_layers"], "{:,}".format(led["gdn_state_bytes_per_layer"]),
-            led["block_size"], "{:,}".format(led["page_bytes"]), led["num_gpu_blocks"],
-            led["blocks_per_full_request"]),
+        "a full-length request takes %d blocks."
+        % (
+            led["kv_dtype"],
+            led["attention_backend"],
+            led["compute_capability"],
+            led["attn_bytes_per_token_per_layer"],
+            led["full_attention_layers"],
+            led["linear_attention_layers"],
+            "{:,}".format(led["gdn_state_bytes_per_layer"]),
+            led["block_size"],
+            "{:,}".format(led["page_bytes"]),
+            led["num_gpu_blocks"],
+            led["blocks_per_full_request"],
+        ),
     ]
     band = led.get("estimate_band")
     if band:
-        lines += ["", "Estimate band (the largest errors observed, docs/launch-planning.md): KV pool %s to %s, "
-                  "%d to %d blocks, longest single request at the low end %s tokens. The engine's own "
-                  "numbers confirm or re-plan it at the first start (`vllm_plan_confirm`)."
-                  % (gib(band["kv_pool_low_bytes"]), gib(band["kv_pool_high_bytes"]), band["num_gpu_blocks_low"],
-                     band["num_gpu_blocks_high"], "{:,}".format(band["longest_single_request_low"]))]
+        lines += [
+            "",
+            "Estimate band (the largest errors observed, docs/launch-planning.md): KV pool %s to %s, "
+            "%d to %d blocks, longest single request at the low end %s tokens. The engine's own "
+            "numbers confirm or re-plan it at the first start (`vllm_plan_confirm`)."
+            % (
+                gib(band["kv_pool_low_bytes"]),
+                gib(band["kv_pool_high_bytes"]),
+                band["num_gpu_blocks_low"],
+                band["num_gpu_blocks_high"],
+                "{:,}".format(band["longest_single_request_low"]),
+            ),
+        ]
     if result.get("warnings_list"):
         lines += ["", "Planner warnings:", ""] + ["- %s" % w for w in result["warnings_list"]]
-    lines += ["", "### vLLM argv", "", "```sh", "vllm serve " + " \\\n    ".join(
-        " ".join(quote(a) for a in f["args"]) for f in result["flags"]), "```", "",
-        "| flag | why |", "|---|---|"]
+    lines += [
+        "",
+        "### vLLM argv",
+        "",
+        "```sh",
+        "vllm serve " + " \\\n    ".join(" ".join(quote(a) for a in f["args"]) for f in result["flags"]),
+        "```",
+        "",
+        "| flag | why |",
+        "|---|---|",
+    ]
     for f in result["flags"][1:]:
         lines.append("| `%s` | %s |" % (f["args"][0], f["reason"]))
-    lines += ["", "API keys are not in the argv: the service adds `--config %s` (the key file, mounted read-only)."
-              % templar.template(variables["vllm_service_api_keys_container_path"]), "",
-              "### Docker options", "",
-              "Planned (`docker_options`): `%s`" % " ".join(result["docker_options"]), ""]
+    lines += [
+        "",
+        "API keys are not in the argv: the service adds `--config %s` (the key file, mounted read-only)."
+        % templar.template(variables["vllm_service_api_keys_container_path"]),
+        "",
+        "### Docker options",
+        "",
+        "Planned (`docker_options`): `%s`" % " ".join(result["docker_options"]),
+        "",
+    ]
     for opt, why in sorted(result["docker_option_reasons"].items()):
         lines.append("- `%s`: %s" % (opt, why))
-    lines += ["", "After the service guard (`vllm_service_seccomp: %s`): `%s`; plus `--publish %s:%s:%s`, the "
-              "environment file, the model mounted read-only and the key file."
-              % (seccomp, " ".join(effective), bind, port, 8000 if "--port" not in result["argv"]
-                 else result["argv"][result["argv"].index("--port") + 1]),
-              "", "Image: %s (the madvise patch %s)." % (
-                  templar.template(variables.get("vllm_image_name", "vllm/vllm-openai:v0.27.1")),
-                  "is applied: KV offload on a kernel older than 5.14" if result["needs_madvise_patch"]
-                  else "is not needed: no KV offload"),
-              "", "Container environment: %s." % ", ".join("`%s=%s`" % kv for kv in sorted(result["env"].items()))]
+    lines += [
+        "",
+        "After the service guard (`vllm_service_seccomp: %s`): `%s`; plus `--publish %s:%s:%s`, the "
+        "environment file, the model mounted read-only and the key file."
+        % (
+            seccomp,
+            " ".join(effective),
+            bind,
+            port,
+            8000 if "--port" not in result["argv"] else result["argv"][result["argv"].index("--port") + 1],
+        ),
+        "",
+        "Image: %s (the madvise patch %s)."
+        % (
+            templar.template(variables.get("vllm_image_name", "vllm/vllm-openai:v0.27.1")),
+            "is applied: KV offload on a kernel older than 5.14"
+            if result["needs_madvise_patch"]
+            else "is not needed: no KV offload",
+        ),
+        "",
+        "Container environment: %s." % ", ".join("`%s=%s`" % kv for kv in sorted(result["env"].items())),
+    ]
     tail = result["ledger_text"].split("\n")
     start = next((i for i, line in enumerate(tail) if line.startswith("|") or line.startswith("**")), None)
     if start is not None:

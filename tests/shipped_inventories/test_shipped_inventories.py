@@ -22,6 +22,7 @@ The host's disk is the build machine's: when it has less free space than a setup
 instead, and only accepted when the free space measured around the run was short).
 Cost: one container for both inventories, one bundle build (~2.4 GB under build/, reused), two --check runs.
 """
+
 import json
 import os
 import re
@@ -37,31 +38,59 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 NAME = "airgap-kylin-shipped"
 IMAGE = "airgap-test/kylin:v10sp3"
 BUNDLE = os.path.join(ROOT, "build", "shipped-inventories-bundle")
-SHIPPED = sorted(d for d in os.listdir(os.path.join(ROOT, "inventories"))
-                 if d != "simulated" and os.path.isfile(os.path.join(ROOT, "inventories", d, "hosts.yml")))
+SHIPPED = sorted(
+    d
+    for d in os.listdir(os.path.join(ROOT, "inventories"))
+    if d != "simulated" and os.path.isfile(os.path.join(ROOT, "inventories", d, "hosts.yml"))
+)
 # The simulated host's facts (inventories/simulated/group_vars): what a container cannot be, not a setting.
-HOST_FACTS = ("preflight_kernel_release", "nvidia_driver_kernel_release", "vllm_plan_kernel_release",
-              "vllm_image_kernel_release", "preflight_nvidia_version_file", "nvidia_driver_version_file",
-              "nvidia_driver_reboot_command", "nvidia_driver_boot_time_command", "nvidia_toolkit_disable_gpg_check")
+HOST_FACTS = (
+    "preflight_kernel_release",
+    "nvidia_driver_kernel_release",
+    "vllm_plan_kernel_release",
+    "vllm_image_kernel_release",
+    "preflight_nvidia_version_file",
+    "nvidia_driver_version_file",
+    "nvidia_driver_reboot_command",
+    "nvidia_driver_boot_time_command",
+    "nvidia_toolkit_disable_gpg_check",
+)
 MIB = 1 << 20
 # The card each setup is for, as the fake NVML and lspci report it (tests/world/fakes/nvml/README.md).
 CARDS = {
-    "kylin-prod": {"name": "NVIDIA RTX 6000 Ada Generation", "memory_total": 49140 * MIB,
-                   "pci_device_id": "0x26B110DE", "compute_capability": [8, 9]},
-    "rtx-pro-6000": {"name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "memory_total": 97887 * MIB,
-                     "pci_device_id": "0x2BB510DE", "compute_capability": [12, 0]},
+    "kylin-prod": {
+        "name": "NVIDIA RTX 6000 Ada Generation",
+        "memory_total": 49140 * MIB,
+        "pci_device_id": "0x26B110DE",
+        "compute_capability": [8, 9],
+    },
+    "rtx-pro-6000": {
+        "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+        "memory_total": 97887 * MIB,
+        "pci_device_id": "0x2BB510DE",
+        "compute_capability": [12, 0],
+    },
 }
 
 
 def sh(cmd, cwd, env=None, timeout=900):
-    r = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       universal_newlines=True, timeout=timeout, check=False)
+    r = subprocess.run(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        universal_newlines=True,
+        timeout=timeout,
+        check=False,
+    )
     return r.returncode, r.stdout
 
 
 def docker(*args, **kw):
-    return subprocess.run(("docker",) + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, check=False, **kw)
+    return subprocess.run(
+        ("docker",) + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False, **kw
+    )
 
 
 def recap(out, host):
@@ -83,8 +112,11 @@ def hosts_of(inventory):
 @pytest.fixture(scope="module")
 def env():
     """The operator's environment in the bundle root: its own ansible.cfg decides (nothing of ours exported)."""
-    e = dict((k, v) for k, v in os.environ.items()
-             if not k.startswith("ANSIBLE_") and k not in ("AIRGAP_TEST_BUNDLE", "PYTHONPATH"))
+    e = dict(
+        (k, v)
+        for k, v in os.environ.items()
+        if not k.startswith("ANSIBLE_") and k not in ("AIRGAP_TEST_BUNDLE", "PYTHONPATH")
+    )
     e.update(ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", PY_COLORS="0")
     return e
 
@@ -93,8 +125,18 @@ def env():
 def bundle():
     rc, out = sh(["bash", "tests/world/build.sh"], ROOT, timeout=1800)
     assert rc == 0, out[-3000:]
-    rc, out = sh(["ansible-playbook", "playbooks/bundle_build.yml", "-e", "@tests/world/bundle-vars.yml",
-                  "-e", "bundle_build_dir=" + BUNDLE], ROOT, timeout=1800)
+    rc, out = sh(
+        [
+            "ansible-playbook",
+            "playbooks/bundle_build.yml",
+            "-e",
+            "@tests/world/bundle-vars.yml",
+            "-e",
+            "bundle_build_dir=" + BUNDLE,
+        ],
+        ROOT,
+        timeout=1800,
+    )
     assert rc == 0, out[-3000:]
     return BUNDLE
 
@@ -108,9 +150,23 @@ def host():
     args = ["run", "-d", "--name", NAME, "--hostname", NAME, "--network", "none"]
     for cap in caps:
         args += ["--cap-add", cap]
-    args += ["--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined", "--tmpfs", "/run",
-             "--tmpfs", "/run/lock", "--tmpfs", "/tmp", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--cgroupns=host",
-             IMAGE, "/lib/systemd/systemd"]
+    args += [
+        "--security-opt",
+        "seccomp=unconfined",
+        "--security-opt",
+        "apparmor=unconfined",
+        "--tmpfs",
+        "/run",
+        "--tmpfs",
+        "/run/lock",
+        "--tmpfs",
+        "/tmp",
+        "-v",
+        "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+        "--cgroupns=host",
+        IMAGE,
+        "/lib/systemd/systemd",
+    ]
     r = docker(*args)
     assert r.returncode == 0, r.stderr
     for dummy in range(60):
@@ -144,8 +200,9 @@ def test_host_facts_are_no_setting_of_a_shipped_setup(inventory):
 
 
 def test_bundle_carries_every_shipped_inventory_verbatim(bundle):
-    files = subprocess.run(["git", "ls-files", "inventories"], cwd=ROOT, stdout=subprocess.PIPE,
-                           universal_newlines=True, check=True).stdout.split()
+    files = subprocess.run(
+        ["git", "ls-files", "inventories"], cwd=ROOT, stdout=subprocess.PIPE, universal_newlines=True, check=True
+    ).stdout.split()
     assert not os.path.exists(os.path.join(bundle, "simulated")), "the test host's inventory is not shipped"
     for inventory in SHIPPED:
         mine = [f for f in files if f.startswith("inventories/%s/" % inventory)]
@@ -161,7 +218,7 @@ def test_bundle_carries_every_shipped_inventory_verbatim(bundle):
 def test_inventory_lists_from_the_bundle_root(bundle, env, inventory):
     rc, out = sh(["ansible-inventory", "-i", inventory, "--list"], bundle, env, timeout=120)
     assert rc == 0, out
-    data = json.loads(out[out.index("{"):])
+    data = json.loads(out[out.index("{") :])
     assert sorted(data["vllm_servers"]["hosts"]) == sorted(hosts_of(inventory))
     hostvars = data["_meta"]["hostvars"][hosts_of(inventory)[0]]
     assert hostvars["bundle_path"] == "{{ inventory_dir }}/.."
@@ -185,15 +242,33 @@ def test_site_check_from_the_bundle_root(bundle, env, host, host_facts, inventor
     # that moves while other work runs. Measured before and after the run.
     need = max(d["min_free_gb"] for d in settings["preflight_disk_requirements"])
     before = free_gib(host)
-    rc, out = sh(["ansible-playbook", "site.yml", "-i", inventory, "--check",
-                  "-e", "ansible_connection=community.docker.docker", "-e", "ansible_host=" + host,
-                  "-e", "airgap_vllm_controller_dir=" + state_dir, "-e", "@" + host_facts], bundle, env, timeout=900)
+    rc, out = sh(
+        [
+            "ansible-playbook",
+            "site.yml",
+            "-i",
+            inventory,
+            "--check",
+            "-e",
+            "ansible_connection=community.docker.docker",
+            "-e",
+            "ansible_host=" + host,
+            "-e",
+            "airgap_vllm_controller_dir=" + state_dir,
+            "-e",
+            "@" + host_facts,
+        ],
+        bundle,
+        env,
+        timeout=900,
+    )
     after = free_gib(host)
     result = recap(out, name)
     assert result["unreachable"] == 0, result
     # Validation passed: every variable of the setup, the bundle at inventory_dir/.., the connection.
-    assert re.search(r"TASK \[Check the variables, the bundle and the connection\] \*+\nok: \[%s\]"
-                     % re.escape(name), out), out[:3000]
+    assert re.search(
+        r"TASK \[Check the variables, the bundle and the connection\] \*+\nok: \[%s\]" % re.escape(name), out
+    ), out[:3000]
     assert "no role reads it" not in out, "a setting of %s is read by no role" % inventory
     if re.search(r"Preflight failed 1 check\(s\):\s+\[disk\]", out):
         # The documented stop, and only when the disk really was short: preflight's one table, the disk line
@@ -214,16 +289,23 @@ def test_site_check_from_the_bundle_root(bundle, env, host, host_facts, inventor
     assert re.search(r"gpu_present\s+OK\s+1\s+NVIDIA\s+GPU\(s\):.{0,200}?10de:%s" % device, out, re.S), out[-6000:]
     assert re.search(r"port\s+%d\s+free" % settings["vllm_service_port"], out)
     for disk in settings["preflight_disk_requirements"]:
-        pattern = r"%s\s+\(on [^)]*\):\s+[\d.]+\s+GiB\s+free,\s+need\s+%.1f" % (re.escape(disk["path"]), disk["min_free_gb"])
+        pattern = r"%s\s+\(on [^)]*\):\s+[\d.]+\s+GiB\s+free,\s+need\s+%.1f" % (
+            re.escape(disk["path"]),
+            disk["min_free_gb"],
+        )
         assert re.search(pattern, out), disk
     # The driver and toolkit from the bundle, the model and the image: predicted, not done.
-    assert re.search(r"Would\s+install\s+NVIDIA\s+driver\s+%s\s+with\s+\S*/NVIDIA-Linux-x86_64-%s\.run"
-                     % ((re.escape(settings["nvidia_driver_version"]),) * 2), out), out[-6000:]
+    assert re.search(
+        r"Would\s+install\s+NVIDIA\s+driver\s+%s\s+with\s+\S*/NVIDIA-Linux-x86_64-%s\.run"
+        % ((re.escape(settings["nvidia_driver_version"]),) * 2),
+        out,
+    ), out[-6000:]
     assert "Would install libnvidia-container1-" in out
     assert "a real run would import it" in out and "a real run would load it" in out
     # The documented stop of --check on a host without the model: no plan, so no service stage.
-    assert re.search(r"TASK \[airgap.vllm.vllm_plan : Plan the flags and the memory ledger\] \*+\nskipping",
-                     out), out[-6000:]
+    assert re.search(r"TASK \[airgap.vllm.vllm_plan : Plan the flags and the memory ledger\] \*+\nskipping", out), out[
+        -6000:
+    ]
     # The API key was generated in the control node's state directory, private.
     mode = stat.S_IMODE(os.stat(key_file).st_mode)
     assert mode == 0o600, oct(mode)
@@ -242,5 +324,10 @@ def free_gib(host):
 
 def assert_host_unchanged(host):
     """--check changed nothing on the host."""
-    for path in ("/var/lib/airgap-vllm", "/opt/airgap-vllm", "/etc/airgap-vllm", "/etc/modprobe.d/blacklist-nouveau.conf"):
+    for path in (
+        "/var/lib/airgap-vllm",
+        "/opt/airgap-vllm",
+        "/etc/airgap-vllm",
+        "/etc/modprobe.d/blacklist-nouveau.conf",
+    ):
         assert docker("exec", host, "test", "-e", path).returncode != 0, "%s was created by --check" % path

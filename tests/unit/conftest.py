@@ -1,4 +1,5 @@
 """Make the work tree importable as ansible_collections.airgap.vllm for unit tests."""
+
 import os
 import sys
 

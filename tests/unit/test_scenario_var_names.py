@@ -10,6 +10,7 @@ that got status -1). Both failed only in the order side_effect runs them.
 The rule checked: within one scenario, a name that some playbook registers or sets as a fact is not also a
 ``vars:`` name (play, block or task level) of a playbook in that scenario, unless the same file both sets it and
 defines it (a file's own pattern, read in its own order)."""
+
 import os
 
 import pytest
@@ -55,8 +56,9 @@ def _collisions(registered, defined):
     for name in sorted(set(registered) & set(defined)):
         # Allowed only where one and the same file both sets it and defines it.
         if not (registered[name] == defined[name] and len(defined[name]) == 1):
-            out.append("%s: registered/set in %s, vars: in %s" % (
-                name, sorted(registered[name]), sorted(defined[name])))
+            out.append(
+                "%s: registered/set in %s, vars: in %s" % (name, sorted(registered[name]), sorted(defined[name]))
+            )
     return out
 
 
@@ -70,14 +72,27 @@ def test_no_registered_name_hides_a_vars_name(scenario):
 
 def test_the_rule_finds_the_collision_that_broke_ci():
     registered, defined = {}, {}
-    _walk(yaml.safe_load("- tasks:\n    - command: x\n      register: __refused\n"), "release_check.yml",
-          registered, defined)
-    _walk(yaml.safe_load("- tasks:\n    - assert: {that: [x]}\n      vars: {__refused: y}\n"), "side_effect.yml",
-          registered, defined)
+    _walk(
+        yaml.safe_load("- tasks:\n    - command: x\n      register: __refused\n"),
+        "release_check.yml",
+        registered,
+        defined,
+    )
+    _walk(
+        yaml.safe_load("- tasks:\n    - assert: {that: [x]}\n      vars: {__refused: y}\n"),
+        "side_effect.yml",
+        registered,
+        defined,
+    )
     assert _collisions(registered, defined) == [
-        "__refused: registered/set in ['release_check.yml'], vars: in ['side_effect.yml']"]
+        "__refused: registered/set in ['release_check.yml'], vars: in ['side_effect.yml']"
+    ]
     # One file's own pattern (set_fact and a vars: default of the same name in one file) is its own business.
     registered, defined = {}, {}
-    _walk(yaml.safe_load("- vars: {__lan: []}\n  tasks:\n    - set_fact: {__lan: [1]}\n"), "front.yml",
-          registered, defined)
+    _walk(
+        yaml.safe_load("- vars: {__lan: []}\n  tasks:\n    - set_fact: {__lan: [1]}\n"),
+        "front.yml",
+        registered,
+        defined,
+    )
     assert _collisions(registered, defined) == []

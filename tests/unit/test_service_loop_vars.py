@@ -2,6 +2,7 @@
 gets each variable it may set through the loop's vars, one line per variable. Those lines are wiring; what a service
 may set is decided in _services.HOST_WIDE and the roles' argument_specs, and this test keeps the wiring in step:
 a variable added to a role is either one per host (HOST_WIDE) or given to each service."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -16,9 +17,11 @@ from ansible_collections.airgap.vllm.plugins.module_utils._services import HOST_
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # The loops over the listed services: (role, tasks file, loop variable).
-LOOPS = [("vllm_plan", "main.yml", "__vllm_plan_instance"),
-         ("vllm_service", "main.yml", "__vllm_service_instance"),
-         ("vllm_service", "loadcheck_services.yml", "__vllm_service_instance")]
+LOOPS = [
+    ("vllm_plan", "main.yml", "__vllm_plan_instance"),
+    ("vllm_service", "main.yml", "__vllm_service_instance"),
+    ("vllm_service", "loadcheck_services.yml", "__vllm_service_instance"),
+]
 
 
 def _load(*parts):
@@ -31,8 +34,11 @@ def _options(role):
 
 
 def _loop_tasks(role, tasks_file):
-    return [t for t in _load("roles", role, "tasks", tasks_file)
-            if "ansible.builtin.include_tasks" in t and "listed" in str(t.get("loop"))]
+    return [
+        t
+        for t in _load("roles", role, "tasks", tasks_file)
+        if "ansible.builtin.include_tasks" in t and "listed" in str(t.get("loop"))
+    ]
 
 
 @pytest.mark.parametrize("role,tasks_file,loop_var", LOOPS)
@@ -69,6 +75,7 @@ def test_a_number_given_per_service_is_never_tested_for_truth_as_text():
     (molecule default's two services: ttft_p95_max_ms "0" reached the load check as a threshold of 0)."""
     import glob
     import re
+
     for role in ("vllm_plan", "vllm_service"):
         specs = _load("roles", role, "meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
         numbers = [n for n, o in specs.items() if (o or {}).get("type") in ("int", "float") and n not in HOST_WIDE]

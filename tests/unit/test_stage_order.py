@@ -4,6 +4,7 @@ the README's stage table name the roles in the order playbooks/site.yml runs the
 site.yml is read as Ansible reads it: plays in order, their roles and tasks (pre_tasks, blocks, import/include of
 task files followed), each role where it is first imported or included as a whole (a `tasks_from` entry point,
 such as the front door's drain or the service's load check, is not a stage of its own)."""
+
 import os
 import re
 
@@ -79,7 +80,7 @@ def _table_rows(text, header_start):
     lines = text.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
     rows = []
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if not line.startswith("|"):
             break
         rows.append([c.strip() for c in line.strip().strip("|").split("|")])
@@ -97,8 +98,18 @@ def test_site_yml_is_read_as_a_whole():
     order = site_order()
     roles = [r for _t, r in order]
     # What the reader above must find (a change of site.yml that hides a stage from it fails here first).
-    for role in ("bundle", "preflight", "nvidia_driver", "nvidia_toolkit", "gpu_free", "vllm_model", "vllm_image",
-                 "vllm_plan", "vllm_service", "vllm_front"):
+    for role in (
+        "bundle",
+        "preflight",
+        "nvidia_driver",
+        "nvidia_toolkit",
+        "gpu_free",
+        "vllm_model",
+        "vllm_image",
+        "vllm_plan",
+        "vllm_service",
+        "vllm_front",
+    ):
         assert role in roles, (role, order)
     assert order[0] == ("validate", "playbooks/validate.yml")
 

@@ -1,4 +1,5 @@
 """Shared fixture: the cached CPU venv holding the real vLLM 0.27.1 (built by setup-venv.sh)."""
+
 import os
 import runpy
 import subprocess
@@ -14,9 +15,14 @@ runpy.run_path(os.path.join(ROOT, "tests", "unit", "conftest.py"))
 @pytest.fixture(scope="session")
 def venv_python():
     try:
-        proc = subprocess.run(["bash", os.path.join(HERE, "setup-venv.sh")],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              universal_newlines=True, timeout=3600, check=False)
+        proc = subprocess.run(
+            ["bash", os.path.join(HERE, "setup-venv.sh")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            universal_newlines=True,
+            timeout=3600,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         pytest.skip("vLLM 0.27.1 venv could not be built: %s" % exc)
     if proc.returncode != 0:

@@ -1,7 +1,7 @@
 """What the planner must agree on with a vLLM release, asked of that release's own code: KV sizing and backend
 choices (kv_reference.py) and the argv of every generated plan (the role's parse_argv.py). The cases and the
 checks have one home here for both callers: tests/vllm_parser/test_planner_vs_vllm.py (the cached
-vLLM 0.27.1 venv) and tests/integration/test_image_release.py (kv_reference.py run inside each real engine image
+vLLM 0.27.1 venv) and tests/system/test_image_release.py (kv_reference.py run inside each real engine image
 of the test world, 0.27.1 and the later release: the planner's "0.27.1 rules" proven for that release too).
 
 Each case plans a model with a measured KV budget (so no estimate is involved) and asks vLLM's
@@ -10,6 +10,7 @@ max-length request, "GPU KV cache size" tokens, and, where vLLM refuses, its "es
 length". The expected numbers hard-coded in tests/unit/plugins/module_utils/test__plan_model.py and
 test__plan_memory.py were taken from kv_reference.py's output.
 """
+
 import json
 import os
 import subprocess
@@ -32,14 +33,32 @@ FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")
 GDN = {"k_heads": 16, "v_heads": 48, "k_dim": 128, "v_dim": 128, "conv_kernel": 4}
 
 GEMMA3 = {
-    "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "hidden_size": 5376,
-    "intermediate_size": 21504, "num_attention_heads": 32, "num_key_value_heads": 16,
-    "head_dim": 128, "num_hidden_layers": 62, "sliding_window": 1024, "vocab_size": 262208,
-    "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}
-DENSE = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096,
-         "intermediate_size": 12288, "num_attention_heads": 32, "num_key_value_heads": 8,
-         "head_dim": 128, "num_hidden_layers": 36, "vocab_size": 151936,
-         "max_position_embeddings": 40960, "torch_dtype": "bfloat16"}
+    "architectures": ["Gemma3ForCausalLM"],
+    "model_type": "gemma3_text",
+    "hidden_size": 5376,
+    "intermediate_size": 21504,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 16,
+    "head_dim": 128,
+    "num_hidden_layers": 62,
+    "sliding_window": 1024,
+    "vocab_size": 262208,
+    "max_position_embeddings": 131072,
+    "torch_dtype": "bfloat16",
+}
+DENSE = {
+    "architectures": ["Qwen3ForCausalLM"],
+    "model_type": "qwen3",
+    "hidden_size": 4096,
+    "intermediate_size": 12288,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "num_hidden_layers": 36,
+    "vocab_size": 151936,
+    "max_position_embeddings": 40960,
+    "torch_dtype": "bfloat16",
+}
 
 
 def fixture_config(bf16=False):
@@ -52,39 +71,94 @@ def fixture_config(bf16=False):
 
 # (id, config, planner params, vLLM case)
 CASES = [
-    ("gemma3-96", GEMMA3, dict(gpu_total_bytes=97887 * CM.MIB, context=131072, kv_cache_dtype="auto",
-                               measured_kv_cache_bytes=40 * CM.GIB),
-     dict(full=10, sliding=52, window=1024, kv_heads=16, head_dim=128, kv_dtype="bfloat16",
-          in_flight=16384)),
-    ("gemma3-48", GEMMA3, dict(gpu_total_bytes=49140 * CM.MIB, context=131072, kv_cache_dtype="auto",
-                               measured_kv_cache_bytes=12 * CM.GIB),
-     dict(full=10, sliding=52, window=1024, kv_heads=16, head_dim=128, kv_dtype="bfloat16",
-          in_flight=4096)),
-    ("gemma3-fp8-tp2", GEMMA3, dict(gpu_total_bytes=97887 * CM.MIB, gpu_count=2, context=65536,
-                                    kv_cache_dtype="fp8_e4m3", measured_kv_cache_bytes=9 * CM.GIB,
-                                    max_num_batched_tokens=4096),
-     dict(full=10, sliding=52, window=1024, kv_heads=16, head_dim=128, kv_dtype="fp8", tp=2,
-          in_flight=8192)),
-    ("dense-bf16", DENSE, dict(gpu_total_bytes=49140 * CM.MIB, context=40960, kv_cache_dtype="auto",
-                               measured_kv_cache_bytes=7 * CM.GIB),
-     dict(full=36, kv_heads=8, head_dim=128, kv_dtype="bfloat16")),
-    ("qwen35-fp8-mtp3-prefix", fixture_config(), dict(
-        gpu_total_bytes=49140 * CM.MIB, context=204800, kv_cache_dtype="fp8_e4m3",
-        num_speculative_tokens=3, prefix_caching=True, measured_kv_cache_bytes=int(11.1 * CM.GIB)),
-     dict(full=17, linear=48, kv_heads=4, head_dim=256, kv_dtype="fp8", gdn=GDN, num_spec=3,
-          mamba_cache_mode="align")),
-    ("qwen35-bf16-refused", fixture_config(), dict(
-        gpu_total_bytes=49140 * CM.MIB, context=204800, kv_cache_dtype="bfloat16",
-        num_speculative_tokens=3, prefix_caching=False, measured_kv_cache_bytes=int(11.1 * CM.GIB)),
-     dict(full=17, linear=48, kv_heads=4, head_dim=256, kv_dtype="bfloat16", gdn=GDN, num_spec=3)),
-    ("qwen35-tp2-nomtp", fixture_config(), dict(
-        gpu_total_bytes=97887 * CM.MIB, gpu_count=2, context=262144, kv_cache_dtype="fp8_e4m3",
-        measured_kv_cache_bytes=30 * CM.GIB),
-     dict(full=16, linear=48, kv_heads=4, head_dim=256, kv_dtype="fp8", gdn=GDN, tp=2)),
-    ("hopper-e5m2", fixture_config(bf16=True), dict(
-        gpu_total_bytes=143771 * CM.MIB, compute_capability="9.0", context=131072,
-        kv_cache_dtype="fp8_e5m2", num_speculative_tokens=3, measured_kv_cache_bytes=20 * CM.GIB),
-     dict(full=17, linear=48, kv_heads=4, head_dim=256, kv_dtype="fp8_e5m2", gdn=GDN, num_spec=3)),
+    (
+        "gemma3-96",
+        GEMMA3,
+        dict(
+            gpu_total_bytes=97887 * CM.MIB, context=131072, kv_cache_dtype="auto", measured_kv_cache_bytes=40 * CM.GIB
+        ),
+        dict(full=10, sliding=52, window=1024, kv_heads=16, head_dim=128, kv_dtype="bfloat16", in_flight=16384),
+    ),
+    (
+        "gemma3-48",
+        GEMMA3,
+        dict(
+            gpu_total_bytes=49140 * CM.MIB, context=131072, kv_cache_dtype="auto", measured_kv_cache_bytes=12 * CM.GIB
+        ),
+        dict(full=10, sliding=52, window=1024, kv_heads=16, head_dim=128, kv_dtype="bfloat16", in_flight=4096),
+    ),
+    (
+        "gemma3-fp8-tp2",
+        GEMMA3,
+        dict(
+            gpu_total_bytes=97887 * CM.MIB,
+            gpu_count=2,
+            context=65536,
+            kv_cache_dtype="fp8_e4m3",
+            measured_kv_cache_bytes=9 * CM.GIB,
+            max_num_batched_tokens=4096,
+        ),
+        dict(full=10, sliding=52, window=1024, kv_heads=16, head_dim=128, kv_dtype="fp8", tp=2, in_flight=8192),
+    ),
+    (
+        "dense-bf16",
+        DENSE,
+        dict(gpu_total_bytes=49140 * CM.MIB, context=40960, kv_cache_dtype="auto", measured_kv_cache_bytes=7 * CM.GIB),
+        dict(full=36, kv_heads=8, head_dim=128, kv_dtype="bfloat16"),
+    ),
+    (
+        "qwen35-fp8-mtp3-prefix",
+        fixture_config(),
+        dict(
+            gpu_total_bytes=49140 * CM.MIB,
+            context=204800,
+            kv_cache_dtype="fp8_e4m3",
+            num_speculative_tokens=3,
+            prefix_caching=True,
+            measured_kv_cache_bytes=int(11.1 * CM.GIB),
+        ),
+        dict(
+            full=17, linear=48, kv_heads=4, head_dim=256, kv_dtype="fp8", gdn=GDN, num_spec=3, mamba_cache_mode="align"
+        ),
+    ),
+    (
+        "qwen35-bf16-refused",
+        fixture_config(),
+        dict(
+            gpu_total_bytes=49140 * CM.MIB,
+            context=204800,
+            kv_cache_dtype="bfloat16",
+            num_speculative_tokens=3,
+            prefix_caching=False,
+            measured_kv_cache_bytes=int(11.1 * CM.GIB),
+        ),
+        dict(full=17, linear=48, kv_heads=4, head_dim=256, kv_dtype="bfloat16", gdn=GDN, num_spec=3),
+    ),
+    (
+        "qwen35-tp2-nomtp",
+        fixture_config(),
+        dict(
+            gpu_total_bytes=97887 * CM.MIB,
+            gpu_count=2,
+            context=262144,
+            kv_cache_dtype="fp8_e4m3",
+            measured_kv_cache_bytes=30 * CM.GIB,
+        ),
+        dict(full=16, linear=48, kv_heads=4, head_dim=256, kv_dtype="fp8", gdn=GDN, tp=2),
+    ),
+    (
+        "hopper-e5m2",
+        fixture_config(bf16=True),
+        dict(
+            gpu_total_bytes=143771 * CM.MIB,
+            compute_capability="9.0",
+            context=131072,
+            kv_cache_dtype="fp8_e5m2",
+            num_speculative_tokens=3,
+            measured_kv_cache_bytes=20 * CM.GIB,
+        ),
+        dict(full=17, linear=48, kv_heads=4, head_dim=256, kv_dtype="fp8_e5m2", gdn=GDN, num_spec=3),
+    ),
 ]
 
 
@@ -101,8 +175,7 @@ def kv_cases():
     """The cases kv_reference.py sizes with vLLM's own code (kind "kv")."""
     cases = []
     for cid, _cfg, params, vc in CASES:
-        case = dict(vc, id=cid, kind="kv", max_model_len=params["context"],
-                    available=params["measured_kv_cache_bytes"])
+        case = dict(vc, id=cid, kind="kv", max_model_len=params["context"], available=params["measured_kv_cache_bytes"])
         cases.append(case)
     return cases
 
@@ -134,20 +207,61 @@ def backend_cases():
     """Backend order, KV-scheme and layer-type cases for kv_reference.py."""
     ccs = CCS
     cases = [{"id": "%d.%d" % cc, "kind": "backend", "cc": list(cc)} for cc in ccs]
-    cases.append({"id": "ct", "kind": "scheme", "quantization_config": {
-        "quant_method": "compressed-tensors", "format": "float-quantized",
-        "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
-            "num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True,
-            "dynamic": False}}},
-        "kv_cache_scheme": {"num_bits": 8, "type": "float", "strategy": "tensor",
-                            "symmetric": True, "dynamic": False}}})
-    cases.append({"id": "mo", "kind": "scheme", "quantization_config": {
-        "quant_method": "modelopt", "quantization": {"quant_algo": "FP8",
-                                                     "kv_cache_quant_algo": "FP8"}}})
-    cases.append({"id": "g3", "kind": "layer_types", "config_class": "Gemma3TextConfig",
-                  "config": {"num_hidden_layers": 62, "sliding_window": 1024}})
-    cases.append({"id": "g2", "kind": "layer_types", "config_class": "Gemma2Config",
-                  "config": {"num_hidden_layers": 46, "sliding_window": 4096}})
+    cases.append(
+        {
+            "id": "ct",
+            "kind": "scheme",
+            "quantization_config": {
+                "quant_method": "compressed-tensors",
+                "format": "float-quantized",
+                "config_groups": {
+                    "group_0": {
+                        "targets": ["Linear"],
+                        "weights": {
+                            "num_bits": 8,
+                            "type": "float",
+                            "strategy": "channel",
+                            "symmetric": True,
+                            "dynamic": False,
+                        },
+                    }
+                },
+                "kv_cache_scheme": {
+                    "num_bits": 8,
+                    "type": "float",
+                    "strategy": "tensor",
+                    "symmetric": True,
+                    "dynamic": False,
+                },
+            },
+        }
+    )
+    cases.append(
+        {
+            "id": "mo",
+            "kind": "scheme",
+            "quantization_config": {
+                "quant_method": "modelopt",
+                "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"},
+            },
+        }
+    )
+    cases.append(
+        {
+            "id": "g3",
+            "kind": "layer_types",
+            "config_class": "Gemma3TextConfig",
+            "config": {"num_hidden_layers": 62, "sliding_window": 1024},
+        }
+    )
+    cases.append(
+        {
+            "id": "g2",
+            "kind": "layer_types",
+            "config_class": "Gemma2Config",
+            "config": {"num_hidden_layers": 46, "sliding_window": 4096},
+        }
+    )
     return cases
 
 
@@ -160,56 +274,120 @@ def check_backends(results):
         first = prio[0]
         # bf16 KV: the first priority is valid on every listed capability.
         assert MEM.attention_backend("%d.%d" % cc, "bfloat16", 256) == first, (cc, prio)
-    assert MD.describe_model(dict(DENSE, quantization_config=cases[len(ccs)][
-        "quantization_config"]))["kv_cache_scheme_dtype"] == got["ct"]["auto_becomes"]
-    assert MD.describe_model(dict(DENSE, quantization_config=cases[len(ccs) + 1][
-        "quantization_config"]))["kv_cache_scheme_dtype"] == got["mo"]["auto_becomes"]
+    assert (
+        MD.describe_model(dict(DENSE, quantization_config=cases[len(ccs)]["quantization_config"]))[
+            "kv_cache_scheme_dtype"
+        ]
+        == got["ct"]["auto_becomes"]
+    )
+    assert (
+        MD.describe_model(dict(DENSE, quantization_config=cases[len(ccs) + 1]["quantization_config"]))[
+            "kv_cache_scheme_dtype"
+        ]
+        == got["mo"]["auto_becomes"]
+    )
     g3 = MD.describe_model(GEMMA3)
     assert g3["num_full_layers"] == got["g3"]["layer_types"].count("full_attention")
-    g2 = MD.describe_model(dict(GEMMA3, architectures=["Gemma2ForCausalLM"], model_type="gemma2",
-                                num_hidden_layers=46, sliding_window=4096))
+    g2 = MD.describe_model(
+        dict(
+            GEMMA3, architectures=["Gemma2ForCausalLM"], model_type="gemma2", num_hidden_layers=46, sliding_window=4096
+        )
+    )
     assert g2["num_full_layers"] == got["g2"]["layer_types"].count("full_attention")
     with pytest.raises(CM.ModelConfigError):
         MD.describe_model(dict(DENSE, architectures=["Unknown"]))
 
 
 def generated_plans():
-    base = dict(model_dir=FIXTURE, model_path="/models/qwen3.x-27b-fp8", gpu_total_bytes=ADA_48,
-                compute_capability="8.9", gpu_memory_utilization=0.93, concurrency=4,
-                num_speculative_tokens=3, prefix_caching=True, reasoning_parser="qwen3",
-                tool_call_parser="qwen3_coder", chat_template_kwargs={"reasoning_effort": "medium"})
+    base = dict(
+        model_dir=FIXTURE,
+        model_path="/models/qwen3.x-27b-fp8",
+        gpu_total_bytes=ADA_48,
+        compute_capability="8.9",
+        gpu_memory_utilization=0.93,
+        concurrency=4,
+        num_speculative_tokens=3,
+        prefix_caching=True,
+        reasoning_parser="qwen3",
+        tool_call_parser="qwen3_coder",
+        chat_template_kwargs={"reasoning_effort": "medium"},
+    )
     variants = {
-        "ada48-fp8-200K-offload": dict(base, kv_cache_dtype="fp8_e4m3", context=204800,
-                                       kv_offloading_gib=64, kernel="4.19.90-52.22.v2207.ky10",
-                                       docker_version="20.10.7"),
+        "ada48-fp8-200K-offload": dict(
+            base,
+            kv_cache_dtype="fp8_e4m3",
+            context=204800,
+            kv_offloading_gib=64,
+            kernel="4.19.90-52.22.v2207.ky10",
+            docker_version="20.10.7",
+        ),
         "ada48-bf16-max": dict(base, kv_cache_dtype="bfloat16", context="max", concurrency=1),
-        "ada48-fp8-keys-pinned": dict(base, kv_cache_dtype="fp8_e4m3", context="128K",
-                                      api_keys_config_path="/etc/vllm/keys.yaml",
-                                      pin_kv_cache_memory=True, host="127.0.0.1", port=9090,
-                                      measured_kv_cache_bytes=12 * CM.GIB,
-                                      prefix_caching=False, language_model_only=True),
-        "pro96-50-max": dict(base, gpu_total_bytes=PRO_96, compute_capability="12.0",
-                             gpu_memory_utilization=0.95, concurrency=50, context="max",
-                             kv_cache_dtype="fp8_e4m3"),
-        "h200-tp2-auto": dict(base, gpu_total_bytes=143771 * CM.MIB, gpu_count=2,
-                              compute_capability="9.0", kv_cache_dtype="auto", context="max",
-                              num_speculative_tokens=0, max_num_batched_tokens=4096,
-                              enforce_eager=True, tool_call_parser=None, reasoning_parser=None,
-                              max_image_pixels=4194304),
-        "b200-fp8-unset-prefix": dict(base, gpu_total_bytes=183359 * CM.MIB,
-                                      compute_capability="10.0", kv_cache_dtype="fp8_e4m3",
-                                      context="128K", prefix_caching=None),
-        "pro96-no-prefix-pinned": dict(base, gpu_total_bytes=PRO_96, compute_capability="12.0",
-                                       kv_cache_dtype="fp8_e4m3", context="max", concurrency=50,
-                                       prefix_caching=False, pin_kv_cache_memory=True,
-                                       measured_kv_cache_bytes=50 * CM.GIB),
+        "ada48-fp8-keys-pinned": dict(
+            base,
+            kv_cache_dtype="fp8_e4m3",
+            context="128K",
+            api_keys_config_path="/etc/vllm/keys.yaml",
+            pin_kv_cache_memory=True,
+            host="127.0.0.1",
+            port=9090,
+            measured_kv_cache_bytes=12 * CM.GIB,
+            prefix_caching=False,
+            language_model_only=True,
+        ),
+        "pro96-50-max": dict(
+            base,
+            gpu_total_bytes=PRO_96,
+            compute_capability="12.0",
+            gpu_memory_utilization=0.95,
+            concurrency=50,
+            context="max",
+            kv_cache_dtype="fp8_e4m3",
+        ),
+        "h200-tp2-auto": dict(
+            base,
+            gpu_total_bytes=143771 * CM.MIB,
+            gpu_count=2,
+            compute_capability="9.0",
+            kv_cache_dtype="auto",
+            context="max",
+            num_speculative_tokens=0,
+            max_num_batched_tokens=4096,
+            enforce_eager=True,
+            tool_call_parser=None,
+            reasoning_parser=None,
+            max_image_pixels=4194304,
+        ),
+        "b200-fp8-unset-prefix": dict(
+            base,
+            gpu_total_bytes=183359 * CM.MIB,
+            compute_capability="10.0",
+            kv_cache_dtype="fp8_e4m3",
+            context="128K",
+            prefix_caching=None,
+        ),
+        "pro96-no-prefix-pinned": dict(
+            base,
+            gpu_total_bytes=PRO_96,
+            compute_capability="12.0",
+            kv_cache_dtype="fp8_e4m3",
+            context="max",
+            concurrency=50,
+            prefix_caching=False,
+            pin_kv_cache_memory=True,
+            measured_kv_cache_bytes=50 * CM.GIB,
+        ),
     }
     # The operator's extras, merged after the plan (vllm_plan_extra_args): one new option with a value, one that
     # replaces the planned --max-num-seqs (vllm_plan_override_flags), on two selected GPUs (tensor parallel 2).
     variants["ada48x2-extras-override"] = dict(
-        base, kv_cache_dtype="fp8_e4m3", context="max", gpus=["0", "1"],
+        base,
+        kv_cache_dtype="fp8_e4m3",
+        context="max",
+        gpus=["0", "1"],
         extra_args=["--seed", "7", "--max-log-len", "100", "--max-num-seqs", "8"],
-        override_flags=["--max-num-seqs"], extra_docker_options=["--ulimit", "memlock=-1"])
+        override_flags=["--max-num-seqs"],
+        extra_docker_options=["--ulimit", "memlock=-1"],
+    )
     return {k: P.plan(v) for k, v in variants.items()}
 
 
@@ -235,13 +413,16 @@ def check_parsed(got, plans):
         args = got[name]["args"]
         assert args["max_model_len"] == result["ledger"]["max_model_len"]
         assert args["max_num_seqs"] == int(result["argv"][result["argv"].index("--max-num-seqs") + 1])
-        assert args["kv_cache_dtype"] == result["ledger"]["kv_dtype"] or \
-            result["argv"][result["argv"].index("--kv-cache-dtype") + 1] == "auto"
+        assert (
+            args["kv_cache_dtype"] == result["ledger"]["kv_dtype"]
+            or result["argv"][result["argv"].index("--kv-cache-dtype") + 1] == "auto"
+        )
     assert got["ada48-fp8-keys-pinned"]["args"]["api_key"] == ["sk-one", "sk-two"]
-    assert got["ada48-fp8-keys-pinned"]["args"]["kv_cache_memory_bytes"] == \
-        plans["ada48-fp8-keys-pinned"]["ledger"]["kv_pool_bytes"]
-    assert got["ada48-fp8-200K-offload"]["args"]["speculative_config"] == {
-        "method": "mtp", "num_speculative_tokens": 3}
+    assert (
+        got["ada48-fp8-keys-pinned"]["args"]["kv_cache_memory_bytes"]
+        == plans["ada48-fp8-keys-pinned"]["ledger"]["kv_pool_bytes"]
+    )
+    assert got["ada48-fp8-200K-offload"]["args"]["speculative_config"] == {"method": "mtp", "num_speculative_tokens": 3}
     assert got["ada48-fp8-200K-offload"]["args"]["kv_offloading_size"] == 64
     h200 = got["h200-tp2-auto"]["args"]
     assert h200["enforce_eager"] is True
@@ -263,8 +444,15 @@ def run_script(python_argv, script, cases, out_dir):
     to the file named by their argument) as id -> result; python_argv runs it (a venv's python, or `docker run
     ... python3` with this repository mounted at the same path) and it writes out_dir/out.json."""
     out = os.path.join(str(out_dir), "out.json")
-    proc = subprocess.run(list(python_argv) + [script, out], input=json.dumps(cases), universal_newlines=True,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=900, check=False)
+    proc = subprocess.run(
+        list(python_argv) + [script, out],
+        input=json.dumps(cases),
+        universal_newlines=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        timeout=900,
+        check=False,
+    )
     name = os.path.basename(script)
     assert proc.returncode == 0, "%s failed (rc %d): %s" % (name, proc.returncode, proc.stderr[-3000:])
     with open(out) as fh:

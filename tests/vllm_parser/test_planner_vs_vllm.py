@@ -1,8 +1,9 @@
 """The planner's KV numbers against vLLM 0.27.1's own sizing code, live (kv_reference.py in the venv).
 
-The cases and the checks are release_compare.py's (tests/integration/test_image_release.py asks each engine image of
+The cases and the checks are release_compare.py's (tests/system/test_image_release.py asks each engine image of
 the test world the same questions).
 """
+
 import os
 import sys
 

@@ -1,8 +1,9 @@
 """Every argv the planner generates must be accepted by the real vLLM 0.27.1 parser.
 
 Slow group: builds (once, cached) the CPU venv with tests/vllm_parser/setup-venv.sh. The plans and the checks are
-release_compare.py's (tests/integration/test_image_release.py asks each engine image of the test world the same).
+release_compare.py's (tests/system/test_image_release.py asks each engine image of the test world the same).
 """
+
 import os
 import sys
 

@@ -1,4 +1,5 @@
 """After site.yml: the simulated Kylin GPU host serves a verified vLLM endpoint, offline."""
+
 import base64
 import json
 import re
@@ -27,11 +28,17 @@ def test_no_network_reaches_out(host):
     # The site LAN is an internal Docker network (molecule.yml): one interface on it, no way out, name lookups
     # fail; the rest is loopback and the inner Docker's own bridges.
     links = host.check_output("ip -o link show").splitlines()
-    assert all(": lo:" in l or ": docker" in l or ": veth" in l or ": br-" in l or "docker_gwbridge" in l
-               or ": eth0@" in l for l in links), links
+    assert all(
+        ": lo:" in l or ": docker" in l or ": veth" in l or ": br-" in l or "docker_gwbridge" in l or ": eth0@" in l
+        for l in links
+    ), links
     # Docker 20.10 gives an internal network a gateway address but drops every packet that would leave it.
-    internal = subprocess.run(["docker", "network", "inspect", "-f", "{{.Internal}}", "airgap-default-lan"],
-                              stdout=subprocess.PIPE, universal_newlines=True, check=False)
+    internal = subprocess.run(
+        ["docker", "network", "inspect", "-f", "{{.Internal}}", "airgap-default-lan"],
+        stdout=subprocess.PIPE,
+        universal_newlines=True,
+        check=False,
+    )
     assert internal.stdout.strip() == "true", internal
     assert host.run("getent hosts pypi.org").rc != 0
 
@@ -80,16 +87,20 @@ def test_api_keys_stay_out_of_argv_logs_and_world_readable_files(host):
 def _get(host, path, key=None, body=None):
     """GET (POST with a JSON body) on the target's loopback with its own python3 (the target has no curl);
     'HTTP <code>' on errors."""
-    script = "\n".join([
-        "import json, urllib.error, urllib.request",
-        "r = urllib.request.Request('http://127.0.0.1:8000%s')" % path,
-        "r.add_header('Authorization', 'Bearer %s')" % key if key else "",
-        ("r.data = json.dumps(%r).encode(); r.add_header('Content-Type', 'application/json')" % body) if body else "",
-        "try:",
-        "    print(urllib.request.urlopen(r, timeout=120).read().decode())",
-        "except urllib.error.HTTPError as e:",
-        "    print('HTTP', e.code)",
-    ])
+    script = "\n".join(
+        [
+            "import json, urllib.error, urllib.request",
+            "r = urllib.request.Request('http://127.0.0.1:8000%s')" % path,
+            "r.add_header('Authorization', 'Bearer %s')" % key if key else "",
+            ("r.data = json.dumps(%r).encode(); r.add_header('Content-Type', 'application/json')" % body)
+            if body
+            else "",
+            "try:",
+            "    print(urllib.request.urlopen(r, timeout=120).read().decode())",
+            "except urllib.error.HTTPError as e:",
+            "    print('HTTP', e.code)",
+        ]
+    )
     encoded = base64.b64encode(script.encode()).decode()
     return host.check_output("python3 -c 'import base64; exec(base64.b64decode(\"%s\"))'" % encoded)
 
@@ -120,15 +131,31 @@ def test_it_is_the_real_engine(host):
     assert "GPU KV cache size:" in log
 
 
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "Current weather of a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather of a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
 
 
 def test_a_tool_call_parsed_by_vllms_own_parsers(host):
-    answer = json.loads(_get(host, "/v1/chat/completions", "sk-simulated-one", {
-        "model": "qwen3-tiny", "max_tokens": 256, "tools": [WEATHER], "tool_choice": "auto",
-        "messages": [{"role": "user", "content": "What is the weather in Beijing?"}]}))
+    answer = json.loads(
+        _get(
+            host,
+            "/v1/chat/completions",
+            "sk-simulated-one",
+            {
+                "model": "qwen3-tiny",
+                "max_tokens": 256,
+                "tools": [WEATHER],
+                "tool_choice": "auto",
+                "messages": [{"role": "user", "content": "What is the weather in Beijing?"}],
+            },
+        )
+    )
     message = answer["choices"][0]["message"]
     call = message["tool_calls"][0]["function"]
     assert call["name"] == "get_weather" and json.loads(call["arguments"]) == {"city": "Beijing"}, message

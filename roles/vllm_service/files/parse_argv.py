@@ -10,6 +10,7 @@ Run by the vllm_service role in a throwaway `--network none` container of the ne
                                whose vLLM parser cannot be imported answers ok null, "unchecked": true (the module
                                warns instead of guessing). The role runs it as `python3 -c <this file> - ARGV...`.
 """
+
 import contextlib
 import io
 import json
@@ -20,12 +21,16 @@ MARKER = "AIRGAP_VLLM_PARSE"
 
 # Where `vllm serve` takes its parser from (vllm/entrypoints/cli/serve.py imports make_arg_parser from there): the
 # module moved twice - openai/ up to 0.28, launchers/ from 0.29 to 0.32, common/ from 0.33 (each release's RECORD).
-CLI_ARGS_MODULES = ("vllm.entrypoints.common.cli_args", "vllm.entrypoints.launchers.cli_args",
-                    "vllm.entrypoints.openai.cli_args")
+CLI_ARGS_MODULES = (
+    "vllm.entrypoints.common.cli_args",
+    "vllm.entrypoints.launchers.cli_args",
+    "vllm.entrypoints.openai.cli_args",
+)
 
 
 def _cli_args():
     import importlib
+
     missing = []
     for name in CLI_ARGS_MODULES:
         try:
@@ -84,19 +89,38 @@ def parse(cases):
             name = getattr(ns, "tool_call_parser", None)
             if name and tools is not None and name not in tools:
                 raise ValueError("argument --tool-call-parser: tool parser %r not registered" % name)
-            keep = ("model_tag", "max_model_len", "max_num_seqs", "gpu_memory_utilization",
-                    "kv_cache_dtype", "enable_prefix_caching", "speculative_config",
-                    "kv_offloading_size", "kv_offloading_backend", "reasoning_parser",
-                    "tool_call_parser", "enable_auto_tool_choice", "api_key",
-                    "default_chat_template_kwargs", "attention_config", "tensor_parallel_size",
-                    "language_model_only", "kv_cache_memory_bytes", "served_model_name",
-                    "enforce_eager", "mm_processor_kwargs", "max_num_batched_tokens", "seed", "max_log_len")
+            keep = (
+                "model_tag",
+                "max_model_len",
+                "max_num_seqs",
+                "gpu_memory_utilization",
+                "kv_cache_dtype",
+                "enable_prefix_caching",
+                "speculative_config",
+                "kv_offloading_size",
+                "kv_offloading_backend",
+                "reasoning_parser",
+                "tool_call_parser",
+                "enable_auto_tool_choice",
+                "api_key",
+                "default_chat_template_kwargs",
+                "attention_config",
+                "tensor_parallel_size",
+                "language_model_only",
+                "kv_cache_memory_bytes",
+                "served_model_name",
+                "enforce_eager",
+                "mm_processor_kwargs",
+                "max_num_batched_tokens",
+                "seed",
+                "max_log_len",
+            )
             args = {k: getattr(ns, k, None) for k in keep}
-            out.append({"id": case["id"], "ok": True, "error": None,
-                        "args": json.loads(json.dumps(args, default=str))})
+            out.append({"id": case["id"], "ok": True, "error": None, "args": json.loads(json.dumps(args, default=str))})
         except (SystemExit, Exception) as exc:  # argparse exits on a bad flag
-            out.append({"id": case["id"], "ok": False, "args": None,
-                        "error": (err.getvalue().strip() or repr(exc))[-600:]})
+            out.append(
+                {"id": case["id"], "ok": False, "args": None, "error": (err.getvalue().strip() or repr(exc))[-600:]}
+            )
     return out
 
 
@@ -104,6 +128,7 @@ def release():
     # What the image's package metadata says (importlib.metadata: Python 3.8+); None when it cannot say.
     try:
         from importlib.metadata import version
+
         return version("vllm")
     except Exception:  # no metadata (a stand-in), Python 3.7
         return None

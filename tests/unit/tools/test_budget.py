@@ -1,4 +1,5 @@
 """tests/budget.py: the suite's own clock (issue 26)."""
+
 import importlib.util
 import json
 import os
@@ -63,8 +64,10 @@ def test_a_warm_run_within_its_budget_says_nothing_loud():
 
 
 def test_a_warm_run_over_45_minutes_names_the_steps_that_grew():
-    out = budget.report(steps(unit=190, molecule_default=2600, front=200, world=0.4),
-                        {"unit": 180, "molecule_default": 1600, "world": 0.3})
+    out = budget.report(
+        steps(unit=190, molecule_default=2600, front=200, world=0.4),
+        {"unit": 180, "molecule_default": 1600, "world": 0.3},
+    )
     loud = [line for line in out if "BUDGET EXCEEDED" in line]
     assert len(loud) == 1
     assert "molecule_default 2600 s (baseline 1600 s)" in loud[0] and "front 200 s (new)" in loud[0]
@@ -82,8 +85,12 @@ def test_a_cold_run_has_the_new_machine_limit():
 
 def test_tee_copies_every_byte_and_records_the_step(tmp_path):
     text = "\n".join(MOLECULE + ["caf\u00e9 \xff"]) + "\n"
-    p = subprocess.run([sys.executable, PATH, "tee", "molecule:default", str(tmp_path)],
-                       input=text.encode("utf-8", "surrogateescape"), stdout=subprocess.PIPE, check=True)
+    p = subprocess.run(
+        [sys.executable, PATH, "tee", "molecule:default", str(tmp_path)],
+        input=text.encode("utf-8", "surrogateescape"),
+        stdout=subprocess.PIPE,
+        check=True,
+    )
     assert p.stdout == text.encode("utf-8", "surrogateescape")
     subprocess.run([sys.executable, PATH, "result", "molecule:default", str(tmp_path), "1"], check=True)
     data = json.loads((tmp_path / "molecule_default.json").read_text())
@@ -104,7 +111,9 @@ def test_two_lanes_total_is_the_wall_clock_and_the_sum_is_shown():
 
 def test_failed_and_passed_count_both_lanes(tmp_path):
     for name, rc in [("unit", 0), ("lint", 1), ("molecule:default", 0)]:
-        subprocess.run([sys.executable, PATH, "tee", name, str(tmp_path)], input=b"x\n", stdout=subprocess.PIPE, check=True)
+        subprocess.run(
+            [sys.executable, PATH, "tee", name, str(tmp_path)], input=b"x\n", stdout=subprocess.PIPE, check=True
+        )
         subprocess.run([sys.executable, PATH, "result", name, str(tmp_path), str(rc)], check=True)
     failed = subprocess.run([sys.executable, PATH, "failed", str(tmp_path)], stdout=subprocess.PIPE, check=True)
     passed = subprocess.run([sys.executable, PATH, "passed", str(tmp_path)], stdout=subprocess.PIPE, check=True)
@@ -125,14 +134,23 @@ def test_why_keeps_a_failed_steps_last_failure_blocks_for_the_tail_of_the_output
         "  \u2502 kylin-target               : ok=40   changed=3    unreachable=0    failed=1    skipped=2",
         "ok: [kylin-target]",
     ]
-    subprocess.run([sys.executable, PATH, "tee", "molecule:default", str(tmp_path)],
-                   input=("\n".join(log) + "\n").encode(), stdout=subprocess.PIPE, check=True)
+    subprocess.run(
+        [sys.executable, PATH, "tee", "molecule:default", str(tmp_path)],
+        input=("\n".join(log) + "\n").encode(),
+        stdout=subprocess.PIPE,
+        check=True,
+    )
     subprocess.run([sys.executable, PATH, "result", "molecule:default", str(tmp_path), "1"], check=True)
-    subprocess.run([sys.executable, PATH, "tee", "unit", str(tmp_path)], input=b"E   assert 1 == 2\n",
-                   stdout=subprocess.PIPE, check=True)
+    subprocess.run(
+        [sys.executable, PATH, "tee", "unit", str(tmp_path)],
+        input=b"E   assert 1 == 2\n",
+        stdout=subprocess.PIPE,
+        check=True,
+    )
     subprocess.run([sys.executable, PATH, "result", "unit", str(tmp_path), "0"], check=True)
-    out = subprocess.run([sys.executable, PATH, "why", str(tmp_path)], stdout=subprocess.PIPE, check=True,
-                         universal_newlines=True).stdout.splitlines()
+    out = subprocess.run(
+        [sys.executable, PATH, "why", str(tmp_path)], stdout=subprocess.PIPE, check=True, universal_newlines=True
+    ).stdout.splitlines()
     assert out[0].startswith("why molecule:default failed")
     # Each failure with the lines molecule wrapped it over, its frame taken off; a rescued one is kept too.
     assert [line.strip() for line in out[1:]] == [budget.FRAME.sub("", log[i]).strip() for i in (1, 3, 4, 5, 6, 7, 9)]

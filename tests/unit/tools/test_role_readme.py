@@ -1,4 +1,5 @@
 """tests/role_readme.py: the role READMEs are generated from the argument specs and --check catches drift."""
+
 import importlib.util
 import os
 
@@ -10,20 +11,40 @@ _spec = importlib.util.spec_from_file_location("role_readme", os.path.join(ROOT,
 R = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(R)
 
-SPECS = {"argument_specs": {"main": {
-    "short_description": "Do the thing.",
-    "description": ["Reads O(demo_path) and writes C(/etc/demo) with M(airgap.vllm.stage_state).",
-                    "A second paragraph with B(bold) and I(italic) and L(a link, https://example.org)."],
-    "options": {
-        "demo_path": {"type": "path", "required": True, "description": "Where the input is."},
-        "demo_mode": {"type": "str", "default": "fast", "choices": ["fast", "slow"],
-                      "description": "How; a | in text is escaped."},
-        "demo_keys": {"type": "list", "elements": "str", "default": [], "no_log": True,
-                      "description": "Secret keys."},
-        "demo_disks": {"type": "list", "elements": "dict", "default": [{"path": "/opt", "gb": 1}],
-                       "description": "Disks.",
-                       "options": {"path": {"type": "path", "required": True, "description": "A path."}}},
-    }}}}
+SPECS = {
+    "argument_specs": {
+        "main": {
+            "short_description": "Do the thing.",
+            "description": [
+                "Reads O(demo_path) and writes C(/etc/demo) with M(airgap.vllm.stage_state).",
+                "A second paragraph with B(bold) and I(italic) and L(a link, https://example.org).",
+            ],
+            "options": {
+                "demo_path": {"type": "path", "required": True, "description": "Where the input is."},
+                "demo_mode": {
+                    "type": "str",
+                    "default": "fast",
+                    "choices": ["fast", "slow"],
+                    "description": "How; a | in text is escaped.",
+                },
+                "demo_keys": {
+                    "type": "list",
+                    "elements": "str",
+                    "default": [],
+                    "no_log": True,
+                    "description": "Secret keys.",
+                },
+                "demo_disks": {
+                    "type": "list",
+                    "elements": "dict",
+                    "default": [{"path": "/opt", "gb": 1}],
+                    "description": "Disks.",
+                    "options": {"path": {"type": "path", "required": True, "description": "A path."}},
+                },
+            },
+        }
+    }
+}
 
 
 @pytest.fixture
@@ -33,7 +54,8 @@ def roles(tmp_path):
     (role / "tasks").mkdir()
     (role / "meta" / "argument_specs.yml").write_text(yaml.safe_dump(SPECS))
     (role / "tasks" / "main.yml").write_text(
-        "- name: Install\n  ansible.builtin.import_tasks: install.yml\n  tags: [demo, demo_install]\n")
+        "- name: Install\n  ansible.builtin.import_tasks: install.yml\n  tags: [demo, demo_install]\n"
+    )
     return tmp_path / "roles"
 
 

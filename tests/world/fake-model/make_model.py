@@ -1,4 +1,5 @@
 """Writes the tiny Qwen3.x-27B-FP8-shaped model directory (see make-model.sh)."""
+
 import json
 import os
 import struct
@@ -17,7 +18,9 @@ FALLBACK_CONFIG = {
     "tie_word_embeddings": False,
     "transformers_version": "4.57.0.dev0",
     "quantization_config": {
-        "quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3",
+        "quant_method": "fp8",
+        "activation_scheme": "dynamic",
+        "fmt": "e4m3",
         "weight_block_size": [128, 128],
     },
     "text_config": {
@@ -29,8 +32,7 @@ FALLBACK_CONFIG = {
         "num_key_value_heads": 4,
         "head_dim": 256,
         "full_attention_interval": 4,
-        "layer_types": ["full_attention" if (i + 1) % 4 == 0 else "linear_attention"
-                        for i in range(_LAYERS)],
+        "layer_types": ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(_LAYERS)],
         "linear_num_key_heads": 16,
         "linear_num_value_heads": 48,
         "linear_key_head_dim": 128,
@@ -41,15 +43,25 @@ FALLBACK_CONFIG = {
         "vocab_size": 248320,
         "max_position_embeddings": 262144,
         "rms_norm_eps": 1e-06,
-        "rope_parameters": {"rope_type": "default", "rope_theta": 10000000,
-                            "partial_rotary_factor": 0.25, "mrope_section": [11, 11, 10],
-                            "mrope_interleaved": True},
+        "rope_parameters": {
+            "rope_type": "default",
+            "rope_theta": 10000000,
+            "partial_rotary_factor": 0.25,
+            "mrope_section": [11, 11, 10],
+            "mrope_interleaved": True,
+        },
         "dtype": "bfloat16",
     },
     "vision_config": {
-        "model_type": "qwen3_5", "depth": 27, "hidden_size": 1152, "num_heads": 16,
-        "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2,
-        "out_hidden_size": 5120, "in_channels": 3,
+        "model_type": "qwen3_5",
+        "depth": 27,
+        "hidden_size": 1152,
+        "num_heads": 16,
+        "patch_size": 16,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+        "out_hidden_size": 5120,
+        "in_channels": 3,
     },
 }
 
@@ -65,26 +77,45 @@ CHAT_TEMPLATE = (
     "{{- '<think>\\n\\n</think>\\n\\n' }}{%- else %}{{- '<think>\\n' }}{%- endif %}{%- endif %}"
 )
 
-SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>",
-           "<tool_call>", "</tool_call>"]
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>"]
 
 
 def tokenizer_json():
     vocab = {chr(c): i for i, c in enumerate(range(33, 127))}
-    added = [{"id": len(vocab) + i, "content": t, "single_word": False, "lstrip": False,
-              "rstrip": False, "normalized": False, "special": True}
-             for i, t in enumerate(SPECIAL)]
-    return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
-            "normalizer": {"type": "NFC"},
-            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
-                              "use_regex": True},
-            "post_processor": None,
-            "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
-                        "use_regex": True},
-            "model": {"type": "BPE", "dropout": None, "unk_token": None,
-                      "continuing_subword_prefix": "", "end_of_word_suffix": "",
-                      "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                      "vocab": vocab, "merges": []}}
+    added = [
+        {
+            "id": len(vocab) + i,
+            "content": t,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+        for i, t in enumerate(SPECIAL)
+    ]
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": {"type": "NFC"},
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": True},
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": "",
+            "end_of_word_suffix": "",
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": vocab,
+            "merges": [],
+        },
+    }
 
 
 def safetensors(path, tensors):
@@ -121,36 +152,70 @@ def main():
 
     dump("config.json", config)
     dump("tokenizer.json", tokenizer_json())
-    dump("tokenizer_config.json", {
-        "tokenizer_class": "Qwen2Tokenizer", "model_max_length": 262144,
-        "bos_token": None, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
-        "unk_token": None, "add_prefix_space": False, "errors": "replace",
-        "clean_up_tokenization_spaces": False, "split_special_tokens": False,
-        "chat_template": CHAT_TEMPLATE})
-    dump("generation_config.json", {
-        "bos_token_id": 248044, "eos_token_id": [248046, 248044], "pad_token_id": 248044,
-        "do_sample": True, "temperature": 0.6, "top_p": 0.95, "top_k": 20,
-        "transformers_version": "4.57.0.dev0"})
-    dump("preprocessor_config.json", {
-        "image_processor_type": "Qwen2VLImageProcessorFast", "processor_class": "Qwen3VLProcessor",
-        "do_resize": True, "do_rescale": True, "do_normalize": True,
-        "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5],
-        "patch_size": 16, "temporal_patch_size": 2, "merge_size": 2,
-        "size": {"shortest_edge": 65536, "longest_edge": 16777216}})
+    dump(
+        "tokenizer_config.json",
+        {
+            "tokenizer_class": "Qwen2Tokenizer",
+            "model_max_length": 262144,
+            "bos_token": None,
+            "eos_token": "<|im_end|>",
+            "pad_token": "<|endoftext|>",
+            "unk_token": None,
+            "add_prefix_space": False,
+            "errors": "replace",
+            "clean_up_tokenization_spaces": False,
+            "split_special_tokens": False,
+            "chat_template": CHAT_TEMPLATE,
+        },
+    )
+    dump(
+        "generation_config.json",
+        {
+            "bos_token_id": 248044,
+            "eos_token_id": [248046, 248044],
+            "pad_token_id": 248044,
+            "do_sample": True,
+            "temperature": 0.6,
+            "top_p": 0.95,
+            "top_k": 20,
+            "transformers_version": "4.57.0.dev0",
+        },
+    )
+    dump(
+        "preprocessor_config.json",
+        {
+            "image_processor_type": "Qwen2VLImageProcessorFast",
+            "processor_class": "Qwen3VLProcessor",
+            "do_resize": True,
+            "do_rescale": True,
+            "do_normalize": True,
+            "image_mean": [0.5, 0.5, 0.5],
+            "image_std": [0.5, 0.5, 0.5],
+            "patch_size": 16,
+            "temporal_patch_size": 2,
+            "merge_size": 2,
+            "size": {"shortest_edge": 65536, "longest_edge": 16777216},
+        },
+    )
 
     # Real tensor names of the layout, tiny shapes: FP8 weights (1 byte) + bf16 norms/scales.
     shard_tensors = [
-        [("model.language_model.embed_tokens.weight", "BF16", [16, 8], pattern(256, 1)),
-         ("model.language_model.layers.0.linear_attn.in_proj_qkvz.weight", "F8_E4M3", [32, 8],
-          pattern(256, 2)),
-         ("model.language_model.layers.0.linear_attn.in_proj_qkvz.weight_scale_inv", "F32", [1, 1],
-          struct.pack("<f", 1.0))],
-        [("model.language_model.layers.3.self_attn.q_proj.weight", "F8_E4M3", [16, 8],
-          pattern(128, 3)),
-         ("model.language_model.layers.3.self_attn.q_proj.weight_scale_inv", "F32", [1, 1],
-          struct.pack("<f", 1.0)),
-         ("mtp.layers.0.self_attn.q_proj.weight", "F8_E4M3", [16, 8], pattern(128, 4)),
-         ("lm_head.weight", "BF16", [16, 8], pattern(256, 5))],
+        [
+            ("model.language_model.embed_tokens.weight", "BF16", [16, 8], pattern(256, 1)),
+            ("model.language_model.layers.0.linear_attn.in_proj_qkvz.weight", "F8_E4M3", [32, 8], pattern(256, 2)),
+            (
+                "model.language_model.layers.0.linear_attn.in_proj_qkvz.weight_scale_inv",
+                "F32",
+                [1, 1],
+                struct.pack("<f", 1.0),
+            ),
+        ],
+        [
+            ("model.language_model.layers.3.self_attn.q_proj.weight", "F8_E4M3", [16, 8], pattern(128, 3)),
+            ("model.language_model.layers.3.self_attn.q_proj.weight_scale_inv", "F32", [1, 1], struct.pack("<f", 1.0)),
+            ("mtp.layers.0.self_attn.q_proj.weight", "F8_E4M3", [16, 8], pattern(128, 4)),
+            ("lm_head.weight", "BF16", [16, 8], pattern(256, 5)),
+        ],
     ]
     weight_map, total = {}, 0
     for i, tensors in enumerate(shard_tensors, 1):
@@ -158,8 +223,7 @@ def main():
         total += safetensors(os.path.join(out, fname), tensors)
         for t in tensors:
             weight_map[t[0]] = fname
-    dump("model.safetensors.index.json", {"metadata": {"total_size": total},
-                                          "weight_map": weight_map})
+    dump("model.safetensors.index.json", {"metadata": {"total_size": total}, "weight_map": weight_map})
 
 
 if __name__ == "__main__":

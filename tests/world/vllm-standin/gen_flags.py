@@ -5,6 +5,7 @@ Run with the real vLLM 0.27.1 venv (tests/vllm_parser/setup-venv.sh):
 The stand-in rebuilds an argparse parser from this table, so its accept/reject behaviour
 (unknown flags, --x/--no-x pairs, choices, nargs, k/K suffixes, JSON flags) is the real one.
 """
+
 import json
 import os
 import sys
@@ -33,8 +34,7 @@ def describe_type(fn):
         return describe_type(_closure_fn(fn))
     if name == "parse_dataclass":
         return "json_dataclass"
-    if name in ("human_readable_int", "human_readable_int_or_auto",
-                "union_dict_and_str", "check_port"):
+    if name in ("human_readable_int", "human_readable_int_or_auto", "union_dict_and_str", "check_port"):
         return name
     if name == "<lambda>":
         # EngineArgs.add_cli_args lambdas: --device-ids (comma list), --moe/--linear-backend.
@@ -45,9 +45,17 @@ def describe_type(fn):
     raise ValueError("unknown converter %r (%s)" % (fn, name))
 
 
-STD_ACTIONS = ("_StoreAction", "_AppendAction", "_StoreTrueAction", "_StoreFalseAction",
-               "_StoreConstAction", "_CountAction", "BooleanOptionalAction", "_HelpAction",
-               "_VersionAction")
+STD_ACTIONS = (
+    "_StoreAction",
+    "_AppendAction",
+    "_StoreTrueAction",
+    "_StoreFalseAction",
+    "_StoreConstAction",
+    "_CountAction",
+    "BooleanOptionalAction",
+    "_HelpAction",
+    "_VersionAction",
+)
 
 
 def jsonable(value):
@@ -96,6 +104,7 @@ def main():
     # validate_api_server_args() checks these names after parsing (entrypoints/openai/api_server.py)
     from vllm.reasoning import ReasoningParserManager
     from vllm.tool_parsers import ToolParserManager
+
     doc = {
         "vllm_version": version("vllm").split("+")[0],  # drop the venv's +cpu tag
         "prog": "vllm serve",
@@ -104,8 +113,7 @@ def main():
         "reasoning_parsers": sorted(ReasoningParserManager.list_registered()),
     }
     # vLLM logs to stdout, so the table goes to a file.
-    path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(
-        os.path.abspath(__file__)), "flags.json")
+    path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "flags.json")
     with open(path, "w") as fh:
         json.dump(doc, fh, indent=1, sort_keys=True)
         fh.write("\n")

@@ -3,6 +3,7 @@
 Runs the image on the host docker with the tiny fake model mounted read-only, the way the vllm
 role runs the real one. Skipped only when docker is absent.
 """
+
 import json
 import os
 import shutil
@@ -48,9 +49,21 @@ def model(tmp_path_factory):
 class Container:
     def __init__(self, image, model, args, env=(), docker_opts=(), mounts=()):
         self.name = "standin-test-" + uuid.uuid4().hex[:10]
-        cmd = ["docker", "run", "-d", "--name", self.name, "-p", "127.0.0.1::8000",
-               "-e", "VLLM_STANDIN_LOAD_SECONDS=1", "-e", "HF_HUB_OFFLINE=1",
-               "-v", "%s:%s:ro" % (model, MODEL_IN)]
+        cmd = [
+            "docker",
+            "run",
+            "-d",
+            "--name",
+            self.name,
+            "-p",
+            "127.0.0.1::8000",
+            "-e",
+            "VLLM_STANDIN_LOAD_SECONDS=1",
+            "-e",
+            "HF_HUB_OFFLINE=1",
+            "-v",
+            "%s:%s:ro" % (model, MODEL_IN),
+        ]
         for e in env:
             cmd += ["-e", e]
         for m in mounts:
@@ -85,8 +98,7 @@ class Container:
         return int(r.stdout.strip())
 
     def request(self, path, body=None, key=None):
-        req = urllib.request.Request(self.base + path,
-                                     data=None if body is None else json.dumps(body).encode())
+        req = urllib.request.Request(self.base + path, data=None if body is None else json.dumps(body).encode())
         req.add_header("Content-Type", "application/json")
         if key:
             req.add_header("Authorization", "Bearer " + key)
@@ -111,6 +123,7 @@ def run(image, model):
         c = Container(image, kw.pop("model", model), args, **kw)
         started.append(c)
         return c
+
     yield _run
     for c in started:
         c.remove()
@@ -119,7 +132,7 @@ def run(image, model):
 def parse_metric_labels(text, name):
     for line in text.splitlines():
         if line.startswith(name + "{"):
-            inner = line[len(name) + 1:line.rindex("}")]
+            inner = line[len(name) + 1 : line.rindex("}")]
             return dict(kv.split("=", 1) for kv in _split_labels(inner)), float(line.rsplit(" ", 1)[1])
     raise AssertionError("%s not in /metrics" % name)
 
@@ -152,12 +165,27 @@ def test_serves_like_vllm(run, tmp_path):
     cfg = tmp_path / "serve.yaml"
     cfg.write_text("api-key:\n  - sk-one\n  - sk-two\nenable-prefix-caching: true\n")
     os.chmod(str(tmp_path), 0o755)
-    c = run(COMMON + ["--config", "/etc/vllm/serve.yaml", "--kv-cache-dtype", "fp8_e4m3",
-                      "--block-size", "32", "--gpu-memory-utilization", "0.9",
-                      "--enable-auto-tool-choice", "--tool-call-parser", "qwen3_coder",
-                      "--reasoning-parser", "qwen3",
-                      "--speculative-config", '{"method":"mtp","num_speculative_tokens":3}'],
-            mounts=["%s:/etc/vllm/serve.yaml:ro" % cfg])
+    c = run(
+        COMMON
+        + [
+            "--config",
+            "/etc/vllm/serve.yaml",
+            "--kv-cache-dtype",
+            "fp8_e4m3",
+            "--block-size",
+            "32",
+            "--gpu-memory-utilization",
+            "0.9",
+            "--enable-auto-tool-choice",
+            "--tool-call-parser",
+            "qwen3_coder",
+            "--reasoning-parser",
+            "qwen3",
+            "--speculative-config",
+            '{"method":"mtp","num_speculative_tokens":3}',
+        ],
+        mounts=["%s:/etc/vllm/serve.yaml:ro" % cfg],
+    )
     assert c.wait_healthy(), c.logs()
 
     code, text = c.get("/metrics")  # open without a key
@@ -175,8 +203,13 @@ def test_serves_like_vllm(run, tmp_path):
     assert code == 200 and [m["id"] for m in json.loads(body)["data"]] == ["qwen"]
     assert c.get("/v1/models", key="sk-three")[0] == 401
 
-    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {
-        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    }
     prompt = " ".join("word%d" % i for i in range(80))
     req = {"model": "qwen", "messages": [{"role": "user", "content": prompt}], "tools": [tool]}
     for _attempt in range(2):
@@ -198,8 +231,10 @@ def test_serves_like_vllm(run, tmp_path):
 def test_auto_tool_choice_needs_parser_flags(run):
     c = run(COMMON)
     assert c.wait_healthy(), c.logs()
-    req = {"messages": [{"role": "user", "content": "hi"}],
-           "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}
+    req = {
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+    }
     code, body = c.request("/v1/chat/completions", req)
     assert code == 400 and "--enable-auto-tool-choice" in body
 
@@ -248,16 +283,20 @@ def _patched_region(tmp_path, image):
     """A minimal try/except around both madvise calls (what a source patch does)."""
     path = "/usr/lib/python3/dist-packages/vllm/v1/kv_offload/cpu/shared_offload_region.py"
     src = sh("docker", "run", "--rm", "--entrypoint", "cat", image, path).stdout
-    loop = ("                self.mmap_obj.madvise(\n"
-            "                    _MADV_POPULATE_WRITE, aligned_offset, aligned_length\n"
-            "                )\n")
+    loop = (
+        "                self.mmap_obj.madvise(\n"
+        "                    _MADV_POPULATE_WRITE, aligned_offset, aligned_length\n"
+        "                )\n"
+    )
     whole = "            self.mmap_obj.madvise(_MADV_POPULATE_WRITE, 0, self.total_size_bytes)\n"
     assert src.count(loop) == 1 and src.count(whole) == 1
-    src = src.replace(loop, "                try:\n" + loop.replace("\n    ", "\n        ").replace(
-        "                self", "                    self", 1)
-        + "                except OSError:\n                    break\n")
-    src = src.replace(whole, "            try:\n    " + whole +
-                      "            except OSError:\n                pass\n")
+    src = src.replace(
+        loop,
+        "                try:\n"
+        + loop.replace("\n    ", "\n        ").replace("                self", "                    self", 1)
+        + "                except OSError:\n                    break\n",
+    )
+    src = src.replace(whole, "            try:\n    " + whole + "            except OSError:\n                pass\n")
     out = tmp_path / "shared_offload_region.py"
     out.write_text(src)
     os.chmod(str(tmp_path), 0o755)
@@ -265,14 +304,17 @@ def _patched_region(tmp_path, image):
 
 
 def test_patched_offload_survives_old_kernel(run, image, tmp_path):
-    c = run(OFFLOAD, env=["VLLM_STANDIN_KERNEL_RELEASE=" + OLD_KERNEL],
-            docker_opts=["--shm-size", "1g"], mounts=[_patched_region(tmp_path, image)])
+    c = run(
+        OFFLOAD,
+        env=["VLLM_STANDIN_KERNEL_RELEASE=" + OLD_KERNEL],
+        docker_opts=["--shm-size", "1g"],
+        mounts=[_patched_region(tmp_path, image)],
+    )
     assert c.wait_healthy(), c.logs()
 
 
 def test_patched_offload_with_small_shm_dies_of_sigbus(run, image, tmp_path):
-    c = run(OFFLOAD, env=["VLLM_STANDIN_KERNEL_RELEASE=" + OLD_KERNEL],
-            mounts=[_patched_region(tmp_path, image)])
+    c = run(OFFLOAD, env=["VLLM_STANDIN_KERNEL_RELEASE=" + OLD_KERNEL], mounts=[_patched_region(tmp_path, image)])
     assert c.wait_exit() == 1, c.logs()
     logs = c.logs()
     assert "Bus error" in logs and "'EngineCore_DP0': -7" in logs  # -7 = SIGBUS
@@ -280,8 +322,9 @@ def test_patched_offload_with_small_shm_dies_of_sigbus(run, image, tmp_path):
 
 def test_flags_table_is_the_real_parsers():
     """flags.json must be what gen_flags.py reads from the real 0.27.1 parser (venv optional)."""
-    venv = os.path.join(os.environ.get("AIRGAP_CACHE", os.path.expanduser("~/.cache/airgap-vllm")),
-                        "vllm-0.27.1-venv", "bin", "python")
+    venv = os.path.join(
+        os.environ.get("AIRGAP_CACHE", os.path.expanduser("~/.cache/airgap-vllm")), "vllm-0.27.1-venv", "bin", "python"
+    )
     if not os.path.exists(venv):
         pytest.skip("real vLLM venv not built (tests/vllm_parser/setup-venv.sh)")
     out = os.path.join(os.environ.get("TMPDIR", "/tmp"), "flags-%s.json" % uuid.uuid4().hex)

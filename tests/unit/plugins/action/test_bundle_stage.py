@@ -6,6 +6,7 @@ _execute_module call runs the real bundle_stage module's main() (probe, append, 
 _transfer_file copies the chunk, so the whole protocol is exercised: chunking, resume after an
 interruption, check mode, all-or-nothing commit, and the failures raised before anything moves.
 """
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -49,12 +50,18 @@ class Connection(object):
 
 class SshConnection(Connection):
     """The ssh plugin's options as ansible-core's defaults set them (ssh_args compress, share a master)."""
+
     transport = "ssh"
 
     def __init__(self, **options):
         super(SshConnection, self).__init__()
-        self.options = dict(ssh_args="-C -o ControlMaster=auto -o ControlPersist=60s", ssh_common_args=None,
-                            ssh_extra_args=None, sftp_extra_args=None, scp_extra_args=None)
+        self.options = dict(
+            ssh_args="-C -o ControlMaster=auto -o ControlPersist=60s",
+            ssh_common_args=None,
+            ssh_extra_args=None,
+            sftp_extra_args=None,
+            scp_extra_args=None,
+        )
         self.options.update(options)
 
     def get_option(self, name):
@@ -83,8 +90,7 @@ def make_bundle(root, files=None):
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-        entries.append({"path": rel, "size": len(data), "sha256": hashlib.sha256(data).hexdigest(),
-                        "kind": "artifact"})
+        entries.append({"path": rel, "size": len(data), "sha256": hashlib.sha256(data).hexdigest(), "kind": "artifact"})
     (root / "manifest.yml").write_text(yaml.safe_dump({"artifacts": entries}))
     return entries
 
@@ -100,16 +106,27 @@ def world(tmp_path):
 @pytest.fixture
 def stage(run_module, world):
     """stage(check_mode=False, fail_after=None, **args) -> (result, calls): one task run of the action plugin."""
+
     def run(check_mode=False, fail_after=None, connection=None, **args):
-        args = dict(dict(src=str(world["src"]), dest=str(world["dest"]), chunk_size=CHUNK, log_path="",
-                         stamp_file=str(world["tmp"] / "target" / "stamps.json")), **args)
-        action = A.ActionModule(Task(args, check_mode), connection or Connection(), PlayContext(check_mode), None,
-                                None, None)
+        args = dict(
+            dict(
+                src=str(world["src"]),
+                dest=str(world["dest"]),
+                chunk_size=CHUNK,
+                log_path="",
+                stamp_file=str(world["tmp"] / "target" / "stamps.json"),
+            ),
+            **args,
+        )
+        action = A.ActionModule(
+            Task(args, check_mode), connection or Connection(), PlayContext(check_mode), None, None, None
+        )
         calls = {"modules": [], "transfers": 0, "ssh_args": {"put": [], "module": []}}
 
         def ssh_args(kind):
             if hasattr(action._connection, "options"):
                 calls["ssh_args"][kind].append(action._connection.get_option("ssh_args"))
+
         remote_tmp = world["tmp"] / "remote-tmp"
 
         def make_tmp_path(remote_user=None):
@@ -143,6 +160,7 @@ def stage(run_module, world):
         action._fixup_perms2 = lambda paths, **kw: None
         action._execute_module = execute_module
         return action.run(task_vars={}), calls
+
     return run
 
 
@@ -213,12 +231,15 @@ def test_a_corrupt_bundle_file_fails_the_commit_naming_it_and_stages_nothing(sta
     assert staged(world) == {}, "all or nothing: the good files are not renamed into place either"
 
 
-@pytest.mark.parametrize("damage,message", [
-    (lambda p: p.unlink(), "is missing"),
-    (lambda p: p.write_bytes(b"short"), "size 5, manifest says"),
-    (lambda p: (p.unlink(), p.mkdir()), "is not a regular file"),
-    (lambda p: (p.unlink(), p.symlink_to(p.parent / "nowhere")), "dangling symlink"),
-])
+@pytest.mark.parametrize(
+    "damage,message",
+    [
+        (lambda p: p.unlink(), "is missing"),
+        (lambda p: p.write_bytes(b"short"), "size 5, manifest says"),
+        (lambda p: (p.unlink(), p.mkdir()), "is not a regular file"),
+        (lambda p: (p.unlink(), p.symlink_to(p.parent / "nowhere")), "dangling symlink"),
+    ],
+)
 def test_a_bad_bundle_file_fails_before_anything_is_sent(stage, world, damage, message):
     damage(world["src"] / "artifacts" / "driver.run")
     with pytest.raises(AnsibleActionFail, match=message):
@@ -256,8 +277,9 @@ def test_artifacts_given_inline_stage_only_those(stage, world):
 
 def test_a_zero_byte_artifact_stages_from_the_controller(stage, world):
     (world["src"] / "artifacts" / "empty.txt").write_bytes(b"")
-    entries = world["entries"] + [{"path": "artifacts/empty.txt", "size": 0, "kind": "file",
-                                   "sha256": hashlib.sha256(b"").hexdigest()}]
+    entries = world["entries"] + [
+        {"path": "artifacts/empty.txt", "size": 0, "kind": "file", "sha256": hashlib.sha256(b"").hexdigest()}
+    ]
     (world["src"] / "manifest.yml").write_text(yaml.safe_dump({"artifacts": entries}))
     result, _calls = stage()
     assert not result.get("failed"), result.get("msg")
@@ -284,10 +306,15 @@ def split_world(world, part=5000):
     img.unlink()
     parts = []
     for i, off in enumerate(range(0, len(data), part)):
-        piece = data[off:off + part]
+        piece = data[off : off + part]
         (world["src"] / ("artifacts/image.tar.part%03d" % i)).write_bytes(piece)
-        parts.append({"path": "artifacts/image.tar.part%03d" % i, "size": len(piece),
-                      "sha256": hashlib.sha256(piece).hexdigest()})
+        parts.append(
+            {
+                "path": "artifacts/image.tar.part%03d" % i,
+                "size": len(piece),
+                "sha256": hashlib.sha256(piece).hexdigest(),
+            }
+        )
     entries = [dict(e, parts=parts) if e["path"] == "artifacts/image.tar" else e for e in world["entries"]]
     (world["src"] / "manifest.yml").write_text(yaml.safe_dump({"artifacts": entries}))
     return parts
@@ -368,7 +395,7 @@ def test_an_interrupted_upload_over_ssh_puts_the_options_back(stage, world):
 def test_reads_of_a_big_chunk_are_one_segment_per_file(stage, world, monkeypatch):
     """The medium is read in pieces (one buffer, not a chunk-sized string); the target still gets one
     segment per file per chunk."""
-    big = {"artifacts/model.bin": (bytes(bytearray(range(253))) * (3 * A.BUF_SIZE // 253 + 1))[:3 * A.BUF_SIZE + 5]}
+    big = {"artifacts/model.bin": (bytes(bytearray(range(253))) * (3 * A.BUF_SIZE // 253 + 1))[: 3 * A.BUF_SIZE + 5]}
     make_bundle(world["src"], dict(FILES, **big))
     seen = []
     real = M.append_segments
@@ -376,6 +403,7 @@ def test_reads_of_a_big_chunk_are_one_segment_per_file(stage, world, monkeypatch
     def spy(dest_root, chunk, segments, entries=None, **kw):
         seen.append([(s_["path"], s_["offset"], s_["length"]) for s_ in segments])
         return real(dest_root, chunk, segments, entries, **kw)
+
     monkeypatch.setattr(M, "append_segments", spy)
     result, calls = stage(chunk_size=64 * 1024 * 1024)
     assert not result.get("failed"), result.get("msg")

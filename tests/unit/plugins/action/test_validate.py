@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 """The controller side of airgap.vllm.validate: reading the roles' argument specs."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -13,12 +14,15 @@ from ansible.errors import AnsibleError
 
 from ansible_collections.airgap.vllm.plugins.action.validate import ROLES_DIR, load_role_options
 
-_spec = importlib.util.spec_from_file_location("check_argument_specs", os.path.join(
-    os.path.dirname(__file__), "..", "..", "..", "check_argument_specs.py"))
+_spec = importlib.util.spec_from_file_location(
+    "check_argument_specs", os.path.join(os.path.dirname(__file__), "..", "..", "..", "check_argument_specs.py")
+)
 SPECS_CHECK = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(SPECS_CHECK)
 
-ROLES = sorted(d for d in os.listdir(ROLES_DIR) if os.path.isfile(os.path.join(ROLES_DIR, d, "meta", "argument_specs.yml")))
+ROLES = sorted(
+    d for d in os.listdir(ROLES_DIR) if os.path.isfile(os.path.join(ROLES_DIR, d, "meta", "argument_specs.yml"))
+)
 
 
 def test_every_role_is_read():

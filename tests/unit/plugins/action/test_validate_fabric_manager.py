@@ -1,6 +1,7 @@
 """airgap.vllm.validate on a real ansible-playbook run: a host whose PCI bus shows NVSwitches (the test world's lspci
 over an HGX state) and a bundle without the Fabric Manager RPM of the driver's version is refused with one clear
 line; the RPM added, or a host without NVSwitches, passes."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -27,7 +28,8 @@ FM_RPM = "nvidia-fabric-manager-580.65.06-1.x86_64.rpm"
 RUN_FILE = "NVIDIA-Linux-x86_64-580.65.06.run"
 pytestmark = pytest.mark.skipif(
     not os.path.isdir(os.path.join(ROOT, "build", "collections", "ansible_collections", "airgap")),
-    reason="the collection is not linked (bash tests/link-collection.sh)")
+    reason="the collection is not linked (bash tests/link-collection.sh)",
+)
 
 
 def bundle(root, files):
@@ -37,8 +39,16 @@ def bundle(root, files):
         data = name.encode()
         (root / "artifacts").mkdir(parents=True, exist_ok=True)
         (root / "artifacts" / name).write_bytes(data)
-        entries.append({"kind": kind, "name": name, "version": "580.65.06", "path": "artifacts/" + name,
-                        "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+        entries.append(
+            {
+                "kind": kind,
+                "name": name,
+                "version": "580.65.06",
+                "path": "artifacts/" + name,
+                "size": len(data),
+                "sha256": hashlib.sha256(data).hexdigest(),
+            }
+        )
     (root / "manifest.yml").write_text(yaml.safe_dump({"artifacts": entries}))
     return str(root)
 
@@ -46,9 +56,18 @@ def bundle(root, files):
 def host_bus(tmp_path, monkeypatch, nvswitches):
     """The module's lspci is the test world's, over a GPU state with or without NVSwitches."""
     state = tmp_path / "state.json"
-    state.write_text(json.dumps({"kernel_module_version": "580.65.06", "gpus": [
-        {"pci_bus_id": "00000000:18:00.0", "pci_device_id": "0x233010DE"}], "nvswitches": [
-        {"pci_bus_id": "00000000:%02X:00.0" % b, "pci_device_id": "0x22A310DE"} for b in range(5, 5 + nvswitches)]}))
+    state.write_text(
+        json.dumps(
+            {
+                "kernel_module_version": "580.65.06",
+                "gpus": [{"pci_bus_id": "00000000:18:00.0", "pci_device_id": "0x233010DE"}],
+                "nvswitches": [
+                    {"pci_bus_id": "00000000:%02X:00.0" % b, "pci_device_id": "0x22A310DE"}
+                    for b in range(5, 5 + nvswitches)
+                ],
+            }
+        )
+    )
     bindir = tmp_path / "bin"
     bindir.mkdir()
     os.symlink(os.path.join(ROOT, "tests", "world", "fakes", "pci", "lspci"), str(bindir / "lspci"))
@@ -61,9 +80,11 @@ def test_an_nvswitch_host_with_a_bundle_without_fabric_manager_is_refused(tmp_pa
     without = bundle(tmp_path / "b1", [(RUN_FILE, "driver")])
     rc, r = run(tmp_path, None, play=PLAY, bundle_path=without)
     assert rc != 0 and r.get("failed") is True
-    assert ("bundle_path: got a bundle without %s (%s/manifest.yml: it carries no fabricmanager artifact); wants the "
-            "Fabric Manager RPM of driver 580.65.06: this host needs it (lspci shows 4 NVSwitch(es) (vendor 10de, "
-            "class 0680): 0000:05:00.0 GH100 [H100 NVSwitch] [10de:22a3]" % (FM_RPM, without)) in r["msg"], r["msg"]
+    assert (
+        "bundle_path: got a bundle without %s (%s/manifest.yml: it carries no fabricmanager artifact); wants the "
+        "Fabric Manager RPM of driver 580.65.06: this host needs it (lspci shows 4 NVSwitch(es) (vendor 10de, "
+        "class 0680): 0000:05:00.0 GH100 [H100 NVSwitch] [10de:22a3]" % (FM_RPM, without)
+    ) in r["msg"], r["msg"]
     assert "Add it to bundle_build_artifacts as kind fabricmanager" in r["msg"]
 
     with_fm = bundle(tmp_path / "b2", [(RUN_FILE, "driver"), (FM_RPM, "fabricmanager")])

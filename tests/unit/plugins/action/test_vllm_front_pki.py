@@ -1,4 +1,5 @@
 """The site CA and the host certificates (controller side): made once, renewed near expiry or for new names."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -40,4 +41,6 @@ def test_check_mode_without_ca_writes_nothing(tmp_path):
 
 def test_wanted_names_drop_wildcards():
     assert P.wanted_names(["0.0.0.0", "[fd00::1]", "Host.Example", "10.0.0.1"]) == (
-        [__import__("ipaddress").ip_address("10.0.0.1"), __import__("ipaddress").ip_address("fd00::1")], ["host.example"])
+        [__import__("ipaddress").ip_address("10.0.0.1"), __import__("ipaddress").ip_address("fd00::1")],
+        ["host.example"],
+    )

@@ -1,5 +1,6 @@
 """airgap.vllm.driver_summary: the rows and the table (pure functions), and the callback over Ansible's own stats
 as a run leaves them (set_stats per host, failures, rescues), printing after the recap."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -19,17 +20,23 @@ NEW = "580.65.06"
 
 
 def test_a_stopped_rollout_names_every_host():
-    states = {"fleet-1": {"before": OLD, "reached": True, "after": NEW},
-              "fleet-2": {"before": OLD, "reached": True, "after": OLD},
-              "fleet-3": {"before": OLD}}
+    states = {
+        "fleet-1": {"before": OLD, "reached": True, "after": NEW},
+        "fleet-2": {"before": OLD, "reached": True, "after": OLD},
+        "fleet-3": {"before": OLD},
+    }
     rows = driver_rows(["fleet-3", "fleet-1", "fleet-2"], states, {"fleet-2": FAIL_TASK})
-    assert rows == [("fleet-1", OLD, NEW, "changed"),
-                    ("fleet-2", OLD, OLD, "failed at " + FAIL_TASK),
-                    ("fleet-3", OLD, OLD, "not reached")]
+    assert rows == [
+        ("fleet-1", OLD, NEW, "changed"),
+        ("fleet-2", OLD, OLD, "failed at " + FAIL_TASK),
+        ("fleet-3", OLD, OLD, "not reached"),
+    ]
 
 
 def test_a_converged_host_is_unchanged():
-    assert driver_rows(["a"], {"a": {"before": NEW, "reached": True, "after": NEW}}, {}) == [("a", NEW, NEW, "unchanged")]
+    assert driver_rows(["a"], {"a": {"before": NEW, "reached": True, "after": NEW}}, {}) == [
+        ("a", NEW, NEW, "unchanged")
+    ]
 
 
 def test_a_failure_before_the_driver_stage_keeps_the_driver_read_before():
@@ -44,7 +51,9 @@ def test_a_failure_inside_the_stage_without_a_published_driver_is_unknown():
 
 def test_a_host_of_the_failed_batch_stopped_midway_is_unknown_and_check_mode_changed_nothing():
     states = {"a": {"before": OLD, "reached": True}}
-    assert driver_rows(["a"], states, {}) == [("a", OLD, "unknown", "stopped (its batch failed before its stage ended)")]
+    assert driver_rows(["a"], states, {}) == [
+        ("a", OLD, "unknown", "stopped (its batch failed before its stage ended)")
+    ]
     assert driver_rows(["a"], states, {}, check_mode=True) == [("a", OLD, OLD, "nothing changed (check mode)")]
 
 
@@ -55,9 +64,11 @@ def test_no_driver_and_hosts_without_any_state():
 
 def test_the_table_is_aligned_under_its_header():
     lines = format_table([("fleet-1", OLD, NEW, "changed"), ("host-with-a-long-name", "-", "-", "not reached")])
-    assert lines == ["host                   before      after      what happened",
-                     "fleet-1                570.172.08  580.65.06  changed",
-                     "host-with-a-long-name  -           -          not reached"]
+    assert lines == [
+        "host                   before      after      what happened",
+        "fleet-1                570.172.08  580.65.06  changed",
+        "host-with-a-long-name  -           -          not reached",
+    ]
     assert format_table([]) == []
 
 
@@ -71,8 +82,9 @@ def _failed(callback, host, name, ignore_errors=False):
     task = Task()
     task.name = name
     task.no_log = True
-    callback.v2_runner_on_failed(TaskResult(Host(host), task, {"failed": True, "msg": "secret-key-123"}),
-                                 ignore_errors=ignore_errors)
+    callback.v2_runner_on_failed(
+        TaskResult(Host(host), task, {"failed": True, "msg": "secret-key-123"}), ignore_errors=ignore_errors
+    )
 
 
 def test_the_callback_prints_the_table_from_the_stats_only(capsys):
@@ -98,7 +110,8 @@ def test_the_callback_prints_the_table_from_the_stats_only(capsys):
     assert [ln.split() for ln in out.splitlines() if ln.startswith("fleet-")] == [
         ["fleet-1", OLD, NEW, "changed"],
         ["fleet-2", OLD, OLD, "failed", "at"] + FAIL_TASK.split(),
-        ["fleet-3", OLD, OLD, "not", "reached"]]
+        ["fleet-3", OLD, OLD, "not", "reached"],
+    ]
     assert "secret-key-123" not in out
 
 

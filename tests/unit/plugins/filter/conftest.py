@@ -2,6 +2,7 @@
 
 (Ansible's plugin loader cannot be used here: the unit tests import the collection as a plain package,
 and its collection finder then refuses the FQCN.)"""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type

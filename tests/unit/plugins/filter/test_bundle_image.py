@@ -1,5 +1,6 @@
 """airgap.vllm.bundle_image as vllm_image's and vllm_front's defaults call it: each role's image from the bundle
 role's bundle_staged by name, whatever the order of the manifest."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type

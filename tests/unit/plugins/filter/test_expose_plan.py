@@ -1,4 +1,5 @@
 """airgap.vllm.expose_plan as tasks/expose.yml calls it: registered loop results in, refusals as filter errors."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -6,8 +7,18 @@ __metaclass__ = type
 import pytest
 from ansible.errors import AnsibleFilterError
 
-SETTINGS = dict(expose=True, address="10.20.0.15", port="8000", sources=["10.20.0.2"], firewalld="auto", zone="",
-                service="vllm", host="gpu1", record="", daemon_json="")
+SETTINGS = dict(
+    expose=True,
+    address="10.20.0.15",
+    port="8000",
+    sources=["10.20.0.2"],
+    firewalld="auto",
+    zone="",
+    service="vllm",
+    host="gpu1",
+    record="",
+    daemon_json="",
+)
 
 
 def test_reads_from_registered_loop_results(render):

@@ -1,12 +1,15 @@
 """airgap.vllm.fabric_manager_rpm as the nvidia_driver role's vars call it: nvidia_driver_fabric_manager_rpm, else
 the staged RPM of the driver's version (the rule validate checks the manifest with), else NVIDIA's file name under the
 staging directory."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-RPM = ("{{ setting | airgap.vllm.fabric_manager_rpm(staged | default({}), version, "
-       "(root | default('/var/lib/airgap-vllm')) ~ '/bundle/artifacts') }}")
+RPM = (
+    "{{ setting | airgap.vllm.fabric_manager_rpm(staged | default({}), version, "
+    "(root | default('/var/lib/airgap-vllm')) ~ '/bundle/artifacts') }}"
+)
 FM = "nvidia-fabric-manager-580.65.06-1.x86_64.rpm"
 
 
@@ -17,9 +20,12 @@ def test_the_default_is_derived_from_the_version(render):
 
 
 def test_the_staged_rpm_of_the_version_even_renamed_and_the_operators_path_first(render):
-    staged = {"fabricmanager": [
-        {"path": "/s/artifacts/nvidia-fabric-manager-570.172.08-1.x86_64.rpm", "version": "570.172.08"},
-        {"path": "/s/artifacts/fm-580.rpm", "version": "580.65.06"}]}
+    staged = {
+        "fabricmanager": [
+            {"path": "/s/artifacts/nvidia-fabric-manager-570.172.08-1.x86_64.rpm", "version": "570.172.08"},
+            {"path": "/s/artifacts/fm-580.rpm", "version": "580.65.06"},
+        ]
+    }
     assert render(RPM, setting="", staged=staged, version="580.65.06")["path"] == "/s/artifacts/fm-580.rpm"
     assert render(RPM, setting="", staged=staged, version="570.172.08")["source"] == "staged"
     assert render(RPM, setting="/opt/fm.rpm", staged=staged, version="580.65.06")["path"] == "/opt/fm.rpm"

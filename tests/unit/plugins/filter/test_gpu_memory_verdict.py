@@ -1,11 +1,12 @@
 """airgap.vllm.gpu_memory_verdict as preflight's checks call it, on airgap.vllm.nvml_info's result shape."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
 import pytest
 
-GIB = 1024 ** 3
+GIB = 1024**3
 OWN = "0123456789ab" + "c" * 52
 
 
@@ -14,13 +15,22 @@ def nvml(*gpus):
 
 
 def gpu(index, total_gib, free_gib, processes=()):
-    return {"index": index, "name": "NVIDIA L20", "memory_total": int(total_gib * GIB),
-            "memory_free": int(free_gib * GIB), "processes": list(processes)}
+    return {
+        "index": index,
+        "name": "NVIDIA L20",
+        "memory_total": int(total_gib * GIB),
+        "memory_free": int(free_gib * GIB),
+        "processes": list(processes),
+    }
 
 
 def verdict(render, result, utilization, own=()):
-    return render("{{ result | airgap.vllm.gpu_memory_verdict(utilization | float, own) }}",
-                  result=result, utilization=utilization, own=list(own))
+    return render(
+        "{{ result | airgap.vllm.gpu_memory_verdict(utilization | float, own) }}",
+        result=result,
+        utilization=utilization,
+        own=list(own),
+    )
 
 
 def test_room_on_every_gpu_is_ok(render):
@@ -44,10 +54,13 @@ def test_memory_of_our_own_service_counts_as_available_on_a_rerun(render):
     assert v["status"] == "ok" and "held by our own service" in v["detail"]
 
 
-@pytest.mark.parametrize("result,status", [
-    ({"nvml_state": "mismatch"}, "n/a"),
-    ({}, "n/a"),
-    ({"nvml_state": "ok", "gpus": []}, "fail"),
-])
+@pytest.mark.parametrize(
+    "result,status",
+    [
+        ({"nvml_state": "mismatch"}, "n/a"),
+        ({}, "n/a"),
+        ({"nvml_state": "ok", "gpus": []}, "fail"),
+    ],
+)
 def test_without_nvml_or_gpus_the_verdict_says_so(render, result, status):
     assert verdict(render, result, 0.9)["status"] == status

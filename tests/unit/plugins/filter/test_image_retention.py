@@ -1,11 +1,12 @@
 """airgap.vllm.image_retention as vllm_image's retain.yml calls it: the recorded stage state in, the new
 history and the images to remove out (the replaced image, keep earlier ones and protected IDs stay)."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
 
-EXPR = ("{{ state | airgap.vllm.image_retention(ref, base, keep, protect) }}")
+EXPR = "{{ state | airgap.vllm.image_retention(ref, base, keep, protect) }}"
 
 
 def sha(c):
@@ -27,8 +28,7 @@ def test_an_upgrade_keeps_the_replaced_image_and_keep_earlier_ones(render):
     # c is replaced (serves until d is proven) and is also the one kept; a and b go, oldest first
     assert r["remove"] == [sha("a"), sha("b")]
     assert r["history"] == [sha("c"), sha("d")]
-    again = render(EXPR, state=dict(r, facts={"vllm_image_ref": sha("d")}), ref=sha("d"), base="", keep=1,
-                   protect=[])
+    again = render(EXPR, state=dict(r, facts={"vllm_image_ref": sha("d")}), ref=sha("d"), base="", keep=1, protect=[])
     assert again["remove"] == [], "a converged re-run removes nothing"
 
 

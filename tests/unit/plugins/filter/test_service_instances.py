@@ -1,5 +1,6 @@
 """airgap.vllm.service_instances as site.yml calls it: the host's values as the play sees them (the roles' defaults
 included, since site.yml imports both roles); a name nobody set is the default service's."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -11,14 +12,22 @@ EXPR = "{{ services | airgap.vllm.service_instances(host) }}"
 
 
 def test_an_empty_list_is_the_host_service_with_the_values_given(render):
-    host = {"vllm_service_name": "", "vllm_service_port": 8000, "vllm_plan_gpus": [],
-            "vllm_plan_gpu_memory_utilization": 0.93, "vllm_plan_kv_offloading_gib": 0}
+    host = {
+        "vllm_service_name": "",
+        "vllm_service_port": 8000,
+        "vllm_plan_gpus": [],
+        "vllm_plan_gpu_memory_utilization": 0.93,
+        "vllm_plan_kv_offloading_gib": 0,
+    }
     r = render(EXPR, services=[], host=host)
     assert r["preflight"] == [{"name": "vllm", "port": 8000, "gpus": [], "gpu_memory_utilization": 0.93}]
     del r["preflight"]
-    assert r == {"services": [{"name": "vllm", "port": 8000, "gpus": [], "gpu_memory_utilization": 0.93,
-                               "settings": {}}], "variables": [], "gpu_memory_utilization": 0.93,
-                 "kv_offloading": False}
+    assert r == {
+        "services": [{"name": "vllm", "port": 8000, "gpus": [], "gpu_memory_utilization": 0.93, "settings": {}}],
+        "variables": [],
+        "gpu_memory_utilization": 0.93,
+        "kv_offloading": False,
+    }
 
 
 def test_values_nobody_set_stay_unknown_and_the_name_is_the_default_service(render):
@@ -28,14 +37,19 @@ def test_values_nobody_set_stay_unknown_and_the_name_is_the_default_service(rend
 
 
 def test_services_without_a_known_port_are_not_a_port_clash(render):
-    services = [{"vllm_service_name": "a", "vllm_plan_gpus": ["0"]}, {"vllm_service_name": "b", "vllm_plan_gpus": ["1"]}]
+    services = [
+        {"vllm_service_name": "a", "vllm_plan_gpus": ["0"]},
+        {"vllm_service_name": "b", "vllm_plan_gpus": ["1"]},
+    ]
     r = render(EXPR, services=services, host={})
     assert [s["name"] for s in r["services"]] == ["a", "b"]
 
 
 def test_a_service_without_a_port_takes_the_host_port(render):
-    services = [{"vllm_service_name": "a", "vllm_plan_gpus": ["0"]},
-                {"vllm_service_name": "b", "vllm_plan_gpus": ["1"], "vllm_service_port": 9001}]
+    services = [
+        {"vllm_service_name": "a", "vllm_plan_gpus": ["0"]},
+        {"vllm_service_name": "b", "vllm_plan_gpus": ["1"], "vllm_service_port": 9001},
+    ]
     r = render(EXPR, services=services, host={"vllm_service_port": 9000})
     assert [(s["name"], s["port"]) for s in r["services"]] == [("a", 9000), ("b", 9001)]
 

@@ -1,27 +1,45 @@
 """airgap.vllm.smoke_verdict as vllm_service's verify.yml calls it: the uri result of the smoke-test chat
 completion (its JSON body, or no body at all when the request failed) and whether tools were offered."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
 
-EXPR = ("{{ smoke.json | default({'error': (smoke.status | default('') | string) ~ ' ' ~ (smoke.msg | default('no answer'))})"
-        " | airgap.vllm.smoke_verdict('--enable-auto-tool-choice' in argv, max_tokens | int) }}")
+EXPR = (
+    "{{ smoke.json | default({'error': (smoke.status | default('') | string) ~ ' ' ~ (smoke.msg | default('no answer'))})"
+    " | airgap.vllm.smoke_verdict('--enable-auto-tool-choice' in argv, max_tokens | int) }}"
+)
 TOOLS = ["/models/qwen", "--enable-auto-tool-choice", "--tool-call-parser", "qwen3_xml"]
 PLAIN = ["/models/qwen"]
-CALL = [{"id": "chatcmpl-tool-1", "type": "function",
-         "function": {"name": "get_weather", "arguments": "{\"city\": \"Beijing\"}"}}]
+CALL = [
+    {
+        "id": "chatcmpl-tool-1",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\": \"Beijing\"}"},
+    }
+]
 
 
 def body(message, finish="stop"):
-    return {"json": {"id": "chatcmpl-1", "object": "chat.completion", "model": "qwen",
-                     "choices": [{"index": 0, "message": dict({"role": "assistant"}, **message),
-                                  "finish_reason": finish}]}, "status": 200}
+    return {
+        "json": {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "model": "qwen",
+            "choices": [{"index": 0, "message": dict({"role": "assistant"}, **message), "finish_reason": finish}],
+        },
+        "status": 200,
+    }
 
 
 def test_a_tool_call_with_reasoning_passes(render):
-    v = render(EXPR, smoke=body({"content": None, "reasoning": "The user wants the weather.", "tool_calls": CALL},
-                                "tool_calls"), argv=TOOLS, max_tokens="1024")
+    v = render(
+        EXPR,
+        smoke=body({"content": None, "reasoning": "The user wants the weather.", "tool_calls": CALL}, "tool_calls"),
+        argv=TOOLS,
+        max_tokens="1024",
+    )
     assert v["ok"] is True and v["reason"] == ""
 
 
@@ -37,8 +55,9 @@ def test_an_answer_without_the_tool_fails_and_shows_what_came_back(render):
 
 
 def test_thinking_cut_at_max_tokens_names_the_setting(render):
-    v = render(EXPR, smoke=body({"content": None, "reasoning": "Let me think. " * 40}, "length"), argv=TOOLS,
-               max_tokens=64)
+    v = render(
+        EXPR, smoke=body({"content": None, "reasoning": "Let me think. " * 40}, "length"), argv=TOOLS, max_tokens=64
+    )
     assert v["ok"] is False and "64" in v["reason"] and "vllm_service_smoke_max_tokens" in v["reason"]
 
 

@@ -1,4 +1,5 @@
 """vllm_release: what the image's version read printed -> the release and the known rules for it (issue 30)."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -9,8 +10,12 @@ F = FilterModule().filters()["vllm_release"]
 
 
 def test_release():
-    assert F("INFO noise\n0.27.1+cpu\n") == {"version": "0.27.1+cpu", "known": True, "rules": "0.27.1",
-                                             "relation": "known"}
+    assert F("INFO noise\n0.27.1+cpu\n") == {
+        "version": "0.27.1+cpu",
+        "known": True,
+        "rules": "0.27.1",
+        "relation": "known",
+    }
     assert F("0.33.0") == {"version": "0.33.0", "known": False, "rules": "0.30.0", "relation": "newer"}
 
 

@@ -1,4 +1,5 @@
 """Fixtures the planner's per-module tests share (test__plan_kv.py, test__plan_model.py)."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -10,8 +11,9 @@ import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_model import describe_model
 
-FIXTURE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "models",
-                                       "qwen3.x-27b-fp8"))
+FIXTURE = os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "models", "qwen3.x-27b-fp8")
+)
 
 
 @pytest.fixture(scope="module")

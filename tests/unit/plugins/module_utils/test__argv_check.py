@@ -1,4 +1,5 @@
 """The plan's argv checked by the new image's own parser (issue 30): the verdict, the flags named, the cache."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -29,17 +30,29 @@ def test_key_is_image_and_argv():
         A.check_key("", ARGV)
 
 
-@pytest.mark.parametrize("error, argv, flags", [
-    ("usage: vllm serve ...\nvllm serve: error: unrecognized arguments: --swap-space 4", ARGV, ["--swap-space"]),
-    ("vllm serve: error: unrecognized arguments: --no-such-flag --other=3", [], ["--no-such-flag", "--other"]),
-    ("vllm serve: error: argument --kv-cache-dtype: invalid choice: 'fp9' (choose from auto, fp8)",
-     ["/m", "--kv-cache-dtype", "fp9"], ["--kv-cache-dtype"]),
-    ("ValueError('argument --reasoning-parser: reasoning parser %r not registered')" % "qwen9",
-     ["/m", "--reasoning-parser", "qwen9"], ["--reasoning-parser"]),
-    ("vllm serve: error: ambiguous option: --max could match --max-model-len, --max-num-seqs",
-     ["/m", "--max", "3"], ["--max"]),
-    ("something else entirely", ["/m"], []),
-])
+@pytest.mark.parametrize(
+    "error, argv, flags",
+    [
+        ("usage: vllm serve ...\nvllm serve: error: unrecognized arguments: --swap-space 4", ARGV, ["--swap-space"]),
+        ("vllm serve: error: unrecognized arguments: --no-such-flag --other=3", [], ["--no-such-flag", "--other"]),
+        (
+            "vllm serve: error: argument --kv-cache-dtype: invalid choice: 'fp9' (choose from auto, fp8)",
+            ["/m", "--kv-cache-dtype", "fp9"],
+            ["--kv-cache-dtype"],
+        ),
+        (
+            "ValueError('argument --reasoning-parser: reasoning parser %r not registered')" % "qwen9",
+            ["/m", "--reasoning-parser", "qwen9"],
+            ["--reasoning-parser"],
+        ),
+        (
+            "vllm serve: error: ambiguous option: --max could match --max-model-len, --max-num-seqs",
+            ["/m", "--max", "3"],
+            ["--max"],
+        ),
+        ("something else entirely", ["/m"], []),
+    ],
+)
 def test_refused_flags(error, argv, flags):
     assert A.refused_flags(error, argv) == flags
 
@@ -90,12 +103,25 @@ def test_cache_of_another_shape_is_empty(junk):
 
 # ------------------------------------------------------------------ the step the vllm_argv_check module runs
 SCRIPT = "print('parse')"
-GUARD_OPTIONS = ["--gpus", "all", "--shm-size", "8g", "--security-opt", "seccomp=/etc/airgap-vllm/vllm/seccomp.json",
-                 "--security-opt=no-new-privileges", "--ipc", "host"]
+GUARD_OPTIONS = [
+    "--gpus",
+    "all",
+    "--shm-size",
+    "8g",
+    "--security-opt",
+    "seccomp=/etc/airgap-vllm/vllm/seccomp.json",
+    "--security-opt=no-new-privileges",
+    "--ipc",
+    "host",
+]
 
 
 def test_check_argv_leaves_out_the_key_file():
-    assert A.check_argv(["/m", "--config", "/etc/vllm/keys.yaml", "--max-num-seqs", "4"]) == ["/m", "--max-num-seqs", "4"]
+    assert A.check_argv(["/m", "--config", "/etc/vllm/keys.yaml", "--max-num-seqs", "4"]) == [
+        "/m",
+        "--max-num-seqs",
+        "4",
+    ]
     assert A.check_argv(["/m", "--config=/etc/vllm/keys.yaml", "--port", "8000"]) == ["/m", "--port", "8000"]
     assert A.check_argv(["/m", "--configuration-x", "1"]) == ["/m", "--configuration-x", "1"]
     assert A.check_argv(None) == []
@@ -104,8 +130,12 @@ def test_check_argv_leaves_out_the_key_file():
 def test_check_command_is_offline_removed_and_takes_only_the_security_options():
     cmd = A.check_command(IMAGE, ["/m", "--swap-space", "4"], SCRIPT, "python3", GUARD_OPTIONS)
     assert cmd[:4] == ["run", "--rm", "--network", "none"]
-    assert cmd[4:8] == ["--security-opt", "seccomp=/etc/airgap-vllm/vllm/seccomp.json",
-                        "--security-opt", "no-new-privileges"]
+    assert cmd[4:8] == [
+        "--security-opt",
+        "seccomp=/etc/airgap-vllm/vllm/seccomp.json",
+        "--security-opt",
+        "no-new-privileges",
+    ]
     assert "--gpus" not in cmd and "--ipc" not in cmd and "--shm-size" not in cmd
     assert cmd[8:] == ["--entrypoint", "python3", IMAGE, "-c", SCRIPT, "-", "/m", "--swap-space", "4"]
 
@@ -136,8 +166,15 @@ def accepted(version="0.27.1+cpu"):
 def test_check_runs_once_then_answers_from_the_cache(tmp_path):
     cache = str(tmp_path / "svc" / "argv-check.json")
     cli = FakeCli(accepted())
-    r = A.check(cli, "vllm/vllm-openai:v0.27.1", ARGV[:3] + ["--config", "/etc/vllm/keys.yaml"], SCRIPT,
-                release="0.27.1+cpu", cache_path=cache, docker_options=GUARD_OPTIONS)
+    r = A.check(
+        cli,
+        "vllm/vllm-openai:v0.27.1",
+        ARGV[:3] + ["--config", "/etc/vllm/keys.yaml"],
+        SCRIPT,
+        release="0.27.1+cpu",
+        cache_path=cache,
+        docker_options=GUARD_OPTIONS,
+    )
     assert r["ok"] and r["checked"] and not r["cached"] and r["cache_written"] and r["image_id"] == IMAGE
     assert r["argv"] == ARGV[:3] and len(cli.calls) == 1 and cli.calls[0][1] == A.CHECK_TIMEOUT
     assert oct((tmp_path / "svc").stat().st_mode & 0o777) == "0o700"
@@ -179,24 +216,37 @@ def test_the_image_stage_release_wins_over_the_scripts():
 
 def test_an_image_without_a_parser_is_unchecked_not_passed(tmp_path):
     cache = str(tmp_path / "argv-check.json")
-    cli = FakeCli(out({"id": "plan", "ok": None, "unchecked": True, "args": None, "vllm": None,
-                       "error": "ImportError(\"cannot import name 'cli_args'\")"}))
+    cli = FakeCli(
+        out(
+            {
+                "id": "plan",
+                "ok": None,
+                "unchecked": True,
+                "args": None,
+                "vllm": None,
+                "error": "ImportError(\"cannot import name 'cli_args'\")",
+            }
+        )
+    )
     r = A.check(cli, IMAGE, ARGV, SCRIPT, cache_path=cache)
     assert r["ok"] is None and r["checked"] is False and "NOT checked" in r["message"] and "cli_args" in r["message"]
     assert r["cache_written"]
     assert A.check(cli, IMAGE, ARGV, SCRIPT, cache_path=cache)["cached"] and len(cli.calls) == 1
 
 
-@pytest.mark.parametrize("cli", [
-    FakeCli("", rc=125, stderr="docker: Error response from daemon: OCI runtime create failed"),
-    FakeCli("", rc=127, stderr='exec: "python3": executable file not found in $PATH'),
-    FakeCli(raises=dk.DockerTimeout("docker run did not finish within 900s (killed)", stdout="INFO importing")),
-])
+@pytest.mark.parametrize(
+    "cli",
+    [
+        FakeCli("", rc=125, stderr="docker: Error response from daemon: OCI runtime create failed"),
+        FakeCli("", rc=127, stderr='exec: "python3": executable file not found in $PATH'),
+        FakeCli(raises=dk.DockerTimeout("docker run did not finish within 900s (killed)", stdout="INFO importing")),
+    ],
+)
 def test_a_check_that_did_not_run_fails_and_is_not_cached(tmp_path, cli):
     cache = str(tmp_path / "argv-check.json")
     r = A.check(cli, IMAGE, ARGV, SCRIPT, cache_path=cache)
     assert r["ok"] is False and "did not run" in r["message"] and not r["cache_written"]
-    assert ("OCI runtime" in r["message"] or "python3" in r["message"] or "900s" in r["message"])
+    assert "OCI runtime" in r["message"] or "python3" in r["message"] or "900s" in r["message"]
 
 
 def test_no_image_no_check():
@@ -218,12 +268,19 @@ def test_a_damaged_cache_only_costs_a_check(tmp_path, text):
 
 def test_the_check_runs_under_a_copy_of_the_profile_not_yet_written():
     opts = ["--security-opt", "seccomp=/etc/airgap-vllm/vllm/seccomp.json", "--security-opt", "no-new-privileges"]
-    assert A.check_options(opts, "/tmp/x/seccomp-1.json") == ["--security-opt", "seccomp=/tmp/x/seccomp-1.json",
-                                                              "--security-opt", "no-new-privileges"]
+    assert A.check_options(opts, "/tmp/x/seccomp-1.json") == [
+        "--security-opt",
+        "seccomp=/tmp/x/seccomp-1.json",
+        "--security-opt",
+        "no-new-privileges",
+    ]
     assert A.check_options(["--security-opt=seccomp:/p.json"], "/t.json") == ["--security-opt", "seccomp=/t.json"]
     unconfined = ["--security-opt", "seccomp=unconfined", "--security-opt", "no-new-privileges"]
     assert A.check_options(unconfined, "/t.json") == unconfined
-    assert A.check_options(["--security-opt", "no-new-privileges"], "/t.json") == ["--security-opt", "no-new-privileges"]
+    assert A.check_options(["--security-opt", "no-new-privileges"], "/t.json") == [
+        "--security-opt",
+        "no-new-privileges",
+    ]
     cli = FakeCli(accepted())
     A.check(cli, IMAGE, ARGV[:3], SCRIPT, docker_options=opts, seccomp_path="/tmp/x/seccomp-1.json")
     assert "seccomp=/tmp/x/seccomp-1.json" in cli.calls[0][0]

@@ -1,4 +1,5 @@
 """The next boot's kernel from grub2's real file shapes (RHEL 8 BLS, Kylin V10 grub.cfg), and the plan for it."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -13,25 +14,34 @@ K2 = "4.19.90-89.11.v2401.ky10.x86_64"
 V = "580.65.06"
 
 # grub2-editenv pads the block to 1024 bytes with '#'.
-GRUBENV = ("# GRUB Environment Block\nsaved_entry=%s-%s\nkernelopts=root=/dev/mapper/klas-root ro "
-           "crashkernel=auto rd.lvm.lv=klas/root rhgb quiet \nboot_success=0\n" % (MID, K2))
+GRUBENV = (
+    "# GRUB Environment Block\nsaved_entry=%s-%s\nkernelopts=root=/dev/mapper/klas-root ro "
+    "crashkernel=auto rd.lvm.lv=klas/root rhgb quiet \nboot_success=0\n" % (MID, K2)
+)
 GRUBENV += "#" * (1024 - len(GRUBENV))
-DEFAULT_GRUB = ('GRUB_TIMEOUT=5\nGRUB_DISTRIBUTOR="$(sed \'s, release .*$,,g\' /etc/system-release)"\n'
-                'GRUB_DEFAULT=saved\nGRUB_DISABLE_SUBMENU=true\nGRUB_TERMINAL_OUTPUT="console"\n'
-                'GRUB_CMDLINE_LINUX="crashkernel=auto rhgb quiet"\nGRUB_DISABLE_RECOVERY="true"\n'
-                'GRUB_ENABLE_BLSCFG=true\n')
+DEFAULT_GRUB = (
+    'GRUB_TIMEOUT=5\nGRUB_DISTRIBUTOR="$(sed \'s, release .*$,,g\' /etc/system-release)"\n'
+    'GRUB_DEFAULT=saved\nGRUB_DISABLE_SUBMENU=true\nGRUB_TERMINAL_OUTPUT="console"\n'
+    'GRUB_CMDLINE_LINUX="crashkernel=auto rhgb quiet"\nGRUB_DISABLE_RECOVERY="true"\n'
+    'GRUB_ENABLE_BLSCFG=true\n'
+)
 GRUB_CFG_BLS = "### BEGIN /etc/grub.d/10_linux ###\ninsmod part_gpt\nblscfg\n### END /etc/grub.d/10_linux ###\n"
 
 
 def bls(kernel, title="Kylin Linux Advanced Server"):
-    return ("title %s (%s) V10 (Lance)\nversion %s\nlinux /vmlinuz-%s\ninitrd /initramfs-%s.img $tuned_initrd\n"
-            "options $kernelopts $tuned_params\nid kylin-20240110-%s\ngrub_users $grub_users\n"
-            "grub_arg --unrestricted\ngrub_class kernel\n" % (title, kernel, kernel, kernel, kernel, kernel))
+    return (
+        "title %s (%s) V10 (Lance)\nversion %s\nlinux /vmlinuz-%s\ninitrd /initramfs-%s.img $tuned_initrd\n"
+        "options $kernelopts $tuned_params\nid kylin-20240110-%s\ngrub_users $grub_users\n"
+        "grub_arg --unrestricted\ngrub_class kernel\n" % (title, kernel, kernel, kernel, kernel, kernel)
+    )
 
 
-ENTRIES = {"%s-%s" % (MID, K1): bls(K1), "%s-%s" % (MID, K2): bls(K2),
-           "%s-0-rescue" % MID: "title Kylin (0-rescue-%s)\nversion 0-rescue-%s\nlinux /vmlinuz-0-rescue-%s\n"
-                                % (MID, MID, MID)}
+ENTRIES = {
+    "%s-%s" % (MID, K1): bls(K1),
+    "%s-%s" % (MID, K2): bls(K2),
+    "%s-0-rescue" % MID: "title Kylin (0-rescue-%s)\nversion 0-rescue-%s\nlinux /vmlinuz-0-rescue-%s\n"
+    % (MID, MID, MID),
+}
 
 # A grub.cfg as grub2-mkconfig writes it without BLS (GRUB_DISABLE_SUBMENU=true): the newest kernel first.
 GRUB_CFG_MENU = """### BEGIN /etc/grub.d/10_linux ###
@@ -66,9 +76,19 @@ def test_kernel_of():
     assert B.kernel_of(None) is None
 
 
-@pytest.mark.parametrize("a,b,want", [
-    ("4.19.90-89.11.v2401.ky10", "4.19.90-52.22.v2207.ky10", 1), ("1.0", "1.0", 0), ("1.10", "1.9", 1),
-    ("1.0a", "1.0", 1), ("1.0~rc1", "1.0", -1), ("1.0", "1.0a", -1), ("2", "a", 1), ("0-rescue-abc", K1, -1)])
+@pytest.mark.parametrize(
+    "a,b,want",
+    [
+        ("4.19.90-89.11.v2401.ky10", "4.19.90-52.22.v2207.ky10", 1),
+        ("1.0", "1.0", 0),
+        ("1.10", "1.9", 1),
+        ("1.0a", "1.0", 1),
+        ("1.0~rc1", "1.0", -1),
+        ("1.0", "1.0a", -1),
+        ("2", "a", 1),
+        ("0-rescue-abc", K1, -1),
+    ],
+)
 def test_rpmvercmp(a, b, want):
     assert B.rpmvercmp(a, b) == want
     newer, older = b, a
@@ -93,7 +113,10 @@ def test_next_entry_wins_once():
 
 def test_empty_saved_entry_is_entry_zero_and_index_and_title():
     assert B.default_kernel("# GRUB Environment Block\n", None, ENTRIES, None)[0] == K2
-    assert B.default_kernel(None, "GRUB_DEFAULT=1\n", ENTRIES, GRUB_CFG_BLS) == (K1, "GRUB_DEFAULT '1' -> BLS entry %s-%s" % (MID, K1))
+    assert B.default_kernel(None, "GRUB_DEFAULT=1\n", ENTRIES, GRUB_CFG_BLS) == (
+        K1,
+        "GRUB_DEFAULT '1' -> BLS entry %s-%s" % (MID, K1),
+    )
     env = "saved_entry=Kylin Linux Advanced Server (%s) V10 (Lance)\n" % K1
     assert B.default_kernel(env, DEFAULT_GRUB, ENTRIES, GRUB_CFG_BLS)[0] == K1
 
@@ -107,8 +130,12 @@ def test_grub_cfg_menu_without_bls():
     kernel, how = B.default_kernel(env, DEFAULT_GRUB, {"x-" + K2: bls(K2)}, GRUB_CFG_MENU)
     assert kernel == K1 and "grub.cfg menuentry" in how
     assert B.default_kernel("saved_entry=gnulinux-%s-advanced-3d2c\n" % K2, None, {}, GRUB_CFG_MENU)[0] == K2
-    assert B.default_kernel("saved_entry=Advanced options>Kylin Linux Advanced Server (%s) V10 (Lance)\n" % K1,
-                            None, {}, GRUB_CFG_MENU)[0] == K1
+    assert (
+        B.default_kernel(
+            "saved_entry=Advanced options>Kylin Linux Advanced Server (%s) V10 (Lance)\n" % K1, None, {}, GRUB_CFG_MENU
+        )[0]
+        == K1
+    )
 
 
 def test_unknown_and_grubby_fallback():
@@ -126,14 +153,28 @@ def test_module_version_and_candidates():
     assert B.module_version(b"version=560.35.03\x00") == "560.35.03"
     assert B.module_version(b"\x00srcversion=1.2\x00") is None and B.module_version(None) is None
     base = "/lib/modules/" + K2
-    paths = [base + "/weak-updates/nvidia/nvidia.ko", base + "/kernel/drivers/video/nvidia.ko",
-             base + "/extra/nvidia.ko.xz", base + "/kernel/drivers/video/nvidia-uvm.ko", base + "/updates/dkms/nvidia.ko"]
+    paths = [
+        base + "/weak-updates/nvidia/nvidia.ko",
+        base + "/kernel/drivers/video/nvidia.ko",
+        base + "/extra/nvidia.ko.xz",
+        base + "/kernel/drivers/video/nvidia-uvm.ko",
+        base + "/updates/dkms/nvidia.ko",
+    ]
     assert B.module_candidates(paths) == [paths[4], paths[2], paths[1], paths[0]]
 
 
 def plan(**over):
-    args = dict(default=K2, how="grubenv saved_entry", build_kernel=K1, version=V, installed=True, module=None,
-                tree=True, dkms_registered=True, mode="build")
+    args = dict(
+        default=K2,
+        how="grubenv saved_entry",
+        build_kernel=K1,
+        version=V,
+        installed=True,
+        module=None,
+        tree=True,
+        dkms_registered=True,
+        mode="build",
+    )
     args.update(over)
     return B.next_kernel_plan(**args)
 

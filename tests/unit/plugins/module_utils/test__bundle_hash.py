@@ -1,4 +1,5 @@
 """Unit tests for _bundle_hash: hash_file, the stamp cache (it cannot be fooled), verification states and messages."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -100,6 +101,7 @@ def test_stamp_keyed_by_inode(bundle, tmp_path):
 
 # ---------------------------------------------------------------- stamp caches cannot be fooled (issue 12: #1)
 
+
 def test_verify_stamp_cache_rehashes_when_ctime_changes(bundle, tmp_path):
     root, entries = bundle
     stamps = H.StampCache(str(tmp_path / "verify-stamps.json"))
@@ -135,6 +137,7 @@ def test_unwritable_stamp_file_on_save_names_the_file_and_the_fix(tmp_path):
 
 # ---------------------------------------------------------------- no tracebacks, clear errors (issue 12: #9)
 
+
 def test_verify_dangling_symlink_in_artifacts_is_reported_not_a_traceback(bundle, tmp_path):
     root, entries = bundle
     os.symlink(str(tmp_path / "gone"), str(root / "artifacts/extra.bin"))
@@ -151,8 +154,9 @@ def test_verify_dangling_symlink_in_artifacts_is_reported_not_a_traceback(bundle
 def test_verify_manifest_entry_that_is_a_directory_is_reported_not_a_traceback(bundle):
     root, entries = bundle
     (root / "artifacts/adir").mkdir()
-    entries = entries + [{"path": "artifacts/adir", "size": os.stat(str(root / "artifacts/adir")).st_size,
-                          "sha256": "0" * 64}]
+    entries = entries + [
+        {"path": "artifacts/adir", "size": os.stat(str(root / "artifacts/adir")).st_size, "sha256": "0" * 64}
+    ]
     results, summary = H.verify_bundle(str(root), entries)
     assert dict((r["path"], r["state"]) for r in results)["artifacts/adir"] == "not_a_file"
     assert summary["not_a_file"] == 1
@@ -160,6 +164,7 @@ def test_verify_manifest_entry_that_is_a_directory_is_reported_not_a_traceback(b
 
 
 # ---------------------------------------------------------------- split files (FAT32)
+
 
 def test_verify_checks_parts_on_the_medium_and_the_whole_on_the_host(tmp_path):
     root, dest = tmp_path / "medium", tmp_path / "stage"

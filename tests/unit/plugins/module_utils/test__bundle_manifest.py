@@ -1,6 +1,7 @@
 """Unit tests for _bundle_manifest: manifest checks, split files' parts, the medium's layout, SourceReader.
 
 The bundles the other test__bundle_* files build (FILES, make_bundle, split_bundle) are made here."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -27,8 +28,9 @@ def make_bundle(root, files):
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-        entries.append({"kind": "file", "name": rel, "path": rel, "size": len(data),
-                        "sha256": hashlib.sha256(data).hexdigest()})
+        entries.append(
+            {"kind": "file", "name": rel, "path": rel, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        )
     return entries
 
 
@@ -54,8 +56,8 @@ def split_bundle(root, rel="artifacts/image.tar", data=None, part=PART, extra=No
         p_rel = M.part_name(rel, i)
         path = root / p_rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data[off:off + length])
-        parts.append({"path": p_rel, "size": length, "sha256": sha(data[off:off + length])})
+        path.write_bytes(data[off : off + length])
+        parts.append({"path": p_rel, "size": length, "sha256": sha(data[off : off + length])})
     entries.append({"path": rel, "size": len(data), "sha256": sha(data), "kind": "image", "parts": parts})
     for name, content in (extra or {"artifacts/driver.run": b"#!/bin/sh\n" + b"d" * 100}).items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -64,13 +66,16 @@ def split_bundle(root, rel="artifacts/image.tar", data=None, part=PART, extra=No
     return entries, data
 
 
-@pytest.mark.parametrize("entry,match", [
-    ({"path": "/etc/passwd", "size": 1, "sha256": "a" * 64}, "inside the bundle"),
-    ({"path": "../x", "size": 1, "sha256": "a" * 64}, "inside the bundle"),
-    ({"path": "a", "size": 1, "sha256": "xyz"}, "64 hex"),
-    ({"path": "a", "size": "big", "sha256": "a" * 64}, "not an integer"),
-    ({"size": 1, "sha256": "a" * 64}, "no path"),
-])
+@pytest.mark.parametrize(
+    "entry,match",
+    [
+        ({"path": "/etc/passwd", "size": 1, "sha256": "a" * 64}, "inside the bundle"),
+        ({"path": "../x", "size": 1, "sha256": "a" * 64}, "inside the bundle"),
+        ({"path": "a", "size": 1, "sha256": "xyz"}, "64 hex"),
+        ({"path": "a", "size": "big", "sha256": "a" * 64}, "not an integer"),
+        ({"size": 1, "sha256": "a" * 64}, "no path"),
+    ],
+)
 def test_validate_rejects(entry, match):
     with pytest.raises(M.BundleError, match=match):
         M.validate_entries([entry])
@@ -102,7 +107,8 @@ def test_sha256sums_of_a_split_file_name_its_parts_as_on_the_medium(tmp_path):
     named = [ln.split("  ", 1)[1] for ln in text.splitlines()]
     assert "artifacts/image.tar" not in named
     assert named == sorted(named) and [n for n in named if n.startswith("artifacts/image.tar")] == [
-        p["path"] for p in entries[0]["parts"]]
+        p["path"] for p in entries[0]["parts"]
+    ]
     (root / "SHA256SUMS").write_text(text)
     p = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=str(root), stdout=subprocess.PIPE, check=False)
     assert p.returncode == 0, p.stdout
@@ -111,6 +117,7 @@ def test_sha256sums_of_a_split_file_name_its_parts_as_on_the_medium(tmp_path):
 def test_load_manifest_yaml(tmp_path, bundle):
     root, entries = bundle
     import yaml
+
     (root / "manifest.yml").write_text(yaml.safe_dump({"format": 1, "artifacts": entries}))
     assert [e["path"] for e in M.load_manifest(str(root / "manifest.yml"))] == [e["path"] for e in entries]
     (root / "bad.yml").write_text("format: 1\n")
@@ -119,6 +126,7 @@ def test_load_manifest_yaml(tmp_path, bundle):
 
 
 # ---------------------------------------------------------------- split files (FAT32)
+
 
 def test_split_plan_and_names():
     assert M.split_plan(10, 0) == [(0, 10)]
@@ -129,9 +137,15 @@ def test_split_plan_and_names():
 
 
 def test_parts_are_validated():
-    e = {"path": "a/x", "size": 10, "sha256": "0" * 64,
-         "parts": [{"path": "a/x.part000", "size": 6, "sha256": "1" * 64},
-                   {"path": "a/x.part001", "size": 4, "sha256": "2" * 64}]}
+    e = {
+        "path": "a/x",
+        "size": 10,
+        "sha256": "0" * 64,
+        "parts": [
+            {"path": "a/x.part000", "size": 6, "sha256": "1" * 64},
+            {"path": "a/x.part001", "size": 4, "sha256": "2" * 64},
+        ],
+    }
     assert M.validate_entries([e])[0]["parts"][1]["size"] == 4
     bad_sum = dict(e, size=11)
     with pytest.raises(M.BundleError, match="add up to 10 bytes, the file is 11"):
@@ -163,6 +177,6 @@ def test_source_reader_seek_across_parts_and_read(tmp_path):
     e = M.validate_entries(entries)[0]
     with M.SourceReader(str(root), e) as r:
         r.seek(PART - 10)
-        assert r.read(30) == data[PART - 10:PART + 20]
-        assert r.read(10 ** 6) == data[PART + 20:]
+        assert r.read(30) == data[PART - 10 : PART + 20]
+        assert r.read(10**6) == data[PART + 20 :]
         assert r.read(5) == b""

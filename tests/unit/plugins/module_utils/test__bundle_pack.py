@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 """Building the bundle's payload: artifacts as downloaded, split for FAT32, unchanged means untouched."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -29,10 +30,12 @@ def downloads(tmp_path):
     (d / "model" / "empty.txt").write_bytes(b"")
     (d / "driver.run").write_bytes(b"#!/bin/sh\n" + b"x" * 90)
     (d / "image.tar").write_bytes(bytes(bytearray(i % 253 for i in range(2500))))
-    arts = [{"kind": "driver", "name": "nvidia-driver", "version": "580.65.06", "src": str(d / "driver.run")},
-            {"kind": "toolkit", "name": "nct", "version": "1.17.8-1", "src": str(d / "toolkit") + "/"},
-            {"kind": "image", "name": "vllm-openai", "version": "v0.27.1", "src": str(d / "image.tar")},
-            {"kind": "model", "name": "m", "version": 1, "src": str(d / "model")}]
+    arts = [
+        {"kind": "driver", "name": "nvidia-driver", "version": "580.65.06", "src": str(d / "driver.run")},
+        {"kind": "toolkit", "name": "nct", "version": "1.17.8-1", "src": str(d / "toolkit") + "/"},
+        {"kind": "image", "name": "vllm-openai", "version": "v0.27.1", "src": str(d / "image.tar")},
+        {"kind": "model", "name": "m", "version": 1, "src": str(d / "model")},
+    ]
     return d, arts
 
 
@@ -98,8 +101,11 @@ def test_a_changed_split_size_rewrites_and_removes_the_old_files(tmp_path, downl
     P.pack(str(root), arts, split_size=1000)
     out = P.pack(str(root), arts, split_size=0)
     assert "artifacts/image.tar" in out["copied"]
-    assert out["removed"] == ["artifacts/image.tar.part000", "artifacts/image.tar.part001",
-                              "artifacts/image.tar.part002"]
+    assert out["removed"] == [
+        "artifacts/image.tar.part000",
+        "artifacts/image.tar.part001",
+        "artifacts/image.tar.part002",
+    ]
     assert (root / "artifacts" / "image.tar").read_bytes() == (d / "image.tar").read_bytes()
     assert not list((root / "artifacts").glob("image.tar.part*"))
 
@@ -114,11 +120,14 @@ def test_check_mode_writes_nothing_but_returns_the_manifest_it_would_write(tmp_p
     assert len(img["parts"]) == 3 and img["sha256"] == sha((d / "image.tar").read_bytes())
 
 
-@pytest.mark.parametrize("art,msg", [
-    ({"kind": "driver"}, "needs src"),
-    ({"kind": "bogus", "src": "/x"}, "kind 'bogus' is not one of"),
-    ({"kind": "file", "src": "/nonexistent/x"}, "not found"),
-])
+@pytest.mark.parametrize(
+    "art,msg",
+    [
+        ({"kind": "driver"}, "needs src"),
+        ({"kind": "bogus", "src": "/x"}, "kind 'bogus' is not one of"),
+        ({"kind": "file", "src": "/nonexistent/x"}, "not found"),
+    ],
+)
 def test_bad_artifacts_are_refused(tmp_path, art, msg):
     with pytest.raises(M.BundleError, match=msg):
         P.pack(str(tmp_path / "bundle"), [art])
@@ -132,7 +141,8 @@ def test_the_kind_check_is_the_one_list_for_the_module_and_the_roles_preflight()
     assert P.kind_check(bad)["problems"] == [
         "artifact /x/w: kind 'weights' is not one of driver, fabricmanager, toolkit, rpms, image, model, file",
         "artifact vllm:1: kind None is not one of driver, fabricmanager, toolkit, rpms, image, model, file",
-        "artifact #3 is not a mapping (kind, name, version, src)"]
+        "artifact #3 is not a mapping (kind, name, version, src)",
+    ]
     assert P.kind_check(None)["problems"] == []
     with pytest.raises(M.BundleError) as e:
         P.plan_artifacts([bad[0]])
@@ -149,7 +159,7 @@ def test_two_sources_on_one_path_are_refused(tmp_path, downloads):
 
 
 def test_layout_and_fat32_default():
-    assert P.FAT32_SPLIT < 4 * 1024 ** 3 - 1
+    assert P.FAT32_SPLIT < 4 * 1024**3 - 1
     assert P.layout("a/x", 10, 4) == [("a/x.part000", 0, 4), ("a/x.part001", 4, 4), ("a/x.part002", 8, 2)]
     assert P.layout("a/x", 10, 0) == [("a/x", 0, 10)]
     with pytest.raises(M.BundleError, match="split size"):

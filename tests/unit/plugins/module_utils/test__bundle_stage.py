@@ -1,5 +1,6 @@
 """Unit tests for _bundle_stage: resumable all-or-nothing staging, the controller protocol (probe, append,
 commit), split files reassembled in one pass, hostile input (issue 12: #1, #8, #9, #10, #11), uploads over ssh."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -60,7 +61,7 @@ class FailingReader(object):
     def readinto(self, view):
         if self.pos >= self.limit:
             raise Boom()
-        n = self.f.readinto(view[:min(len(view), self.limit - self.pos)])
+        n = self.f.readinto(view[: min(len(view), self.limit - self.pos)])
         self.pos += n
         return n
 
@@ -124,7 +125,7 @@ def test_controller_protocol_probe_append_commit(bundle, tmp_path):
         off = 0
         while off < len(data):
             chunk = tmp_path / "chunk"
-            chunk.write_bytes(data[off:off + chunk_size])
+            chunk.write_bytes(data[off : off + chunk_size])
             off = S.append_chunk(str(dest), e["path"], str(chunk), off)
             assert not chunk.exists()
         if not data:
@@ -187,6 +188,7 @@ def test_commit_refuses_corrupt_part(bundle, tmp_path):
 
 # ---------------------------------------------------------------- stamp caches cannot be fooled (issue 12: #1)
 
+
 def test_stage_stamp_cache_rehashes_staged_file_when_ctime_changes(bundle, tmp_path):
     root, entries = bundle
     dest = tmp_path / "stage"
@@ -201,6 +203,7 @@ def test_stage_stamp_cache_rehashes_staged_file_when_ctime_changes(bundle, tmp_p
 
 
 # ---------------------------------------------------------------- all-or-nothing is all or nothing (issue 12: #8)
+
 
 def test_stage_failed_rename_undoes_the_renames_already_done(bundle, tmp_path, monkeypatch):
     root, entries = bundle
@@ -263,6 +266,7 @@ def test_commit_parts_unwritable_stamp_file_fails_before_anything_is_renamed(bun
 
 # ---------------------------------------------------------------- no tracebacks, clear errors (issue 12: #9)
 
+
 def test_stage_manifest_entry_that_is_a_directory_fails_clearly(bundle, tmp_path):
     root, entries = bundle
     (root / "artifacts/adir").mkdir()
@@ -289,20 +293,25 @@ def test_non_octal_mode_fails_saying_how_to_write_it(mode):
 
 # ---------------------------------------------------------------- mode like ansible.builtin.file (issue 12: #10)
 
-@pytest.mark.parametrize("mode,expected", [
-    (420, 0o644),       # YAML `mode: 0644` unquoted: the int 420
-    (0o600, 0o600),
-    ("0644", 0o644),
-    ("644", 0o644),
-    ("0o640", 0o640),
-    ("0755", 0o755),
-])
+
+@pytest.mark.parametrize(
+    "mode,expected",
+    [
+        (420, 0o644),  # YAML `mode: 0644` unquoted: the int 420
+        (0o600, 0o600),
+        ("0644", 0o644),
+        ("644", 0o644),
+        ("0o640", 0o640),
+        ("0755", 0o755),
+    ],
+)
 def test_mode_is_taken_like_ansible_builtin_file(mode, expected):
     assert S.parse_mode(mode) == expected
 
 
 def test_unquoted_yaml_0644_stages_files_0644_not_0420(bundle, tmp_path):
     import yaml
+
     mode = yaml.safe_load("mode: 0644")["mode"]
     assert mode == 420
     root, entries = bundle
@@ -315,6 +324,7 @@ def test_unquoted_yaml_0644_stages_files_0644_not_0420(bundle, tmp_path):
 def test_bundle_stage_module_takes_mode_as_raw_like_ansible_builtin_file():
     """type: str turned the YAML int 420 (`mode: 0644` unquoted) into "420", then 0o420."""
     import yaml
+
     path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "plugins", "modules", "bundle_stage.py")
     with open(path) as f:
         source = f.read()
@@ -325,12 +335,14 @@ def test_bundle_stage_module_takes_mode_as_raw_like_ansible_builtin_file():
 
 # ---------------------------------------------------------------- stale .part from an older bundle (issue 12: #11)
 
+
 def _older_part(dest, rel, data):
     part = dest / (rel + ".part")
     part.parent.mkdir(parents=True, exist_ok=True)
     part.write_bytes(data)
-    (dest / (rel + ".part.json")).write_text(json.dumps(
-        {"sha256": hashlib.sha256(b"older bundle").hexdigest(), "size": 99999}))
+    (dest / (rel + ".part.json")).write_text(
+        json.dumps({"sha256": hashlib.sha256(b"older bundle").hexdigest(), "size": 99999})
+    )
 
 
 def test_stale_part_from_older_bundle_is_restarted_not_blamed_as_checksum_mismatch(bundle, tmp_path):
@@ -384,6 +396,7 @@ def test_interrupted_part_of_the_same_file_still_resumes(bundle, tmp_path):
 
 # ---------------------------------------------------------------- split files (FAT32)
 
+
 def test_stage_reassembles_byte_identical_in_one_pass_and_rerun_is_current(tmp_path, monkeypatch):
     root, dest = tmp_path / "medium", tmp_path / "stage"
     entries, data = split_bundle(root)
@@ -395,13 +408,15 @@ def test_stage_reassembles_byte_identical_in_one_pass_and_rerun_is_current(tmp_p
         if str(path).startswith(str(root)) and "b" in (a[0] if a else kw.get("mode", "r")):
             reads.append(str(path))
         return f
+
     for module in (M, H, S):  # SourceReader reads the medium (_bundle_manifest); nothing else may
         monkeypatch.setattr(module, "open", counting_open, raising=False)
     res = S.stage_files(str(root), str(dest), entries, bufsize=1000)
     assert (dest / "artifacts/image.tar").read_bytes() == data
     assert not (dest / "artifacts/image.tar.part000").exists(), "the host gets the whole file, not the parts"
-    assert sorted(reads) == sorted([str(root / p["path"]) for p in entries[0]["parts"]] + [
-        str(root / "artifacts/driver.run")]), "each part opened once: one pass over the medium"
+    assert sorted(reads) == sorted(
+        [str(root / p["path"]) for p in entries[0]["parts"]] + [str(root / "artifacts/driver.run")]
+    ), "each part opened once: one pass over the medium"
     assert [r["state"] for r in res] == ["copied", "copied"]
     again = S.stage_files(str(root), str(dest), entries, stamps=H.StampCache(str(tmp_path / "s.json")))
     assert [r["state"] for r in again] == ["current", "current"]
@@ -424,11 +439,17 @@ def test_interrupted_reassembly_resumes_at_the_last_complete_chunk(tmp_path):
     assert (dest / entry["path"]).read_bytes() == data
 
 
-@pytest.mark.parametrize("damage,state,part", [
-    (lambda root: (root / "artifacts/image.tar.part001").unlink(), "missing", "artifacts/image.tar.part001"),
-    (lambda root: (root / "artifacts/image.tar.part002").write_bytes(b"short"), "size_mismatch",
-     "artifacts/image.tar.part002"),
-])
+@pytest.mark.parametrize(
+    "damage,state,part",
+    [
+        (lambda root: (root / "artifacts/image.tar.part001").unlink(), "missing", "artifacts/image.tar.part001"),
+        (
+            lambda root: (root / "artifacts/image.tar.part002").write_bytes(b"short"),
+            "size_mismatch",
+            "artifacts/image.tar.part002",
+        ),
+    ],
+)
 def test_missing_or_short_part_fails_before_anything_is_copied(tmp_path, damage, state, part):
     root, dest = tmp_path / "medium", tmp_path / "stage"
     entries, _data = split_bundle(root)
@@ -531,22 +552,26 @@ def test_a_staged_copy_with_whole_files_is_a_source_too(tmp_path):
 
 # ---------------------------------------------------------------- uploading chunks over ssh
 
-@pytest.mark.parametrize("ssh_args,expected", [
-    # ansible-core's default: compression and a shared (compressed) master; the upload opens its own.
-    ("-C -o ControlMaster=auto -o ControlPersist=60s", "-o ControlPath=none"),
-    ("-o Compression=yes -o ControlPath=/tmp/cp-%C", "-o ControlPath=none"),
-    ("-oCompression=yes", "-o ControlPath=none"),
-    ('-o "Compression yes"', "-o ControlPath=none"),
-    ("-4Cq -o ServerAliveInterval=30", "-o ControlPath=none -4q -o ServerAliveInterval=30"),
-    ('-C -o "ProxyCommand=ssh -W %h:%p jump"', "-o ControlPath=none -o 'ProxyCommand=ssh -W %h:%p jump'"),
-    # No compression asked for: upload as configured, shared master and all.
-    ("-o ControlMaster=auto -o ControlPersist=60s", None),
-    ("-o Compression=no", None),
-    ("-c aes128-gcm@openssh.com -q", None),
-    ("", None),
-    (None, None),
-    ('-C -o "ProxyCommand=ssh jump', None),  # unbalanced: the connection reports it, as without this
-])
+
+@pytest.mark.parametrize(
+    "ssh_args,expected",
+    [
+        # ansible-core's default: compression and a shared (compressed) master; the upload opens its own.
+        ("-C -o ControlMaster=auto -o ControlPersist=60s", "-o ControlPath=none"),
+        ("-o Compression=yes -o ControlPath=/tmp/cp-%C", "-o ControlPath=none"),
+        ("-oCompression=yes", "-o ControlPath=none"),
+        ('-o "Compression yes"', "-o ControlPath=none"),
+        ("-4Cq -o ServerAliveInterval=30", "-o ControlPath=none -4q -o ServerAliveInterval=30"),
+        ('-C -o "ProxyCommand=ssh -W %h:%p jump"', "-o ControlPath=none -o 'ProxyCommand=ssh -W %h:%p jump'"),
+        # No compression asked for: upload as configured, shared master and all.
+        ("-o ControlMaster=auto -o ControlPersist=60s", None),
+        ("-o Compression=no", None),
+        ("-c aes128-gcm@openssh.com -q", None),
+        ("", None),
+        (None, None),
+        ('-C -o "ProxyCommand=ssh jump', None),  # unbalanced: the connection reports it, as without this
+    ],
+)
 def test_bulk_ssh_args_drop_only_the_default_compression(ssh_args, expected):
     assert S.bulk_ssh_args(ssh_args) == expected
 
@@ -564,5 +589,6 @@ def test_bulk_ssh_args_ignore_compression_turned_off_elsewhere():
 def test_bulk_ssh_args_are_read_back_by_ssh_as_written():
     """The connection splits the string again (shlex): quoting survives the round trip."""
     import shlex
+
     out = S.bulk_ssh_args('-C -o "ProxyCommand=ssh -q -W %h:%p bastion" -o ControlPersist=60s')
     assert shlex.split(out) == ["-o", "ControlPath=none", "-o", "ProxyCommand=ssh -q -W %h:%p bastion"]

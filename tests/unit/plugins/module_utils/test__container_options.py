@@ -1,4 +1,5 @@
 """Unit tests for _container_options: GPUs, seccomp, log rotation, /dev/shm, environment."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -43,8 +44,9 @@ def test_no_log_opts_for_drivers_that_refuse_them(driver):
     assert opts == [] and driver in list(reasons.values())[0]
 
 
-@pytest.mark.parametrize("size,files", [("100", 0), ("lots", 5), ("10 m", 5), ("1m\n", 5), ("0m", 5),
-                                        ("100m", "many"), ("100m", -1)])
+@pytest.mark.parametrize(
+    "size,files", [("100", 0), ("lots", 5), ("10 m", 5), ("1m\n", 5), ("0m", 5), ("100m", "many"), ("100m", -1)]
+)
 def test_bad_log_settings_are_refused(size, files):
     with pytest.raises(C.ContainerOptionsError, match="log_max_"):
         C.log_options(size, files)
@@ -54,8 +56,7 @@ def test_log_size_units():
     assert C.log_options("1G", "3")[0] == ["--log-opt", "max-size=1g", "--log-opt", "max-file=3"]
 
 
-@pytest.mark.parametrize("offload,tp,want", [(0, 1, 4), (64, 1, 72), (2.5, 1, 11), (0, 2, 5), (0, 8, 11),
-                                             (64, 4, 75)])
+@pytest.mark.parametrize("offload,tp,want", [(0, 1, 4), (64, 1, 72), (2.5, 1, 11), (0, 2, 5), (0, 8, 11), (64, 4, 75)])
 def test_shm_size(offload, tp, want):
     assert C.shm_size_gib(offload, tp) == want
     opts, reasons, _env = C.container_options("5.15.0", "24.0.7", offload, tp)

@@ -1,4 +1,5 @@
 """The one Docker CLI helper: argv on the configured binary, typed errors, missing vs failing, time limit."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -10,7 +11,12 @@ import stat
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils._docker import (
-    DockerCli, DockerError, DockerTimeout, is_missing, subprocess_run)
+    DockerCli,
+    DockerError,
+    DockerTimeout,
+    is_missing,
+    subprocess_run,
+)
 
 
 class Recorder(object):
@@ -21,7 +27,7 @@ class Recorder(object):
     def __call__(self, argv):
         self.calls.append(argv)
         for prefix, answer in self.answers:
-            if argv[1:1 + len(prefix)] == prefix:
+            if argv[1 : 1 + len(prefix)] == prefix:
                 return answer
         return 1, "", "unexpected %s" % argv
 
@@ -43,13 +49,21 @@ def test_a_failing_call_raises_with_command_rc_and_outputs():
 
 
 def test_inspect_json_tells_missing_from_failing():
-    cli = DockerCli("docker", run=Recorder([
-        (["inspect", "--type", "container", "gone"], (1, "[]", "Error: No such container: gone")),
-        (["inspect", "--type", "container", "here"], (0, json.dumps([{"Id": "c1"}]), "")),
-        (["inspect", "--type", "container", "down"], (1, "", "Cannot connect to the Docker daemon")),
-        (["service", "inspect", "svc"], (1, "[]", "Error: no such service: svc")),
-        (["service", "inspect", "off"], (1, "", "Error response from daemon: This node is not a swarm manager.")),
-    ]))
+    cli = DockerCli(
+        "docker",
+        run=Recorder(
+            [
+                (["inspect", "--type", "container", "gone"], (1, "[]", "Error: No such container: gone")),
+                (["inspect", "--type", "container", "here"], (0, json.dumps([{"Id": "c1"}]), "")),
+                (["inspect", "--type", "container", "down"], (1, "", "Cannot connect to the Docker daemon")),
+                (["service", "inspect", "svc"], (1, "[]", "Error: no such service: svc")),
+                (
+                    ["service", "inspect", "off"],
+                    (1, "", "Error response from daemon: This node is not a swarm manager."),
+                ),
+            ]
+        ),
+    )
     assert cli.inspect("container", ["gone", "here"]) == [{"Id": "c1"}]
     assert cli.inspect("service", ["svc", "off"]) == []
     with pytest.raises(DockerError, match="Cannot connect"):
@@ -63,10 +77,18 @@ def test_inspect_json_refuses_non_json_output():
 
 
 def test_image_id_present_absent_and_broken():
-    cli = DockerCli("docker", run=Recorder([
-        (["image", "inspect", "--format", "{{.Id}}", "present"], (0, "sha256:abc\n", "")),
-        (["image", "inspect", "--format", "{{.Id}}", "absent"], (1, "", "Error response from daemon: No such image: absent")),
-    ]))
+    cli = DockerCli(
+        "docker",
+        run=Recorder(
+            [
+                (["image", "inspect", "--format", "{{.Id}}", "present"], (0, "sha256:abc\n", "")),
+                (
+                    ["image", "inspect", "--format", "{{.Id}}", "absent"],
+                    (1, "", "Error response from daemon: No such image: absent"),
+                ),
+            ]
+        ),
+    )
     assert cli.image_id("present") == "sha256:abc"
     assert cli.image_id("absent") is None
     with pytest.raises(DockerError):
@@ -74,8 +96,7 @@ def test_image_id_present_absent_and_broken():
 
 
 def test_swarm_state_and_services():
-    cli = DockerCli("docker", run=Recorder([
-        (["info"], (0, "active\n", "")), (["service", "ls"], (0, "a\nb\n", ""))]))
+    cli = DockerCli("docker", run=Recorder([(["info"], (0, "active\n", "")), (["service", "ls"], (0, "a\nb\n", ""))]))
     assert cli.swarm_state() == "active" and cli.service_names() == {"a", "b"}
     down = DockerCli("docker", run=Recorder([(["info"], (1, "", "Cannot connect"))]))
     with pytest.raises(DockerError):

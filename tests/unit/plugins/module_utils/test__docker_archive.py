@@ -1,4 +1,5 @@
 """Unit tests for _docker_archive: header-walk identification and the load/tag decision."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -17,8 +18,9 @@ import pytest
 from ansible_collections.airgap.vllm.plugins.module_utils import _docker as dk
 from ansible_collections.airgap.vllm.plugins.module_utils import _docker_archive as da
 
-CONFIG = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []}},
-                    sort_keys=True).encode()
+CONFIG = json.dumps(
+    {"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []}}, sort_keys=True
+).encode()
 CONFIG_HEX = hashlib.sha256(CONFIG).hexdigest()
 
 
@@ -58,11 +60,14 @@ def blob(data):
 def oci_members(nested_index=True, name_annotation="docker.io/vllm/vllm-openai:v0.27.1", platform="amd64"):
     cfg_digest, cfg = blob(CONFIG)
     layer_digest, layer = blob(b"layer")
-    manifest = json.dumps({
-        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cfg_digest, "size": len(cfg)},
-        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer_digest, "size": 5}],
-    }).encode()
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cfg_digest, "size": len(cfg)},
+            "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer_digest, "size": 5}],
+        }
+    ).encode()
     man_digest, _blob = blob(manifest)
     other_cfg_digest, other_cfg = blob(b'{"architecture":"arm64"}')
     other_manifest = json.dumps({"schemaVersion": 2, "config": {"digest": other_cfg_digest}, "layers": []}).encode()
@@ -77,18 +82,36 @@ def oci_members(nested_index=True, name_annotation="docker.io/vllm/vllm-openai:v
     ]
     ann = {"io.containerd.image.name": name_annotation, "org.opencontainers.image.ref.name": "v0.27.1"}
     if nested_index:
-        sub = json.dumps({"schemaVersion": 2, "mediaType": da.MT_OCI_INDEX, "manifests": [
-            {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": other_digest, "size": 1,
-             "platform": {"os": "linux", "architecture": "arm64"}},
-            {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": man_digest, "size": 1,
-             "platform": {"os": "linux", "architecture": platform}},
-        ]}).encode()
+        sub = json.dumps(
+            {
+                "schemaVersion": 2,
+                "mediaType": da.MT_OCI_INDEX,
+                "manifests": [
+                    {
+                        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                        "digest": other_digest,
+                        "size": 1,
+                        "platform": {"os": "linux", "architecture": "arm64"},
+                    },
+                    {
+                        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                        "digest": man_digest,
+                        "size": 1,
+                        "platform": {"os": "linux", "architecture": platform},
+                    },
+                ],
+            }
+        ).encode()
         sub_digest, _blob = blob(sub)
         members.append(("blobs/sha256/" + sub_digest[7:], sub))
         top = {"mediaType": da.MT_OCI_INDEX, "digest": sub_digest, "size": len(sub), "annotations": ann}
     else:
-        top = {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": man_digest,
-               "size": len(manifest), "annotations": ann}
+        top = {
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": man_digest,
+            "size": len(manifest),
+            "annotations": ann,
+        }
     members.append(("index.json", json.dumps({"schemaVersion": 2, "manifests": [top]}).encode()))
     return members
 
@@ -137,11 +160,14 @@ def test_config_tampered_is_detected_in_oci(tmp_path):
         da.read_archive(path)
 
 
-@pytest.mark.parametrize("members,match", [
-    ([("hello.txt", b"hi")], "neither manifest.json nor index.json"),
-    ([("manifest.json", b"{not json")], "not valid JSON"),
-    ([("manifest.json", b"[{\"RepoTags\": []}]")], "without Config"),
-])
+@pytest.mark.parametrize(
+    "members,match",
+    [
+        ([("hello.txt", b"hi")], "neither manifest.json nor index.json"),
+        ([("manifest.json", b"{not json")], "not valid JSON"),
+        ([("manifest.json", b"[{\"RepoTags\": []}]")], "without Config"),
+    ],
+)
 def test_bad_archives(tmp_path, members, match):
     path = str(tmp_path / "x.tar")
     write_tar(path, members)
@@ -158,7 +184,7 @@ def test_not_a_tar(tmp_path):
 
 def test_large_sparse_layer_is_never_read(tmp_path):
     """A 6 GiB layer body (a hole on disk): the ID comes from headers in well under a second."""
-    size = 6 * 1024 ** 3 + 123
+    size = 6 * 1024**3 + 123
     path = str(tmp_path / "big.tar")
     write_tar(path, legacy_members(layer_body=size))
     assert os.path.getsize(path) > size
@@ -276,8 +302,10 @@ def test_cli_image_id_parses_inspect():
 def _docker_ok():
     if not shutil.which("docker"):
         return False
-    return subprocess.run(["docker", "info"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                          check=False).returncode == 0
+    return (
+        subprocess.run(["docker", "info"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False).returncode
+        == 0
+    )
 
 
 @pytest.mark.skipif(not _docker_ok(), reason="needs a running Docker daemon")
@@ -294,15 +322,20 @@ def test_real_docker_save_roundtrip(tmp_path):
     saved = str(tmp_path / "saved.tar")
     try:
         subprocess.run(["docker", "save", "-o", saved, ref], check=True)
-        want = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", ref], check=True,
-                              stdout=subprocess.PIPE, universal_newlines=True).stdout.strip()
+        want = subprocess.run(
+            ["docker", "image", "inspect", "--format", "{{.Id}}", ref],
+            check=True,
+            stdout=subprocess.PIPE,
+            universal_newlines=True,
+        ).stdout.strip()
         info = da.read_archive(saved)
         assert info["images"][0]["image_id"] == want
         assert info["images"][0]["repo_tags"] == [ref]
 
         def run(cmd):
-            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                               check=False)
+            p = subprocess.run(
+                cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False
+            )
             return p.returncode, p.stdout, p.stderr
 
         cli = dk.DockerCli(run=run)
@@ -312,8 +345,12 @@ def test_real_docker_save_roundtrip(tmp_path):
         r = da.import_archive(saved, cli, tag=ref + "-extra")
         assert not r["changed"]
     finally:
-        subprocess.run(["docker", "rmi", "-f", ref, ref + "-extra"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       check=False)
+        subprocess.run(
+            ["docker", "rmi", "-f", ref, ref + "-extra"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=False,
+        )
 
 
 def test_counting_reader_counts():

@@ -1,5 +1,6 @@
 """What daemon.json should become for the nvidia runtime (issue 32 item 2): the decisions the nvidia_toolkit role
 made in Jinja (tasks/probe.yml, vars/main.yml, tasks/uninstall.yml), kept as they were, in one home."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -11,15 +12,23 @@ import pytest
 from ansible_collections.airgap.vllm.plugins.module_utils import _docker_daemon as d
 
 PATH = "/etc/docker/daemon.json"
-PACKAGES = ["libnvidia-container1", "libnvidia-container-tools", "nvidia-container-toolkit-base",
-            "nvidia-container-toolkit"]
+PACKAGES = [
+    "libnvidia-container1",
+    "libnvidia-container-tools",
+    "nvidia-container-toolkit-base",
+    "nvidia-container-toolkit",
+]
 VERSION = "1.17.8-1"
 RPMS_OK = dict((name, [VERSION]) for name in PACKAGES)
 DOCKER_OK = {"running": True, "server_version": "20.10.24", "runtimes": ["io.containerd.runc.v2", "nvidia", "runc"]}
 DOCKER_PLAIN = {"running": True, "server_version": "20.10.24", "runtimes": ["io.containerd.runc.v2", "runc"]}
 NVIDIA = {"args": [], "path": "nvidia-container-runtime"}
-OTHERS = {"log-driver": "json-file", "log-opts": {"max-size": "100m"}, "data-root": "/srv/docker",
-          "runtimes": {"kata": {"path": "/usr/bin/kata-runtime"}}}
+OTHERS = {
+    "log-driver": "json-file",
+    "log-opts": {"max-size": "100m"},
+    "data-root": "/srv/docker",
+    "runtimes": {"kata": {"path": "/usr/bin/kata-runtime"}},
+}
 
 
 def plan(text, **kw):
@@ -49,21 +58,34 @@ def test_data_already_parsed_is_taken_as_it_is():
 @pytest.mark.parametrize("text", ['{"log-driver": "json-file",}', "{", "log-driver: json-file", "{'a': 1}"])
 def test_invalid_json_fails_with_the_roles_message_and_nothing_to_do(text):
     p = plan(text)
-    assert p["error"] == ("/etc/docker/daemon.json is not valid JSON; nvidia-ctk would refuse it and Docker would "
-                          "not start with it. Fix the file by hand (nothing was changed).")
+    assert p["error"] == (
+        "/etc/docker/daemon.json is not valid JSON; nvidia-ctk would refuse it and Docker would "
+        "not start with it. Fix the file by hand (nothing was changed)."
+    )
     assert p["differs"] is False and p["converged"] is False and p["restart"] is False
     assert p["before"] == {} and p["after"] == {}
 
 
 def test_invalid_json_on_removal_keeps_the_uninstall_message():
     p = d.plan("{", remove=True, path="/etc/docker/custom.json")
-    assert p["error"] == ("/etc/docker/custom.json is not valid JSON: the nvidia runtime cannot be taken out of it. "
-                          "Fix the file by hand (nothing was changed by this step).")
+    assert p["error"] == (
+        "/etc/docker/custom.json is not valid JSON: the nvidia runtime cannot be taken out of it. "
+        "Fix the file by hand (nothing was changed by this step)."
+    )
     assert p["differs"] is False
 
 
-@pytest.mark.parametrize("text, kind", [("[1, 2]", "an array"), ('"nvidia"', "a string"), ("5", "a number"),
-                                        ("null", "null"), ("true", "a boolean"), ([{"a": 1}], "an array")])
+@pytest.mark.parametrize(
+    "text, kind",
+    [
+        ("[1, 2]", "an array"),
+        ('"nvidia"', "a string"),
+        ("5", "a number"),
+        ("null", "null"),
+        ("true", "a boolean"),
+        ([{"a": 1}], "an array"),
+    ],
+)
 def test_a_top_level_that_is_not_an_object_fails_clearly(text, kind):
     p = plan(text)
     assert p["error"].startswith("/etc/docker/daemon.json is not a JSON object (its top level is %s); " % kind)
@@ -105,8 +127,9 @@ def test_the_before_is_not_changed_in_place():
 
 def test_an_nvidia_runtime_with_other_args_is_replaced():
     """nvidia-ctk writes its own entry; the role always predicted that (the combine was not recursive)."""
-    text = json.dumps({"runtimes": {"nvidia": {"path": "/opt/nvidia-container-runtime", "args": ["--debug"],
-                                               "runtimeArgs": []}}})
+    text = json.dumps(
+        {"runtimes": {"nvidia": {"path": "/opt/nvidia-container-runtime", "args": ["--debug"], "runtimeArgs": []}}}
+    )
     p = plan(text)
     assert p["after"] == {"runtimes": {"nvidia": NVIDIA}} and p["differs"] is True and p["converged"] is False
     assert p["restart"] is False
@@ -119,7 +142,8 @@ def test_set_as_default_adds_the_default_runtime_and_the_flag(default):
     if default:
         assert p["after"]["default-runtime"] == "nvidia"
     assert p["argv"] == ["nvidia-ctk", "runtime", "configure", "--runtime=docker", "--config=" + PATH] + (
-        ["--set-as-default"] if default else [])
+        ["--set-as-default"] if default else []
+    )
 
 
 def test_without_set_as_default_another_default_runtime_is_kept():
@@ -164,15 +188,18 @@ def test_a_pending_change_is_no_restart_of_its_own():
     assert plan("", docker=DOCKER_PLAIN)["restart"] is False
 
 
-@pytest.mark.parametrize("rpms, wrong", [
-    ({}, PACKAGES),
-    (None, PACKAGES),
-    (dict(RPMS_OK, **{"nvidia-container-toolkit": ["1.16.2-1"]}), ["nvidia-container-toolkit"]),
-    (dict(RPMS_OK, **{"nvidia-container-toolkit": ["1.16.2-1", VERSION]}), []),
-    (dict((k, v) for k, v in RPMS_OK.items() if k != "libnvidia-container1"), ["libnvidia-container1"]),
-    (dict(RPMS_OK, **{"libnvidia-container-tools": None}), ["libnvidia-container-tools"]),
-    (dict(RPMS_OK, **{"libnvidia-container-tools": ["1.17.8-10"]}), ["libnvidia-container-tools"]),
-])
+@pytest.mark.parametrize(
+    "rpms, wrong",
+    [
+        ({}, PACKAGES),
+        (None, PACKAGES),
+        (dict(RPMS_OK, **{"nvidia-container-toolkit": ["1.16.2-1"]}), ["nvidia-container-toolkit"]),
+        (dict(RPMS_OK, **{"nvidia-container-toolkit": ["1.16.2-1", VERSION]}), []),
+        (dict((k, v) for k, v in RPMS_OK.items() if k != "libnvidia-container1"), ["libnvidia-container1"]),
+        (dict(RPMS_OK, **{"libnvidia-container-tools": None}), ["libnvidia-container-tools"]),
+        (dict(RPMS_OK, **{"libnvidia-container-tools": ["1.17.8-10"]}), ["libnvidia-container-tools"]),
+    ],
+)
 def test_rpms_at_another_version_or_missing(rpms, wrong):
     text = json.dumps({"runtimes": {"nvidia": NVIDIA}})
     p = plan(text, rpms=rpms)
@@ -198,8 +225,9 @@ def test_removal_takes_out_nvidia_and_keeps_the_rest():
 
 
 def test_removal_keeps_another_default_runtime_and_drops_empty_runtimes():
-    p = d.plan(json.dumps({"runtimes": {"nvidia": NVIDIA}, "default-runtime": "runc", "data-root": "/srv"}),
-               remove=True)
+    p = d.plan(
+        json.dumps({"runtimes": {"nvidia": NVIDIA}, "default-runtime": "runc", "data-root": "/srv"}), remove=True
+    )
     assert p["after"] == {"default-runtime": "runc", "data-root": "/srv"}
     # An empty runtimes object was dropped by the role's Jinja too (a change: the file is rewritten).
     empty = d.plan('{"runtimes": {}, "data-root": "/srv"}', remove=True)

@@ -1,4 +1,5 @@
 """Persistence mode verified from NVML (issue 29, item 4): every GPU Enabled, or a message naming the others."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -38,13 +39,19 @@ def test_a_gpu_nvml_cannot_answer_for_is_not_proven():
     assert "not reported by NVML for GPU 0 (GPU-0)" in r["msg"]
 
 
-@pytest.mark.parametrize("nvml, words", [
-    ({"nvml_state": "driver_not_loaded", "hint": "load the module", "gpus": []}, "NVML says driver_not_loaded (load the module)"),
-    ({"nvml_state": "version_mismatch", "gpus": [gpu(0, True)]}, "NVML says version_mismatch"),
-    ({}, "NVML says absent"),
-    (None, "NVML says absent"),
-    ({"nvml_state": "ok", "gpus": []}, "NVML sees no GPU"),
-])
+@pytest.mark.parametrize(
+    "nvml, words",
+    [
+        (
+            {"nvml_state": "driver_not_loaded", "hint": "load the module", "gpus": []},
+            "NVML says driver_not_loaded (load the module)",
+        ),
+        ({"nvml_state": "version_mismatch", "gpus": [gpu(0, True)]}, "NVML says version_mismatch"),
+        ({}, "NVML says absent"),
+        (None, "NVML says absent"),
+        ({"nvml_state": "ok", "gpus": []}, "NVML sees no GPU"),
+    ],
+)
 def test_no_working_nvml_or_no_gpu_cannot_be_verified(nvml, words):
     r = persistence_report(nvml)
     assert not r["ok"] and words in r["msg"] and r["enabled"] == []

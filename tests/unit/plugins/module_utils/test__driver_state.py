@@ -1,4 +1,5 @@
 """The driver state rules: dkms and nvidia-installer parsing, the dnf module reset, and what keeps a driver unconverged."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -9,19 +10,29 @@ V = "580.65.06"
 
 
 def converged(**over):
-    state = dict(nvml={"nvml_state": "ok", "driver_version": V, "library_version": V}, rpms=[], rpm_error=None,
-                 installed_version=V, dkms_versions=[V], blacklist_text="B\n", dnf_module_reset=True, smi_rc=0,
-                 smi_output="NVIDIA-SMI " + V)
+    state = dict(
+        nvml={"nvml_state": "ok", "driver_version": V, "library_version": V},
+        rpms=[],
+        rpm_error=None,
+        installed_version=V,
+        dkms_versions=[V],
+        blacklist_text="B\n",
+        dnf_module_reset=True,
+        smi_rc=0,
+        smi_output="NVIDIA-SMI " + V,
+    )
     state.update(over)
     return state
 
 
 def test_dkms_versions_both_formats_other_modules_ignored():
-    text = ("nvidia, 560.35.03, 4.19.90-52.22.v2207.ky10.x86_64, x86_64: installed\n"
-            "nvidia, 550.54.14: added\n"
-            "nvidia-fs/2.17.5, 4.19.90-52.22.v2207.ky10.x86_64, x86_64: installed\n"
-            "nvidia/580.65.06, 4.19.90-52.22.v2207.ky10.x86_64, x86_64: installed (original_module exists)\n"
-            "nvidia/560.35.03: added\n")
+    text = (
+        "nvidia, 560.35.03, 4.19.90-52.22.v2207.ky10.x86_64, x86_64: installed\n"
+        "nvidia, 550.54.14: added\n"
+        "nvidia-fs/2.17.5, 4.19.90-52.22.v2207.ky10.x86_64, x86_64: installed\n"
+        "nvidia/580.65.06, 4.19.90-52.22.v2207.ky10.x86_64, x86_64: installed (original_module exists)\n"
+        "nvidia/560.35.03: added\n"
+    )
     assert D.dkms_versions(text) == ["560.35.03", "550.54.14", "580.65.06"]
     assert D.dkms_versions("") == [] and D.dkms_versions(None) == []
 
@@ -57,10 +68,14 @@ def test_converged_and_each_rule_that_breaks_it():
         (dict(blacklist_text=None), "nouveau blacklist"),
         (dict(blacklist_text="other\n"), "nouveau blacklist"),
         (dict(dnf_module_reset=False), "dnf nvidia-driver module stream not reset"),
-        (dict(nvml={"nvml_state": "version_mismatch", "driver_version": None, "library_version": V}),
-         "NVML version_mismatch"),
-        (dict(nvml={"nvml_state": "ok", "driver_version": "560.35.03", "library_version": "560.35.03"}),
-         "NVML ok (driver 560.35.03"),
+        (
+            dict(nvml={"nvml_state": "version_mismatch", "driver_version": None, "library_version": V}),
+            "NVML version_mismatch",
+        ),
+        (
+            dict(nvml={"nvml_state": "ok", "driver_version": "560.35.03", "library_version": "560.35.03"}),
+            "NVML ok (driver 560.35.03",
+        ),
         (dict(nvml={}), "NVML None"),
         (dict(smi_rc=9), "nvidia-smi fails"),
         (dict(smi_rc=None), "nvidia-smi fails"),

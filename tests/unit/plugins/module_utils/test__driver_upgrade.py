@@ -1,4 +1,5 @@
 """A driver change on a serving host: /proc/modules, the unload order, what is stopped and parked, the record."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -16,14 +17,19 @@ PROC_MODULES = (
     "nvidia 54525952 3 nvidia_uvm,nvidia_modeset,nvidia_peermem, Live 0x0000000000000000 (POE)\n"
     "nvidia_peermem 16384 0 - Live 0x0000000000000000 (POE)\n"
     "ib_core 1000 1 nvidia_peermem, Live 0x0 \n"
-    "xfs 1609728 2 - Live 0x0000000000000000\n")
+    "xfs 1609728 2 - Live 0x0000000000000000\n"
+)
 OURS = "a" * 64
 FOREIGN = "b" * 64
 
 
 def test_parse_proc_modules():
     mods = U.parse_proc_modules(PROC_MODULES)
-    assert mods["nvidia"] == {"refcount": 3, "users": ["nvidia_uvm", "nvidia_modeset", "nvidia_peermem"], "state": "Live"}
+    assert mods["nvidia"] == {
+        "refcount": 3,
+        "users": ["nvidia_uvm", "nvidia_modeset", "nvidia_peermem"],
+        "state": "Live",
+    }
     assert mods["nvidia_drm"]["users"] == [] and mods["xfs"]["refcount"] == 2
     assert U.parse_proc_modules("") == {} and U.parse_proc_modules(None) == {} and U.parse_proc_modules("x 1\n") == {}
 
@@ -48,7 +54,9 @@ def proc(pid, cid=None, name="vllm", mib=1024, cname=None):
 
 def test_holder_text_names_modules_processes_and_rmmod():
     mods = U.parse_proc_modules(PROC_MODULES)
-    text = U.holder_text("nvidia", mods, [proc(42, OURS, cname="vllm")], "rmmod: ERROR: Module nvidia is in use by: nvidia_uvm")
+    text = U.holder_text(
+        "nvidia", mods, [proc(42, OURS, cname="vllm")], "rmmod: ERROR: Module nvidia is in use by: nvidia_uvm"
+    )
     assert text.startswith("nvidia: used by module(s) nvidia_uvm, nvidia_modeset, nvidia_peermem")
     assert "pid 42 (vllm, container vllm, 1024 MiB)" in text and "rmmod said: rmmod: ERROR" in text
     leaked = U.holder_text("nvidia_uvm", mods, [], "")
@@ -71,17 +79,27 @@ SERVICES = {
 
 
 def states(**over):
-    st = {"vllm.service": {"ActiveState": "active", "UnitFileState": "enabled"},
-          "vllm-b.service": {"ActiveState": "inactive", "UnitFileState": "enabled"},
-          "nvidia-persistenced.service": {"ActiveState": "active", "UnitFileState": "enabled"}}
+    st = {
+        "vllm.service": {"ActiveState": "active", "UnitFileState": "enabled"},
+        "vllm-b.service": {"ActiveState": "inactive", "UnitFileState": "enabled"},
+        "nvidia-persistenced.service": {"ActiveState": "active", "UnitFileState": "enabled"},
+    }
     st.update(over)
     return st
 
 
 def test_workload_plan_ours_host_units_foreign_and_outside():
-    plan = U.workload_plan(SERVICES, states(), ["nvidia-persistenced.service", "absent.service"],
-                           [proc(10, OURS[:12]), proc(11, FOREIGN, name="python3", cname="trainer"),
-                            proc(12, FOREIGN), proc(13, None, name="cuda-app")])
+    plan = U.workload_plan(
+        SERVICES,
+        states(),
+        ["nvidia-persistenced.service", "absent.service"],
+        [
+            proc(10, OURS[:12]),
+            proc(11, FOREIGN, name="python3", cname="trainer"),
+            proc(12, FOREIGN),
+            proc(13, None, name="cuda-app"),
+        ],
+    )
     # Ours first, then the host units; an inactive service and someone else's unit are left alone.
     assert plan["stop_units"] == ["vllm.service", "nvidia-persistenced.service"]
     assert plan["services"] == ["vllm"]
@@ -95,12 +113,23 @@ def test_workload_plan_ours_host_units_foreign_and_outside():
 
 
 def test_workload_plan_nothing_running():
-    plan = U.workload_plan(SERVICES, states(**{"vllm.service": {"ActiveState": "failed"},
-                                               "nvidia-persistenced.service": {"ActiveState": "inactive"}}),
-                           ["nvidia-persistenced.service"], [])
+    plan = U.workload_plan(
+        SERVICES,
+        states(
+            **{"vllm.service": {"ActiveState": "failed"}, "nvidia-persistenced.service": {"ActiveState": "inactive"}}
+        ),
+        ["nvidia-persistenced.service"],
+        [],
+    )
     assert plan["stop_units"] == [] and plan["park_containers"] == [] and plan["lines"] == []
-    assert U.workload_plan({}, {}, [], []) == {"stop_units": [], "services": [], "park_containers": [], "outside": [],
-                                               "ours_holding": [], "lines": []}
+    assert U.workload_plan({}, {}, [], []) == {
+        "stop_units": [],
+        "services": [],
+        "park_containers": [],
+        "outside": [],
+        "ours_holding": [],
+        "lines": [],
+    }
 
 
 def test_workload_plan_our_container_without_its_unit_running():
@@ -112,14 +141,20 @@ def test_workload_plan_our_container_without_its_unit_running():
 def test_record_new_merge_load_and_start_order():
     plan = U.workload_plan(SERVICES, states(), ["nvidia-persistenced.service"], [])
     rec = U.new_record(plan, states(), "570.172.08", "580.65.06")
-    assert rec == {"version": 1, "services": ["vllm"], "from_driver": "570.172.08", "to_driver": "580.65.06",
-                   "units": {"vllm.service": {"enabled": True}, "nvidia-persistenced.service": {"enabled": True}}}
+    assert rec == {
+        "version": 1,
+        "services": ["vllm"],
+        "from_driver": "570.172.08",
+        "to_driver": "580.65.06",
+        "units": {"vllm.service": {"enabled": True}, "nvidia-persistenced.service": {"enabled": True}},
+    }
     # Host units before the engines.
     assert U.start_order(rec) == ["nvidia-persistenced.service", "vllm.service"]
     assert U.load_record(json.dumps(rec)) == rec
     # A re-run after an interrupted stop sees the units stopped: the first record wins.
-    again = U.new_record(U.workload_plan(SERVICES, states(**{"vllm.service": {"ActiveState": "inactive"}}), [], []),
-                         {}, "", "580.65.06")
+    again = U.new_record(
+        U.workload_plan(SERVICES, states(**{"vllm.service": {"ActiveState": "inactive"}}), [], []), {}, "", "580.65.06"
+    )
     assert U.merge_record(rec, again) == rec
     assert U.merge_record({}, again) == again
     more = dict(again, units={"x.service": {"enabled": False}}, services=["x"])
@@ -128,13 +163,16 @@ def test_record_new_merge_load_and_start_order():
     assert U.start_order(merged)[-2:] == ["vllm.service", "x.service"]
 
 
-@pytest.mark.parametrize("text, error", [
-    ("{", "not valid JSON"),
-    ("[]", "not a version 1"),
-    ('{"version": 2, "units": {}}', "not a version 1"),
-    ('{"version": 1, "units": []}', '"units" must map'),
-    ('{"version": 1, "units": {"a": 1}}', '"units" must map'),
-])
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        ("{", "not valid JSON"),
+        ("[]", "not a version 1"),
+        ('{"version": 2, "units": {}}', "not a version 1"),
+        ('{"version": 1, "units": []}', '"units" must map'),
+        ('{"version": 1, "units": {"a": 1}}', '"units" must map'),
+    ],
+)
 def test_load_record_refuses_damage(text, error):
     with pytest.raises(U.DriverUpgradeError, match=error):
         U.load_record(text)

@@ -2,6 +2,7 @@
 
 The firewalld tests drive plan() the way tasks/expose.yml does - rounds of read-only questions answered by a
 small firewalld model, then the changes applied to it - and check what ends up in firewalld and on record."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -15,7 +16,9 @@ from ansible_collections.airgap.vllm.plugins.module_utils import _expose as e
 LAN = "10.20.0.15"
 PROM = "10.20.0.2"
 RULE = 'rule family="ipv4" source address="10.20.0.2" port port="8000" protocol="tcp" accept'
-IP_ADDR = "2: eth0    inet 10.20.0.15/24 brd 10.20.0.255 scope global eth0\\       valid_lft forever preferred_lft forever\n"
+IP_ADDR = (
+    "2: eth0    inet 10.20.0.15/24 brd 10.20.0.255 scope global eth0\\       valid_lft forever preferred_lft forever\n"
+)
 ACTIVE = "docker\n  interfaces: docker0\ninternal (default)\n  interfaces: eth1\npublic\n  interfaces: eth0\n  sources: 10.9.0.0/16\n"
 
 
@@ -72,8 +75,18 @@ class Firewalld(object):
 
 
 def settings(**kw):
-    s = dict(expose=True, address=LAN, port=8000, sources=[PROM], firewalld="auto", zone="", service="vllm",
-             host="gpu1", record="", daemon_json="")
+    s = dict(
+        expose=True,
+        address=LAN,
+        port=8000,
+        sources=[PROM],
+        firewalld="auto",
+        zone="",
+        service="vllm",
+        host="gpu1",
+        record="",
+        daemon_json="",
+    )
     s.update(kw)
     return s
 
@@ -105,6 +118,7 @@ def changing(calls):
 
 # ---------------------------------------------------------------- off: nothing anywhere
 
+
 def test_off_and_nothing_recorded_asks_nothing_and_changes_nothing():
     fw = Firewalld()
     p = converge(fw, settings(expose=False))
@@ -121,6 +135,7 @@ def test_off_never_calls_firewalld_whatever_the_mode(mode):
 
 # ---------------------------------------------------------------- on: the rule in the zone of the address
 
+
 def test_on_adds_the_rule_runtime_and_permanent_in_the_zone_of_the_address_and_records_it():
     fw = Firewalld()
     p = converge(fw, settings())
@@ -128,7 +143,8 @@ def test_on_adds_the_rule_runtime_and_permanent_in_the_zone_of_the_address_and_r
     assert p["rules"] == [RULE]
     assert changing(fw.calls) == [
         ["firewall-cmd", "--zone=public", "--add-rich-rule=" + RULE],
-        ["firewall-cmd", "--permanent", "--zone=public", "--add-rich-rule=" + RULE]]
+        ["firewall-cmd", "--permanent", "--zone=public", "--add-rich-rule=" + RULE],
+    ]
     assert fw.rules == {"runtime": {("public", RULE)}, "permanent": {("public", RULE)}}
     assert json.loads(p["record_text"]) == {"version": 1, "zone": "public", "rules": [RULE]}
     assert p["summary"] == ["add (runtime) in zone public: " + RULE, "add (permanent) in zone public: " + RULE]
@@ -157,8 +173,9 @@ def test_check_mode_asks_only_read_only_questions():
     p = converge(fw, settings(), check=True)
     assert changing(fw.calls) == [] and len(p["actions"]) == 2
     for call in fw.calls:
-        assert call[0] == "ip" or any(w in ("--state", "--get-active-zones", "--get-default-zone")
-                                      or w.startswith("--query-") for w in call)
+        assert call[0] == "ip" or any(
+            w in ("--state", "--get-active-zones", "--get-default-zone") or w.startswith("--query-") for w in call
+        )
 
 
 def test_day2_turning_exposure_off_removes_exactly_the_recorded_rules():
@@ -169,7 +186,8 @@ def test_day2_turning_exposure_off_removes_exactly_the_recorded_rules():
     p = converge(fw, settings(expose=False, record=first["record_text"]))
     assert changing(fw.calls) == [
         ["firewall-cmd", "--zone=public", "--remove-rich-rule=" + RULE],
-        ["firewall-cmd", "--permanent", "--zone=public", "--remove-rich-rule=" + RULE]]
+        ["firewall-cmd", "--permanent", "--zone=public", "--remove-rich-rule=" + RULE],
+    ]
     assert fw.rules == {"runtime": {operators}, "permanent": {operators}}
     assert p["record"] == {} and p["record_text"] == "" and p["scrape"] == []
     fw.calls = []
@@ -206,13 +224,22 @@ def test_an_interface_in_no_zone_gets_the_default_zone():
 
 
 def test_ipv6_source_and_network_rules():
-    assert e.rich_rule("fd00::2", 8000) == 'rule family="ipv6" source address="fd00::2" port port="8000" protocol="tcp" accept'
-    assert e.rich_rule("10.0.0.7/24", 1) == 'rule family="ipv4" source address="10.0.0.0/24" port port="1" protocol="tcp" accept'
+    assert (
+        e.rich_rule("fd00::2", 8000)
+        == 'rule family="ipv6" source address="fd00::2" port port="8000" protocol="tcp" accept'
+    )
+    assert (
+        e.rich_rule("10.0.0.7/24", 1)
+        == 'rule family="ipv4" source address="10.0.0.0/24" port port="1" protocol="tcp" accept'
+    )
     assert e.rich_rules(["10.0.0.1", "10.0.0.1/32", "10.0.0.2"], 80) == [
-        e.rich_rule("10.0.0.1", 80), e.rich_rule("10.0.0.2", 80)]
+        e.rich_rule("10.0.0.1", 80),
+        e.rich_rule("10.0.0.2", 80),
+    ]
 
 
 # ---------------------------------------------------------------- firewalld absent, modes, refusals
+
 
 def test_firewalld_not_running_in_auto_changes_nothing_and_says_the_port_is_open():
     fw = Firewalld(running=False)
@@ -228,12 +255,15 @@ def test_firewalld_stopped_the_recorded_rules_go_by_firewall_offline_cmd():
     p = converge(fw, settings(expose=False, record=record))
     assert fw.rules["permanent"] == set() and p["record_text"] == "" and p["warnings"] == []
     assert [c for c in fw.calls if "--remove-rich-rule=" + RULE in c] == [
-        ["firewall-offline-cmd", "--zone=public", "--remove-rich-rule=" + RULE]], "only the rule that is there"
+        ["firewall-offline-cmd", "--zone=public", "--remove-rich-rule=" + RULE]
+    ], "only the rule that is there"
     assert p["summary"] == ["remove (permanent, firewalld stopped) from zone public: " + RULE]
     # Converged: asked, nothing to do.
     fw.calls = []
     p = converge(fw, settings(expose=False, record=record))
-    assert p["actions"] == [] and all(c[0] == "firewall-offline-cmd" or c == ["firewall-cmd", "--state"] for c in fw.calls)
+    assert p["actions"] == [] and all(
+        c[0] == "firewall-offline-cmd" or c == ["firewall-cmd", "--state"] for c in fw.calls
+    )
 
 
 def test_firewalld_not_running_with_rules_on_record_says_how_to_remove_them():
@@ -276,6 +306,7 @@ def test_an_unexpected_query_failure_is_an_error_not_an_absent_rule():
                 self.calls.append(list(argv))
                 return 112, "", "Error: INVALID_ZONE: nope\n"
             return Firewalld.run(self, argv)
+
     with pytest.raises(e.ExposeError, match="INVALID_ZONE"):
         converge(Broken(), settings(zone="nope"))
 
@@ -299,6 +330,7 @@ def test_wildcard_address_uses_the_default_zone_without_an_interface_lookup():
 
 # ---------------------------------------------------------------- warnings: what firewalld does not do
 
+
 def test_docker_iptables_on_is_said_plainly():
     p = converge(Firewalld(), settings(daemon_json='{"runtimes": {}}'))
     assert any("DNAT" in w and "DOCKER-USER" in w for w in p["warnings"])
@@ -306,14 +338,25 @@ def test_docker_iptables_on_is_said_plainly():
     assert p["warnings"] == []
 
 
-@pytest.mark.parametrize("text,expected", [("", True), ("{", True), ('{"iptables": true}', True),
-                                           ('{"iptables": false}', False), ("[]", True), ({"iptables": False}, False),
-                                           ({}, True), (None, True)])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("", True),
+        ("{", True),
+        ('{"iptables": true}', True),
+        ('{"iptables": false}', False),
+        ("[]", True),
+        ({"iptables": False}, False),
+        ({}, True),
+        (None, True),
+    ],
+)
 def test_docker_iptables(text, expected):
     assert e.docker_iptables(text) is expected
 
 
 # ---------------------------------------------------------------- parsing
+
 
 def test_interface_and_zone_parsing():
     assert e.interface_of(IP_ADDR) == "eth0"
@@ -323,8 +366,17 @@ def test_interface_and_zone_parsing():
     assert e.zone_of("eth7", ACTIVE) is None
 
 
-@pytest.mark.parametrize("text", ["", "not json", "[]", '{"zone": "public"}', '{"zone": "", "rules": ["rule x"]}',
-                                  '{"zone": "public", "rules": ["--add-port=1/tcp"]}'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "not json",
+        "[]",
+        '{"zone": "public"}',
+        '{"zone": "", "rules": ["rule x"]}',
+        '{"zone": "public", "rules": ["--add-port=1/tcp"]}',
+    ],
+)
 def test_a_damaged_record_is_no_record(text):
     assert e.read_record(text) == {}
 
@@ -342,6 +394,7 @@ def test_a_record_templated_into_a_mapping_is_still_the_record():
 
 # ---------------------------------------------------------------- the publish and its guard
 
+
 def test_publish_binding():
     assert e.publish_binding(False, LAN, 8000, 8000) is None
     assert e.publish_binding(True, LAN, 8000, 8000) == "10.20.0.15:8000:8000"
@@ -354,15 +407,18 @@ def test_publish_binding():
     assert e.publish_binding(True, LAN, 9000, 8000, "0.0.0.0", 8000) == "10.20.0.15:9000:8000"
 
 
-@pytest.mark.parametrize("kw,needle", [
-    (dict(address=""), "vllm_service_metrics_address is empty"),
-    (dict(address="gpu1.lan"), "not an IP address"),
-    (dict(address="0.0.0.0"), "every interface"),
-    (dict(address="::"), "every interface"),
-    (dict(port=0), "TCP port"),
-    (dict(port="http"), "TCP port"),
-    (dict(has_api_keys=False), "vllm_service_api_keys is empty"),
-])
+@pytest.mark.parametrize(
+    "kw,needle",
+    [
+        (dict(address=""), "vllm_service_metrics_address is empty"),
+        (dict(address="gpu1.lan"), "not an IP address"),
+        (dict(address="0.0.0.0"), "every interface"),
+        (dict(address="::"), "every interface"),
+        (dict(port=0), "TCP port"),
+        (dict(port="http"), "TCP port"),
+        (dict(has_api_keys=False), "vllm_service_api_keys is empty"),
+    ],
+)
 def test_check_metrics_refusals(kw, needle):
     args = dict(expose=True, address=LAN, port=8000, has_api_keys=True)
     args.update(kw)
@@ -379,7 +435,8 @@ def test_check_metrics_accepts():
 
 def test_scrape_target_group():
     assert e.scrape_targets(LAN, "8000", "vllm-a", "gpu1") == [
-        {"targets": ["10.20.0.15:8000"], "labels": {"service": "vllm-a", "host": "gpu1", "port": "8000"}}]
+        {"targets": ["10.20.0.15:8000"], "labels": {"service": "vllm-a", "host": "gpu1", "port": "8000"}}
+    ]
 
 
 @pytest.mark.parametrize("wide", ["0.0.0.0/0", "::/0", "0.0.0.0/0.0.0.0"])

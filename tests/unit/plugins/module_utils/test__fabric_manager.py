@@ -1,4 +1,5 @@
 """Fabric Manager: who needs it, which RPM, and what proves it set up the NVLink fabric."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -6,19 +7,45 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils._fabric_manager import (
-    KEEP_GLOBS, SUCCESS_LINE, bundle_entry_problem, decision, keep_globs, last_run_log, normalize_setting,
-    parse_smi_fabric, pick_entry, pick_rpm, report, rpm_choice, rpm_file_name)
+    KEEP_GLOBS,
+    SUCCESS_LINE,
+    bundle_entry_problem,
+    decision,
+    keep_globs,
+    last_run_log,
+    normalize_setting,
+    parse_smi_fabric,
+    pick_entry,
+    pick_rpm,
+    report,
+    rpm_choice,
+    rpm_file_name,
+)
 from ansible_collections.airgap.vllm.plugins.module_utils._nvidia_rpms import driver_packages
 
-HGX = {'error': None, 'nvswitches': [{}, {}],
-       'nvswitch_summary': ['0000:05:00.0 GH100 [H100 NVSwitch] [10de:22a3]',
-                            '0000:06:00.0 GH100 [H100 NVSwitch] [10de:22a3]']}
+HGX = {
+    'error': None,
+    'nvswitches': [{}, {}],
+    'nvswitch_summary': [
+        '0000:05:00.0 GH100 [H100 NVSwitch] [10de:22a3]',
+        '0000:06:00.0 GH100 [H100 NVSwitch] [10de:22a3]',
+    ],
+}
 PCIE = {'error': None, 'nvswitches': [], 'nvswitch_summary': []}
 
 
-@pytest.mark.parametrize('value,want', [
-    (True, 'true'), (False, 'false'), ('auto', 'auto'), (' AUTO ', 'auto'), ('yes', 'true'), ('off', 'false'),
-    (None, 'auto')])
+@pytest.mark.parametrize(
+    'value,want',
+    [
+        (True, 'true'),
+        (False, 'false'),
+        ('auto', 'auto'),
+        (' AUTO ', 'auto'),
+        ('yes', 'true'),
+        ('off', 'false'),
+        (None, 'auto'),
+    ],
+)
 def test_settings_as_yaml_gives_them(value, want):
     assert normalize_setting(value) == want
 
@@ -51,8 +78,10 @@ def test_the_operator_forces_it_either_way():
 
 
 def test_the_driver_clean_up_keeps_fabric_manager_only_where_it_is_needed():
-    installed = dict((n, ['3:570.172.08-1.x86_64']) for n in (
-        'nvidia-driver', 'nvidia-fabric-manager', 'nvidia-fabric-manager-devel', 'libnvidia-nscq'))
+    installed = dict(
+        (n, ['3:570.172.08-1.x86_64'])
+        for n in ('nvidia-driver', 'nvidia-fabric-manager', 'nvidia-fabric-manager-devel', 'libnvidia-nscq')
+    )
     assert keep_globs(['x*'], False) == ['x*']
     assert keep_globs(['x*'], True) == ['x*'] + list(KEEP_GLOBS)
     assert driver_packages(installed, keep_globs([], True)) == ['nvidia-driver']
@@ -62,9 +91,11 @@ def test_the_driver_clean_up_keeps_fabric_manager_only_where_it_is_needed():
 
 def test_rpm_names_as_nvidia_ships_them():
     assert rpm_file_name('580.65.06') == 'nvidia-fabric-manager-580.65.06-1.x86_64.rpm'
-    paths = ['artifacts/fm/nvidia-fabric-manager-devel-580.65.06-1.x86_64.rpm',
-             'artifacts/fm/nvidia-fabric-manager-570.172.08-1.x86_64.rpm',
-             'artifacts/fm/nvidia-fabric-manager-580.65.06-1.x86_64.rpm']
+    paths = [
+        'artifacts/fm/nvidia-fabric-manager-devel-580.65.06-1.x86_64.rpm',
+        'artifacts/fm/nvidia-fabric-manager-570.172.08-1.x86_64.rpm',
+        'artifacts/fm/nvidia-fabric-manager-580.65.06-1.x86_64.rpm',
+    ]
     assert pick_rpm(paths, '580.65.06') == 'artifacts/fm/nvidia-fabric-manager-580.65.06-1.x86_64.rpm'
     assert pick_rpm(paths[:2], '580.65.06') is None
     assert pick_rpm(['artifacts/nvidia-fabric-manager-580.65.06-1.x86_64.rpm'], '580.65') is None
@@ -75,7 +106,8 @@ def test_bundle_entries_with_and_without_the_rpm():
     assert bundle_entry_problem(good, '580.65.06') is None
     assert bundle_entry_problem(good, '590.10.01') == 'it carries nvidia-fabric-manager-580.65.06-1.x86_64.rpm'
     assert bundle_entry_problem([{'kind': 'driver', 'path': 'artifacts/x.run'}], '580.65.06') == (
-        'it carries no fabricmanager artifact')
+        'it carries no fabricmanager artifact'
+    )
 
 
 FM = 'nvidia-fabric-manager-580.65.06-1.x86_64.rpm'
@@ -107,12 +139,15 @@ def test_nvidias_file_name_wins_over_a_version_label_and_devel_or_nscq_never_cou
 def test_the_roles_rpm_is_the_setting_else_the_staged_one_else_the_default_name():
     staged = {'fabricmanager': [{'path': '/stage/artifacts/' + FM, 'version': '580.65.06'}]}
     assert rpm_choice('/opt/my.rpm', staged, '580.65.06', '/stage/artifacts') == dict(
-        path='/opt/my.rpm', file_name=FM, source='setting')
+        path='/opt/my.rpm', file_name=FM, source='setting'
+    )
     assert rpm_choice('', staged, '580.65.06', '/stage/artifacts') == dict(
-        path='/stage/artifacts/' + FM, file_name=FM, source='staged')
+        path='/stage/artifacts/' + FM, file_name=FM, source='staged'
+    )
     for nothing in (None, {}, {'fabricmanager': []}):
         assert rpm_choice(None, nothing, '580.65.06', '/stage/artifacts/') == dict(
-            path='/stage/artifacts/' + FM, file_name=FM, source='default')
+            path='/stage/artifacts/' + FM, file_name=FM, source='default'
+        )
 
 
 # `nvidia-smi -q` of an HGX H100 (its shape; other sections cut), a GPU registering and an A100 (no fabric state).
@@ -149,7 +184,8 @@ def test_parse_each_gpus_fabric_section_only():
     assert parse_smi_fabric(SMI) == [
         {'gpu': '00000000:18:00.0', 'state': 'Completed', 'status': 'Success'},
         {'gpu': '00000000:2A:00.0', 'state': 'In Progress', 'status': 'N/A'},
-        {'gpu': '00000000:3A:00.0', 'state': 'N/A', 'status': 'N/A'}]
+        {'gpu': '00000000:3A:00.0', 'state': 'N/A', 'status': 'N/A'},
+    ]
     assert parse_smi_fabric('') == [] and parse_smi_fabric(None) == []
 
 
@@ -175,12 +211,15 @@ def test_a_unit_that_is_not_active_fails_naming_where_to_look():
     assert not starting['ok'] and not starting['final']
 
 
-LOG_OK = ("[Dec 02 2026 11:14:22] [INFO] [tid 1] Fabric Manager version 535.1 is running with the following ...\n"
-          "[Dec 02 2026 11:14:22] [INFO] [tid 2] " + SUCCESS_LINE + ". NVLink Peer-to-Peer support will be ...\n")
+LOG_OK = (
+    "[Dec 02 2026 11:14:22] [INFO] [tid 1] Fabric Manager version 535.1 is running with the following ...\n"
+    "[Dec 02 2026 11:14:22] [INFO] [tid 2] " + SUCCESS_LINE + ". NVLink Peer-to-Peer support will be ...\n"
+)
 LOG_FAILED_AFTER = LOG_OK + (
     "[Dec 02 2026 11:20:00] [INFO] [tid 3] Fabric Manager version 535.2 is running with the following ...\n"
     "[Dec 02 2026 11:20:00] [ERROR] [tid 3] fabric manager NVIDIA GPU driver interface version 535.2 don't match "
-    "with driver version 535.1. Please update with matching NVIDIA driver package.\n")
+    "with driver version 535.1. Please update with matching NVIDIA driver package.\n"
+)
 
 
 def test_pre_hopper_gpus_are_proven_by_the_last_starts_log_line():

@@ -1,4 +1,5 @@
 """The one file helper: explicit missing-file contract, atomic and durable writes."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -35,7 +36,7 @@ def test_write_atomic_new_file_mode_and_directory(tmp_path):
     target = tmp_path / "sub" / "state.json"
     with pytest.raises(OSError):
         write_atomic(str(target), "x")
-    write_atomic(str(target), u"caf\u00e9\n", mode=0o600, makedirs=0o700)
+    write_atomic(str(target), "caf\u00e9\n", mode=0o600, makedirs=0o700)
     assert target.read_bytes() == b"caf\xc3\xa9\n"
     assert stat.S_IMODE(target.stat().st_mode) == 0o600
     assert stat.S_IMODE(target.parent.stat().st_mode) == 0o700
@@ -83,12 +84,18 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypat
 
 def test_path_state_of_files_directories_links_and_absence(tmp_path):
     import hashlib
+
     f = tmp_path / "unit.service"
     f.write_bytes(b"[Unit]\n")
     os.chmod(str(f), 0o640)
     state = _files.path_state(str(f))
-    assert state == {"type": "file", "mode": "0640", "uid": os.getuid(), "gid": os.getgid(),
-                     "sha1": hashlib.sha1(b"[Unit]\n").hexdigest()}
+    assert state == {
+        "type": "file",
+        "mode": "0640",
+        "uid": os.getuid(),
+        "gid": os.getgid(),
+        "sha1": hashlib.sha1(b"[Unit]\n").hexdigest(),
+    }
     d = tmp_path / "conf"
     d.mkdir(mode=0o700)
     os.chmod(str(d), 0o700)
@@ -110,18 +117,23 @@ def test_paths_differing_names_every_path_a_write_would_change(tmp_path):
     states = dict((p, _files.path_state(p)) for p in paths)
     me = {"uid": os.getuid(), "gid": os.getgid()}
     sha1 = _files.path_state(str(f))["sha1"]
-    same = [dict(me, path=str(f), type="file", mode="0600", sha1=sha1),
-            dict(me, path=str(d), type="directory", mode="700")]  # modes compare as numbers
+    same = [
+        dict(me, path=str(f), type="file", mode="0600", sha1=sha1),
+        dict(me, path=str(d), type="directory", mode="700"),
+    ]  # modes compare as numbers
     assert _files.paths_differing(states, same) == []
     assert _files.paths_differing(states, [dict(same[0], sha1=None)]) == []  # any content
-    wrong = [dict(same[0], sha1="0" * 40),                     # content
-             dict(same[1], mode="0755"),                        # mode
-             dict(me, path=str(tmp_path / "absent"), mode="0644"),  # absent
-             dict(same[1], path=str(f)),                        # a file where a directory belongs
-             dict(same[0], uid=me["uid"] + 1)]                  # owner
+    wrong = [
+        dict(same[0], sha1="0" * 40),  # content
+        dict(same[1], mode="0755"),  # mode
+        dict(me, path=str(tmp_path / "absent"), mode="0644"),  # absent
+        dict(same[1], path=str(f)),  # a file where a directory belongs
+        dict(same[0], uid=me["uid"] + 1),
+    ]  # owner
     assert _files.paths_differing(states, wrong) == [str(f), str(d), str(tmp_path / "absent"), str(f), str(f)]
     assert _files.paths_differing(states, [{"path": str(f), "mode": "0600", "sha1": sha1}]) == (
-        [] if os.getuid() == 0 and os.getgid() == 0 else [str(f)])  # uid/gid default to root
+        [] if os.getuid() == 0 and os.getgid() == 0 else [str(f)]
+    )  # uid/gid default to root
 
 
 def test_free_space_is_that_of_the_nearest_existing_parent(tmp_path):

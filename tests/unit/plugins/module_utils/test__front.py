@@ -1,6 +1,7 @@
 """The front door (issue 25): routes, client keys as hashes, limits, validation, the rendered haproxy.cfg.
 
 When HAProxy is installed on the test machine, the rendered configuration is also checked by `haproxy -c`."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -18,17 +19,30 @@ BOB = "sk-bob-0123456789abcdef"
 
 
 def service(**kw):
-    svc = dict(name="vllm", front_port=8443, port=8000, argv=["/models/m", "--max-num-seqs", "50"],
-               clients=[dict(name="alice", key=ALICE, max_concurrent=4, rate_per_minute=60),
-                        dict(name="bob", key_sha256=hashlib.sha256(BOB.encode()).hexdigest().upper())],
-               engine_key="sk-engine-secret")
+    svc = dict(
+        name="vllm",
+        front_port=8443,
+        port=8000,
+        argv=["/models/m", "--max-num-seqs", "50"],
+        clients=[
+            dict(name="alice", key=ALICE, max_concurrent=4, rate_per_minute=60),
+            dict(name="bob", key_sha256=hashlib.sha256(BOB.encode()).hexdigest().upper()),
+        ],
+        engine_key="sk-engine-secret",
+    )
     svc.update(kw)
     return svc
 
 
 def settings(**kw):
-    s = dict(enabled=True, mode="container", tls=True, addresses=["10.20.0.15"], sources=["10.20.0.0/24"],
-             services=[service()])
+    s = dict(
+        enabled=True,
+        mode="container",
+        tls=True,
+        addresses=["10.20.0.15"],
+        sources=["10.20.0.0/24"],
+        services=[service()],
+    )
     s.update(kw)
     return s
 
@@ -40,15 +54,35 @@ def rendered(**kw):
 
 # ------------------------------------------------------------------ routes
 
+
 def test_route_tables_disjoint_and_spelled_like_openapi():
     assert not set(f.ALLOWED_ROUTES) & set(f.REFUSED_ROUTES)
     for path in list(f.ALLOWED_ROUTES) + list(f.REFUSED_ROUTES):
         assert path.startswith("/") and "%" not in path and not path.endswith("/")
-    assert set(f.ALLOWED_ROUTES) == {"/v1/chat/completions", "/v1/completions", "/v1/models", "/v1/responses", "/health"}
+    assert set(f.ALLOWED_ROUTES) == {
+        "/v1/chat/completions",
+        "/v1/completions",
+        "/v1/models",
+        "/v1/responses",
+        "/health",
+    }
     for route in f.ALLOWED_ROUTES.values():
         assert route["methods"] and route["reason"]
-    for path in ("/invocations", "/tokenize", "/detokenize", "/version", "/load", "/ping", "/metrics", "/docs",
-                 "/openapi.json", "/is_scaling_elastic_ep", "/scale_elastic_ep", "/generative_scoring", "/pause"):
+    for path in (
+        "/invocations",
+        "/tokenize",
+        "/detokenize",
+        "/version",
+        "/load",
+        "/ping",
+        "/metrics",
+        "/docs",
+        "/openapi.json",
+        "/is_scaling_elastic_ep",
+        "/scale_elastic_ep",
+        "/generative_scoring",
+        "/pause",
+    ):
         assert f.REFUSED_ROUTES[path]
 
 
@@ -57,6 +91,7 @@ def test_only_health_is_keyless():
 
 
 # ------------------------------------------------------------------ keys
+
 
 def test_key_hash_is_what_haproxy_computes():
     assert f.key_sha256(ALICE) == hashlib.sha256(ALICE.encode()).hexdigest()
@@ -73,11 +108,15 @@ def test_map_holds_hashes_and_limits_never_keys():
     for name, meta in files.items():
         if name != f.ENGINE_MAP:
             assert "sk-engine-secret" not in meta["content"], name
-    assert files[f.ENGINE_MAP] == {"content": "# service -> the engine's own API key (root only)\nvllm sk-engine-secret\n",
-                                   "mode": "0600", "secret": True}
+    assert files[f.ENGINE_MAP] == {
+        "content": "# service -> the engine's own API key (root only)\nvllm sk-engine-secret\n",
+        "mode": "0600",
+        "secret": True,
+    }
 
 
 # ------------------------------------------------------------------ limits
+
 
 def test_total_cap_from_plan_or_override():
     assert f.plan_service(service())["cap"] == 50
@@ -88,15 +127,20 @@ def test_total_cap_from_plan_or_override():
 
 
 def test_client_limits_capped_and_defaulted():
-    svc = f.plan_service(service(clients=[dict(name="c", key=ALICE, max_concurrent=500)],
-                                 client_rate_per_minute=30, client_max_concurrent=3))
+    svc = f.plan_service(
+        service(
+            clients=[dict(name="c", key=ALICE, max_concurrent=500)], client_rate_per_minute=30, client_max_concurrent=3
+        )
+    )
     assert svc["clients"][0]["max_concurrent"] == 50 and svc["clients"][0]["rate_per_minute"] == 30
     svc = f.plan_service(service(clients=[dict(name="c", key=ALICE)], client_max_concurrent=3))
     assert svc["clients"][0]["max_concurrent"] == 3
 
 
 def test_config_has_every_rule():
-    cfg = rendered(max_body_bytes=1000, queue_timeout=3, request_timeout=9, stream_timeout=1800)["haproxy.cfg"]["content"]
+    cfg = rendered(max_body_bytes=1000, queue_timeout=3, request_timeout=9, stream_timeout=1800)["haproxy.cfg"][
+        "content"
+    ]
     for needle in (
         "bind 10.20.0.15:8443 ssl crt /usr/local/etc/haproxy/server.pem ssl-min-ver TLSv1.2",
         "acl route_known path -m str /health /v1/chat/completions /v1/completions /v1/models /v1/responses",
@@ -116,7 +160,10 @@ def test_config_has_every_rule():
         "http-request del-header authorization",
         'set-header Authorization "Bearer %[str(vllm),map(/usr/local/etc/haproxy/engine.map)]"',
         "server engine 127.0.0.1:8000 maxconn 50",
-        "timeout queue 3s", "timeout http-request 9s", "timeout server 1800s", "timeout tunnel 1800s",
+        "timeout queue 3s",
+        "timeout http-request 9s",
+        "timeout server 1800s",
+        "timeout tunnel 1800s",
         "hard-stop-after 1800s",
         "log stdout format raw local0",
         "%HPO",
@@ -144,8 +191,14 @@ def test_no_engine_key_forwards_no_authorization():
 
 
 def test_two_services_by_port():
-    files = rendered(services=[service(), service(name="coder", front_port=8444, port=8001,
-                                                  clients=[dict(name="ci", key=BOB)], engine_key="sk-coder-key")])
+    files = rendered(
+        services=[
+            service(),
+            service(
+                name="coder", front_port=8444, port=8001, clients=[dict(name="ci", key=BOB)], engine_key="sk-coder-key"
+            ),
+        ]
+    )
     cfg = files["haproxy.cfg"]["content"]
     assert "frontend front_coder" in cfg and "bind 10.20.0.15:8444" in cfg and "server engine 127.0.0.1:8001" in cfg
     assert "ci|" in files["clients-coder.map"]["content"] and "ci|" not in files["clients-vllm.map"]["content"]
@@ -155,41 +208,51 @@ def test_two_services_by_port():
 @pytest.mark.skipif(not shutil.which("haproxy"), reason="haproxy not installed")
 def test_haproxy_accepts_the_rendered_config(tmp_path):
     svc = service(metrics_port=9443, metrics_tokens=[dict(name="prom", key="prom-token-0123456789")])
-    files = rendered(tls=False, services=[svc, service(name="coder", front_port=8444, port=8001)],
-                     conf_dir=str(tmp_path), addresses=["127.0.0.1"])
+    files = rendered(
+        tls=False,
+        services=[svc, service(name="coder", front_port=8444, port=8001)],
+        conf_dir=str(tmp_path),
+        addresses=["127.0.0.1"],
+    )
     for name, meta in files.items():
         (tmp_path / name).write_text(meta["content"])
-    r = subprocess.run(["haproxy", "-c", "-f", str(tmp_path / "haproxy.cfg")], capture_output=True, text=True, check=False)
+    r = subprocess.run(
+        ["haproxy", "-c", "-f", str(tmp_path / "haproxy.cfg")], capture_output=True, text=True, check=False
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "WARNING" not in r.stdout + r.stderr, r.stdout + r.stderr
 
 
 # ------------------------------------------------------------------ validation
 
+
 def test_settings_accepted():
     assert f.check_settings(settings()) == []
     assert f.check_settings(dict(enabled=False, tls=True, tls_generate=False)) == []
 
 
-@pytest.mark.parametrize("kw, needle", [
-    (dict(tls_generate=False), "no TLS material"),
-    (dict(tls_cert="/x.crt"), "go together"),
-    (dict(mode="podman"), "container or host"),
-    (dict(addresses=["front.example"]), "not an IP address"),
-    (dict(sources=["10.0.0.300/8"]), "not an IP address or network"),
-    (dict(services=[service(clients=[dict(name="a", key=ALICE), dict(name="a", key=BOB)])]), "one name per client"),
-    (dict(services=[service(clients=[dict(name="a")])]), "has no key"),
-    (dict(services=[service(clients=[dict(name="a", key="short")])]), "at least 16"),
-    (dict(services=[service(clients=[dict(name="a", key=ALICE), dict(name="b", key=ALICE)])]), "same key"),
-    (dict(services=[service(clients=[dict(name="a", key_sha256="abc")])]), "64 hex digits"),
-    (dict(services=[service(clients=[dict(name="a", key=ALICE, key_sha256="0" * 64)])]), "both key and key_sha256"),
-    (dict(services=[service(clients=[dict(name="a b", key=ALICE)])]), "letters, digits"),
-    (dict(services=[service(clients=[dict(name="a", key=ALICE, max_concurrent=-1)])]), "at least 0"),
-    (dict(services=[service(front_port=8000)]), "the engine's own port"),
-    (dict(services=[service(), service(name="b", port=8001)]), "one port per listener"),
-    (dict(services=[service(metrics_port=9443)]), "needs vllm_front_metrics_sources"),
-    (dict(services=[service(front_port=70000)]), "TCP port"),
-])
+@pytest.mark.parametrize(
+    "kw, needle",
+    [
+        (dict(tls_generate=False), "no TLS material"),
+        (dict(tls_cert="/x.crt"), "go together"),
+        (dict(mode="podman"), "container or host"),
+        (dict(addresses=["front.example"]), "not an IP address"),
+        (dict(sources=["10.0.0.300/8"]), "not an IP address or network"),
+        (dict(services=[service(clients=[dict(name="a", key=ALICE), dict(name="a", key=BOB)])]), "one name per client"),
+        (dict(services=[service(clients=[dict(name="a")])]), "has no key"),
+        (dict(services=[service(clients=[dict(name="a", key="short")])]), "at least 16"),
+        (dict(services=[service(clients=[dict(name="a", key=ALICE), dict(name="b", key=ALICE)])]), "same key"),
+        (dict(services=[service(clients=[dict(name="a", key_sha256="abc")])]), "64 hex digits"),
+        (dict(services=[service(clients=[dict(name="a", key=ALICE, key_sha256="0" * 64)])]), "both key and key_sha256"),
+        (dict(services=[service(clients=[dict(name="a b", key=ALICE)])]), "letters, digits"),
+        (dict(services=[service(clients=[dict(name="a", key=ALICE, max_concurrent=-1)])]), "at least 0"),
+        (dict(services=[service(front_port=8000)]), "the engine's own port"),
+        (dict(services=[service(), service(name="b", port=8001)]), "one port per listener"),
+        (dict(services=[service(metrics_port=9443)]), "needs vllm_front_metrics_sources"),
+        (dict(services=[service(front_port=70000)]), "TCP port"),
+    ],
+)
 def test_settings_refused(kw, needle):
     problems = f.check_settings(settings(**kw))
     assert any(needle in p for p in problems), problems
@@ -203,24 +266,37 @@ def test_plain_http_warns():
     assert f.tls_mode(settings(tls_cert="/a", tls_key="/b")) == "files"
 
 
-@pytest.mark.parametrize("text, ok", [
-    ("HAProxy version 2.6.12-1+deb12u4 2026/10/17 - https://haproxy.org/", True),
-    ("HA-Proxy version 1.8.27 2020/12/12", False),
-    ("HAProxy version 2.2.0 2020/07/07", True),
-    ("command not found", False),
-])
+@pytest.mark.parametrize(
+    "text, ok",
+    [
+        ("HAProxy version 2.6.12-1+deb12u4 2026/10/17 - https://haproxy.org/", True),
+        ("HA-Proxy version 1.8.27 2020/12/12", False),
+        ("HAProxy version 2.2.0 2020/07/07", True),
+        ("command not found", False),
+    ],
+)
 def test_version(text, ok):
     assert f.version_ok(text)[0] is ok
 
 
 # ------------------------------------------------------------------ role inputs and the validate play
 
+
 def test_front_inputs_ports_hashes_and_engine_keys():
-    services = [dict(name="a", port=8000, settings={}),
-                dict(name="b", port=8001, settings=dict(vllm_front_clients=[dict(name="ci", key=BOB)],
-                                                        vllm_service_api_keys=["sk-b-engine"]))]
-    host = dict(vllm_front_port=9000, vllm_front_clients=[dict(name="alice", key=ALICE)], vllm_front_metrics_port=9100,
-                vllm_service_api_keys=["sk-a-engine"])
+    services = [
+        dict(name="a", port=8000, settings={}),
+        dict(
+            name="b",
+            port=8001,
+            settings=dict(vllm_front_clients=[dict(name="ci", key=BOB)], vllm_service_api_keys=["sk-b-engine"]),
+        ),
+    ]
+    host = dict(
+        vllm_front_port=9000,
+        vllm_front_clients=[dict(name="alice", key=ALICE)],
+        vllm_front_metrics_port=9100,
+        vllm_service_api_keys=["sk-a-engine"],
+    )
     r = f.front_inputs(services, host, {"a": ["m", "--max-num-seqs", "4"]})
     a, b = r["services"]
     assert (a["front_port"], b["front_port"], a["metrics_port"], b["metrics_port"]) == (9000, 9001, 9100, 9101)
@@ -231,8 +307,12 @@ def test_front_inputs_ports_hashes_and_engine_keys():
 
 
 def test_front_problems_for_validate():
-    values = dict(vllm_front_enabled=True, vllm_front_clients=[dict(name="a"), dict(name="a", key=ALICE)],
-                  vllm_front_tls_generate=False, vllm_service_port=8000)
+    values = dict(
+        vllm_front_enabled=True,
+        vllm_front_clients=[dict(name="a"), dict(name="a", key=ALICE)],
+        vllm_front_tls_generate=False,
+        vllm_service_port=8000,
+    )
     problems = f.front_problems(values.get)
     texts = " | ".join(t for _var, t in problems)
     assert "no TLS material" in texts and "has no key" in texts and "one name per client" in texts
@@ -243,10 +323,14 @@ def test_front_problems_for_validate():
 
 
 def test_engine_port_publish_beside_the_front_door_warns():
-    assert "vllm_front_metrics_port" in f.front_warnings(dict(vllm_front_enabled=True, vllm_service_metrics_expose=True).get)[0]
+    assert (
+        "vllm_front_metrics_port"
+        in f.front_warnings(dict(vllm_front_enabled=True, vllm_service_metrics_expose=True).get)[0]
+    )
 
 
 # ------------------------------------------------------------------ the fleet
+
 
 def test_draining_health_answers_503_but_requests_still_pass():
     cfg = rendered(draining=True)["haproxy.cfg"]["content"]
@@ -257,13 +341,23 @@ def test_draining_health_answers_503_but_requests_still_pass():
 
 
 def test_fleet_balancer_config():
-    cfg = f.render_fleet(dict(addresses=["10.20.0.5"], services=[dict(name="vllm", front_port=8443)],
-                              members=[dict(name="gpu1", address="10.20.0.11"), dict(name="gpu2", address="fd00::12")]))
-    for needle in ("bind 10.20.0.5:8443 ssl crt /usr/local/etc/haproxy/server.pem", "balance leastconn",
-                   "option httpchk GET /health", "http-check expect status 200",
-                   "default-server check inter 2s fall 2 rise 2 ssl verify required ca-file /usr/local/etc/haproxy/ca.crt",
-                   "server gpu1 10.20.0.11:8443 verifyhost gpu1", "server gpu2 [fd00::12]:8443 verifyhost gpu2",
-                   "option redispatch"):
+    cfg = f.render_fleet(
+        dict(
+            addresses=["10.20.0.5"],
+            services=[dict(name="vllm", front_port=8443)],
+            members=[dict(name="gpu1", address="10.20.0.11"), dict(name="gpu2", address="fd00::12")],
+        )
+    )
+    for needle in (
+        "bind 10.20.0.5:8443 ssl crt /usr/local/etc/haproxy/server.pem",
+        "balance leastconn",
+        "option httpchk GET /health",
+        "http-check expect status 200",
+        "default-server check inter 2s fall 2 rise 2 ssl verify required ca-file /usr/local/etc/haproxy/ca.crt",
+        "server gpu1 10.20.0.11:8443 verifyhost gpu1",
+        "server gpu2 [fd00::12]:8443 verifyhost gpu2",
+        "option redispatch",
+    ):
         assert needle in cfg, needle
     with pytest.raises(f.FrontError, match="no member"):
         f.render_fleet(dict(services=[dict(name="vllm", front_port=8443)]))
@@ -271,24 +365,46 @@ def test_fleet_balancer_config():
 
 def test_the_front_door_and_the_fleet_balancer_share_their_global_and_defaults_sections():
     front = rendered(request_timeout=9, stream_timeout=100)["haproxy.cfg"]["content"].splitlines()
-    fleet = f.render_fleet(dict(request_timeout=9, stream_timeout=100, services=[dict(name="vllm", front_port=8443)],
-                                members=[dict(name="gpu1", address="10.20.0.11")])).splitlines()
-    for line in ("global", "    ssl-default-bind-options ssl-min-ver TLSv1.2 no-tls-tickets", "defaults",
-                 "    option dontlognull", "    timeout http-request 9s", "    timeout client 100s",
-                 "    timeout server 100s", "    timeout tunnel 100s"):
+    fleet = f.render_fleet(
+        dict(
+            request_timeout=9,
+            stream_timeout=100,
+            services=[dict(name="vllm", front_port=8443)],
+            members=[dict(name="gpu1", address="10.20.0.11")],
+        )
+    ).splitlines()
+    for line in (
+        "global",
+        "    ssl-default-bind-options ssl-min-ver TLSv1.2 no-tls-tickets",
+        "defaults",
+        "    option dontlognull",
+        "    timeout http-request 9s",
+        "    timeout client 100s",
+        "    timeout server 100s",
+        "    timeout tunnel 100s",
+    ):
         assert line in front and line in fleet, line
     assert "    hard-stop-after 100s" in fleet and "    option http-buffer-request" not in fleet
-    assert [x for x in front if x.startswith("    http-error status 503")] == \
-        [x for x in fleet if x.startswith("    http-error status 503")]
+    assert [x for x in front if x.startswith("    http-error status 503")] == [
+        x for x in fleet if x.startswith("    http-error status 503")
+    ]
 
 
 @pytest.mark.skipif(not shutil.which("haproxy"), reason="haproxy not installed")
 def test_haproxy_accepts_the_fleet_config(tmp_path):
-    cfg = f.render_fleet(dict(addresses=["127.0.0.1"], tls=False, conf_dir=str(tmp_path),
-                              services=[dict(name="vllm", front_port=8443), dict(name="b", front_port=8444)],
-                              members=[dict(name="gpu1", address="127.0.0.1")]))
+    cfg = f.render_fleet(
+        dict(
+            addresses=["127.0.0.1"],
+            tls=False,
+            conf_dir=str(tmp_path),
+            services=[dict(name="vllm", front_port=8443), dict(name="b", front_port=8444)],
+            members=[dict(name="gpu1", address="127.0.0.1")],
+        )
+    )
     (tmp_path / "haproxy.cfg").write_text(cfg)
-    r = subprocess.run(["haproxy", "-c", "-f", str(tmp_path / "haproxy.cfg")], capture_output=True, text=True, check=False)
+    r = subprocess.run(
+        ["haproxy", "-c", "-f", str(tmp_path / "haproxy.cfg")], capture_output=True, text=True, check=False
+    )
     assert r.returncode == 0 and "WARNING" not in r.stdout + r.stderr, r.stdout + r.stderr
 
 

@@ -1,4 +1,5 @@
 """_nvml's health reads (through a Python stand-in for libnvidia-ml's entry points) and the textfile exporter."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -13,8 +14,8 @@ import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _gpu_health, _nvml
 
-GIB = 1024 ** 3
-MIB = 1024 ** 2
+GIB = 1024**3
+MIB = 1024**2
 FAKES = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', 'world', 'fakes', 'nvml'))
 
 
@@ -40,6 +41,7 @@ class FakeLib:
             if name in self.errors:
                 return self.errors[name]
             return impl(*args) or 0
+
         return fn
 
     def _g(self, handle):
@@ -113,14 +115,30 @@ def gpu(i, **kw):
 def test_every_health_figure_read():
     h = _nvml.gpu_health(_nvml.Nvml(FakeLib([gpu(0, throttle=0x48)])), 0)
     assert h == {
-        'index': 0, 'uuid': 'GPU-0', 'name': 'NVIDIA H200', 'pci_bus_id': '00000000:3B:00.0',
-        'temperature_c': 60, 'power_mw': 351250, 'power_limit_mw': 700000, 'energy_mj': 123456789,
-        'sm_clock_mhz': 1980, 'mem_clock_mhz': 3201, 'throttle_reasons': 0x48,
+        'index': 0,
+        'uuid': 'GPU-0',
+        'name': 'NVIDIA H200',
+        'pci_bus_id': '00000000:3B:00.0',
+        'temperature_c': 60,
+        'power_mw': 351250,
+        'power_limit_mw': 700000,
+        'energy_mj': 123456789,
+        'sm_clock_mhz': 1980,
+        'mem_clock_mhz': 3201,
+        'throttle_reasons': 0x48,
         'utilization': {'gpu': 97, 'memory': 41},
-        'ecc_sbe_volatile': 5, 'ecc_dbe_volatile': 0, 'ecc_sbe_aggregate': 12, 'ecc_dbe_aggregate': 1,
-        'retired_sbe': 0, 'retired_dbe': 2, 'retired_pending': True,
+        'ecc_sbe_volatile': 5,
+        'ecc_dbe_volatile': 0,
+        'ecc_sbe_aggregate': 12,
+        'ecc_dbe_aggregate': 1,
+        'retired_sbe': 0,
+        'retired_dbe': 2,
+        'retired_pending': True,
         'remapped_rows': {'correctable': 3, 'uncorrectable': 1, 'pending': False, 'failure': False},
-        'memory_total': 141 * GIB, 'memory_used': 120 * GIB, 'memory_free': 21 * GIB, 'memory_reserved': None,
+        'memory_total': 141 * GIB,
+        'memory_used': 120 * GIB,
+        'memory_free': 21 * GIB,
+        'memory_reserved': None,
     }
 
 
@@ -131,8 +149,15 @@ def test_older_driver_uses_the_throttle_name():
 
 @pytest.mark.parametrize('code', [_nvml.NVML_ERROR_NOT_SUPPORTED, _nvml.NVML_ERROR_NO_PERMISSION])
 def test_what_a_gpu_does_not_offer_is_none(code):
-    errors = dict((n, code) for n in ('nvmlDeviceGetTotalEccErrors', 'nvmlDeviceGetRetiredPages',
-                                      'nvmlDeviceGetRemappedRows', 'nvmlDeviceGetPowerUsage'))
+    errors = dict(
+        (n, code)
+        for n in (
+            'nvmlDeviceGetTotalEccErrors',
+            'nvmlDeviceGetRetiredPages',
+            'nvmlDeviceGetRemappedRows',
+            'nvmlDeviceGetPowerUsage',
+        )
+    )
     h = _nvml.gpu_health(_nvml.Nvml(FakeLib([gpu(0)], errors=errors)), 0)
     assert h['ecc_sbe_volatile'] is None and h['retired_dbe'] is None and h['remapped_rows'] is None
     assert h['power_mw'] is None and h['temperature_c'] == 60
@@ -162,13 +187,25 @@ Dec 01 10:00:00 gpu1 kernel: NVRM: Xid (0000:3d:00): 31, Ch 00000010, intr 10000
 
 def test_parse_xid_real_lines():
     assert _gpu_health.parse_xid(XID_LOG) == [
-        {'bus': '0000:3b:00', 'xid': 79}, {'bus': '0000:3c:00', 'xid': 48}, {'bus': '0000:3c:00', 'xid': 63},
-        {'bus': '0000:3c:00', 'xid': 13}, {'bus': '0000:3d:00', 'xid': 31}]
+        {'bus': '0000:3b:00', 'xid': 79},
+        {'bus': '0000:3c:00', 'xid': 48},
+        {'bus': '0000:3c:00', 'xid': 63},
+        {'bus': '0000:3c:00', 'xid': 13},
+        {'bus': '0000:3d:00', 'xid': 31},
+    ]
     assert _gpu_health.parse_xid('') == [] and _gpu_health.parse_xid(None) == []
 
 
-@pytest.mark.parametrize('raw,key', [('00000000:3B:00.0', '0000:3b:00'), ('0000:3b:00', '0000:3b:00'),
-                                     ('00000001:AF:00.0', '0001:af:00'), ('junk', None), (None, None)])
+@pytest.mark.parametrize(
+    'raw,key',
+    [
+        ('00000000:3B:00.0', '0000:3b:00'),
+        ('0000:3b:00', '0000:3b:00'),
+        ('00000001:AF:00.0', '0001:af:00'),
+        ('junk', None),
+        (None, None),
+    ],
+)
 def test_bus_key(raw, key):
     assert _gpu_health.bus_key(raw) == key
 
@@ -204,7 +241,9 @@ def test_render_dcgm_names_units_and_labels():
     assert s['DCGM_FI_DEV_RETIRED_DBE'][0] == (lab0, 2.0) and s['DCGM_FI_DEV_RETIRED_PENDING'][0] == (lab0, 1.0)
     # XID: last value per GPU (DCGM's meaning) and a count per XID; GPU 1 (3c) saw 48, 63, then 13
     assert [v for dummy, v in s['DCGM_FI_DEV_XID_ERRORS']] == [79.0, 13.0]
-    counts = dict((re.search(r'gpu="(\d)".*xid="(\d+)"', lab).groups(), v) for lab, v in s['airgap_gpu_xid_errors_total'])
+    counts = dict(
+        (re.search(r'gpu="(\d)".*xid="(\d+)"', lab).groups(), v) for lab, v in s['airgap_gpu_xid_errors_total']
+    )
     assert counts == {('0', '79'): 1, ('1', '48'): 1, ('1', '63'): 1, ('1', '13'): 1}
     assert s['airgap_gpu_exporter_last_run_timestamp_seconds'] == [('', 1000.0)]
     # one HELP and TYPE per family, every family named in METRIC_NAMES
@@ -221,7 +260,11 @@ def test_render_leaves_out_what_nvml_did_not_answer():
     assert 'DCGM_FI_DEV_ECC_SBE_VOL_TOTAL' not in s and 'airgap_gpu_clock_throttle_reason' not in s
     # ... and says so, once per GPU and figure (the live check tells a card without the figure from a lost metric)
     said = sorted(re.search('metric="([A-Za-z_]+)"', lab).group(1) for lab, v in s['airgap_gpu_metric_unavailable'])
-    assert said == ['DCGM_FI_DEV_CLOCK_THROTTLE_REASONS', 'DCGM_FI_DEV_ECC_SBE_VOL_TOTAL', 'airgap_gpu_clock_throttle_reason']
+    assert said == [
+        'DCGM_FI_DEV_CLOCK_THROTTLE_REASONS',
+        'DCGM_FI_DEV_ECC_SBE_VOL_TOTAL',
+        'airgap_gpu_clock_throttle_reason',
+    ]
     assert all(v == 1 for dummy, v in s['airgap_gpu_metric_unavailable'])
     assert 'airgap_gpu_metric_unavailable' not in _samples(_gpu_health.render(_health(gpu(0)), None))
     assert 'DCGM_FI_DEV_XID_ERRORS' not in s  # no kernel log: no XID figure (not a false 0)
@@ -245,6 +288,7 @@ def test_kernel_log_falls_back_to_dmesg():
     def run(argv):
         calls.append(argv[0])
         return None if argv[0] == 'journalctl' else XID_LOG
+
     assert _gpu_health.kernel_log(run) == XID_LOG and calls == ['journalctl', 'dmesg']
     assert _gpu_health.kernel_log(lambda argv: None) is None
 
@@ -263,14 +307,31 @@ def test_export_against_the_stand_in_library(standin, tmp_path, monkeypatch):
     """The test world's libnvidia-ml has none of the health entry points: the exporter still writes the
     memory figures and leaves the rest out; the file is replaced atomically (no temporary file left)."""
     import json
+
     state = tmp_path / 'state.json'
-    state.write_text(json.dumps({'kernel_module_version': '580.65.06', 'init_error': None,
-                                 'cuda_driver_version': 13000,
-                                 'gpus': [{'index': 0, 'uuid': 'GPU-a', 'name': 'NVIDIA H200',
-                                           'pci_bus_id': '00000000:3B:00.0', 'pci_device_id': '0x233510DE',
-                                           'memory_total': 141 * GIB, 'memory_used': GIB,
-                                           'compute_capability': [9, 0], 'persistence_mode': 1,
-                                           'processes': []}]}))
+    state.write_text(
+        json.dumps(
+            {
+                'kernel_module_version': '580.65.06',
+                'init_error': None,
+                'cuda_driver_version': 13000,
+                'gpus': [
+                    {
+                        'index': 0,
+                        'uuid': 'GPU-a',
+                        'name': 'NVIDIA H200',
+                        'pci_bus_id': '00000000:3B:00.0',
+                        'pci_device_id': '0x233510DE',
+                        'memory_total': 141 * GIB,
+                        'memory_used': GIB,
+                        'compute_capability': [9, 0],
+                        'persistence_mode': 1,
+                        'processes': [],
+                    }
+                ],
+            }
+        )
+    )
     monkeypatch.setenv('FAKE_NVML_STATE', str(state))
     out = tmp_path / 'textfile'
     out.mkdir()

@@ -8,14 +8,24 @@ import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli, DockerError
 from ansible_collections.airgap.vllm.plugins.module_utils._gpu_release import (
-    GpuReleaseError, classify, empty_state, load_state, plan_release, plan_restore)
+    GpuReleaseError,
+    classify,
+    empty_state,
+    load_state,
+    plan_release,
+    plan_restore,
+)
 
 
 def container(cid, name, running=True, policy='always', retries=0, service=None):
     labels = {'com.docker.swarm.service.name': service} if service else {}
-    return {'Id': cid, 'Name': '/' + name, 'State': {'Running': running},
-            'HostConfig': {'RestartPolicy': {'Name': policy, 'MaximumRetryCount': retries}},
-            'Config': {'Labels': labels}}
+    return {
+        'Id': cid,
+        'Name': '/' + name,
+        'State': {'Running': running},
+        'HostConfig': {'RestartPolicy': {'Name': policy, 'MaximumRetryCount': retries}},
+        'Config': {'Labels': labels},
+    }
 
 
 def service(name, replicas=None, mode='replicated'):
@@ -28,9 +38,11 @@ CID_B = 'b' * 64
 
 
 def test_classify_splits_swarm_tasks_from_plain_containers_and_skips_excluded():
-    found = [container(CID_A, 'stack_api.1.xyz', service='stack_api'),
-             container(CID_B, 'comfyui'),
-             container('c' * 64, 'vllm')]
+    found = [
+        container(CID_A, 'stack_api.1.xyz', service='stack_api'),
+        container(CID_B, 'comfyui'),
+        container('c' * 64, 'vllm'),
+    ]
     services, plain = classify(found, exclude=['vllm'])
     assert services == ['stack_api']
     assert [c['Id'] for c in plain] == [CID_B]
@@ -45,8 +57,12 @@ def test_swarm_service_is_scaled_to_zero_never_stopped():
 def test_plain_container_gets_restart_no_then_stop():
     actions, state = plan_release(empty_state(), [], [container(CID_B, 'comfyui', policy='unless-stopped')])
     assert actions == [['update', '--restart=no', CID_B], ['stop', CID_B]]
-    assert state['containers'][CID_B] == {'name': 'comfyui', 'restart_policy': 'unless-stopped',
-                                          'maximum_retry_count': 0, 'was_running': True}
+    assert state['containers'][CID_B] == {
+        'name': 'comfyui',
+        'restart_policy': 'unless-stopped',
+        'maximum_retry_count': 0,
+        'was_running': True,
+    }
 
 
 def test_second_release_is_a_no_op_and_keeps_the_original_record():
@@ -71,9 +87,11 @@ def test_global_service_cannot_be_scaled():
 
 
 def test_restore_puts_back_exactly_what_was_recorded():
-    _actions, state = plan_release(empty_state(), [service('stack_api', 2)],
-                                   [container(CID_B, 'x', policy='on-failure', retries=5),
-                                    container(CID_A, 'y', running=False, policy='always')])
+    _actions, state = plan_release(
+        empty_state(),
+        [service('stack_api', 2)],
+        [container(CID_B, 'x', policy='on-failure', retries=5), container(CID_A, 'y', running=False, policy='always')],
+    )
     actions, gone = plan_restore(state, {'stack_api'}, {CID_A, CID_B})
     assert gone == []
     assert ['service', 'scale', '--detach', 'stack_api=2'] in actions

@@ -1,4 +1,5 @@
 """Hostile/broken conditions for gpu_release (issue 12: #6, #9). Each test name states what is defended."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -26,8 +27,11 @@ class FakeDocker(object):
     def run(self, argv):
         args = argv[1:]
         if args[:1] == ['info']:
-            return (self.info_rc, self.swarm + '\n' if self.info_rc == 0 else '',
-                    'Cannot connect to the Docker daemon' if self.info_rc else '')
+            return (
+                self.info_rc,
+                self.swarm + '\n' if self.info_rc == 0 else '',
+                'Cannot connect to the Docker daemon' if self.info_rc else '',
+            )
         if args[:2] == ['service', 'ls']:
             if self.swarm != 'active':
                 return 1, '', 'This node is not a swarm manager.'
@@ -43,8 +47,9 @@ class FakeDocker(object):
 def recorded(tmp_path):
     state = g.empty_state()
     state['services'] = {'llm_api': {'replicas': 2}}
-    state['containers'] = {CID: {'name': 'comfyui', 'restart_policy': 'always', 'maximum_retry_count': 0,
-                                 'was_running': True}}
+    state['containers'] = {
+        CID: {'name': 'comfyui', 'restart_policy': 'always', 'maximum_retry_count': 0, 'was_running': True}
+    }
     path = str(tmp_path / 'gpu-release.json')
     g.write_state_atomic(path, state)
     return path, state
@@ -99,9 +104,19 @@ def test_restore_of_containers_only_does_not_need_swarm(tmp_path):
     assert ['start', CID] in fake.mutations and not os.path.exists(path)
 
 
-@pytest.mark.parametrize('content', [b'[]', b'null', b'{"version": 1, "services": []}', b'"x"', b'{',
-                                     b'{"version": 1, "services": {"a": {"replicas": "two"}}}',
-                                     b'{"version": 1, "containers": {"x": null}}', b'\xff\xfe'])
+@pytest.mark.parametrize(
+    'content',
+    [
+        b'[]',
+        b'null',
+        b'{"version": 1, "services": []}',
+        b'"x"',
+        b'{',
+        b'{"version": 1, "services": {"a": {"replicas": "two"}}}',
+        b'{"version": 1, "containers": {"x": null}}',
+        b'\xff\xfe',
+    ],
+)
 def test_state_file_of_the_wrong_shape_fails_naming_the_file_and_the_fix(tmp_path, content):
     path = tmp_path / 'gpu-release.json'
     path.write_bytes(content)

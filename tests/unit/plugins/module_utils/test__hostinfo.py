@@ -18,27 +18,36 @@ ANSI_COLOR="0;31"
 ROCKY = 'NAME="Rocky Linux"\nVERSION="9.3 (Blue Onyx)"\nID="rocky"\nID_LIKE="rhel centos fedora"\nVERSION_ID="9.3"\n'
 
 
-@pytest.mark.parametrize('productinfo,release,sp', [
-    ('Kylin Linux Advanced Server\nrelease V10 (SP3) /(Lance)-x86_64-Build23/20230324\n', 'Lance', 'SP3'),
-    ('Kylin Linux Advanced Server\nrelease V10 (SP1) /(Tercel)-aarch64-Build04/20200711\n', None, 'SP1'),
-    ('Kylin Linux Advanced Server\nrelease V10 /(Sword)-x86_64-Build09/20210524\n', None, 'SP2'),
-    (None, 'Tercel', 'SP1'),
-    (None, 'Sword', 'SP2'),
-    (None, 'lance', 'SP3'),
-    (None, 'Halberd', 'SP3'),
-    (None, 'Unknown', None),
-    (None, None, None),
-])
+@pytest.mark.parametrize(
+    'productinfo,release,sp',
+    [
+        ('Kylin Linux Advanced Server\nrelease V10 (SP3) /(Lance)-x86_64-Build23/20230324\n', 'Lance', 'SP3'),
+        ('Kylin Linux Advanced Server\nrelease V10 (SP1) /(Tercel)-aarch64-Build04/20200711\n', None, 'SP1'),
+        ('Kylin Linux Advanced Server\nrelease V10 /(Sword)-x86_64-Build09/20210524\n', None, 'SP2'),
+        (None, 'Tercel', 'SP1'),
+        (None, 'Sword', 'SP2'),
+        (None, 'lance', 'SP3'),
+        (None, 'Halberd', 'SP3'),
+        (None, 'Unknown', None),
+        (None, None, None),
+    ],
+)
 def test_kylin_service_pack(productinfo, release, sp):
     assert _hostinfo.kylin_service_pack(productinfo, release) == sp
 
 
 def test_kylin_facts_keep_v10_a_string():
     f = _hostinfo.host_facts(KYLIN_OS_RELEASE, None, '4.19.90-52.22.v2207.ky10.x86_64', '3.7.9')
-    assert f == {'distribution': 'Kylin Linux Advanced Server', 'distribution_id': 'kylin',
-                 'distribution_version': 'V10', 'distribution_release': 'Lance', 'kylin': True,
-                 'kylin_sp': 'SP3', 'kernel_release': '4.19.90-52.22.v2207.ky10.x86_64',
-                 'python_version': '3.7.9'}
+    assert f == {
+        'distribution': 'Kylin Linux Advanced Server',
+        'distribution_id': 'kylin',
+        'distribution_version': 'V10',
+        'distribution_release': 'Lance',
+        'kylin': True,
+        'kylin_sp': 'SP3',
+        'kernel_release': '4.19.90-52.22.v2207.ky10.x86_64',
+        'python_version': '3.7.9',
+    }
 
 
 def test_productinfo_wins_over_codename():
@@ -48,8 +57,12 @@ def test_productinfo_wins_over_codename():
 
 def test_non_kylin_has_no_service_pack():
     f = _hostinfo.host_facts(ROCKY, 'release V10 (SP3)', '5.14.0', '3.9.18')
-    assert (f['kylin'], f['kylin_sp'], f['distribution_version'], f['distribution_release']) == \
-        (False, None, '9.3', 'Blue Onyx')
+    assert (f['kylin'], f['kylin_sp'], f['distribution_version'], f['distribution_release']) == (
+        False,
+        None,
+        '9.3',
+        'Blue Onyx',
+    )
 
 
 def test_os_release_missing():
@@ -58,10 +71,17 @@ def test_os_release_missing():
 
 
 DOCKER_INFO = {
-    'ServerVersion': '20.10.24', 'Driver': 'overlay2', 'CgroupDriver': 'cgroupfs', 'CgroupVersion': '1',
-    'DefaultRuntime': 'runc', 'DockerRootDir': '/var/lib/docker',
-    'Runtimes': {'runc': {'path': 'runc'}, 'nvidia': {'path': 'nvidia-container-runtime'},
-                 'io.containerd.runc.v2': {'path': 'runc'}},
+    'ServerVersion': '20.10.24',
+    'Driver': 'overlay2',
+    'CgroupDriver': 'cgroupfs',
+    'CgroupVersion': '1',
+    'DefaultRuntime': 'runc',
+    'DockerRootDir': '/var/lib/docker',
+    'Runtimes': {
+        'runc': {'path': 'runc'},
+        'nvidia': {'path': 'nvidia-container-runtime'},
+        'io.containerd.runc.v2': {'path': 'runc'},
+    },
 }
 
 

@@ -1,4 +1,5 @@
 """The load check's decisions: how the bench is called, what its result means."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -7,14 +8,27 @@ import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck as L
 
-ARGS = ["/opt/airgap-vllm/models/qwen3-tiny", "--served-model-name", "qwen3-tiny", "--port", "8000",
-        "--max-num-seqs", "4", "--config", "/etc/vllm/keys.yaml"]
+ARGS = [
+    "/opt/airgap-vllm/models/qwen3-tiny",
+    "--served-model-name",
+    "qwen3-tiny",
+    "--port",
+    "8000",
+    "--max-num-seqs",
+    "4",
+    "--config",
+    "/etc/vllm/keys.yaml",
+]
 
 
 def test_serving_facts_from_the_container_args():
     facts = L.serving_facts(ARGS)
-    assert facts == {"model_dir": "/opt/airgap-vllm/models/qwen3-tiny", "served_model_name": "qwen3-tiny",
-                     "port": 8000, "max_num_seqs": 4}
+    assert facts == {
+        "model_dir": "/opt/airgap-vllm/models/qwen3-tiny",
+        "served_model_name": "qwen3-tiny",
+        "port": 8000,
+        "max_num_seqs": 4,
+    }
     assert L.serving_facts(["serve"] + ARGS[:1])["served_model_name"] == ARGS[0]
     with pytest.raises(L.LoadCheckError):
         L.serving_facts(["--help"])
@@ -32,10 +46,20 @@ def test_bench_argv_is_offline_and_at_the_planned_concurrency():
 
 
 def result(**kw):
-    r = {"completed": 32, "failed": 0, "duration": 10.0, "output_throughput": 200.0,
-         "request_throughput": 3.2, "max_concurrent_requests": 4, "errors": [""] * 32,
-         "p50_ttft_ms": 80.0, "p95_ttft_ms": 120.0, "p50_tpot_ms": 20.0, "p95_tpot_ms": 30.0,
-         "ttfts": [0.1] * 32}
+    r = {
+        "completed": 32,
+        "failed": 0,
+        "duration": 10.0,
+        "output_throughput": 200.0,
+        "request_throughput": 3.2,
+        "max_concurrent_requests": 4,
+        "errors": [""] * 32,
+        "p50_ttft_ms": 80.0,
+        "p95_ttft_ms": 120.0,
+        "p50_tpot_ms": 20.0,
+        "p95_tpot_ms": 30.0,
+        "ttfts": [0.1] * 32,
+    }
     r.update(kw)
     return r
 
@@ -69,10 +93,22 @@ def test_peak_running_sums_engines_and_compact_drops_lists():
     assert "ttfts" not in L.compact(result()) and L.compact(result())["completed"] == 32
 
 
-@pytest.mark.parametrize("kw", [dict(num_prompts=0), dict(num_prompts=True), dict(timeout=0), dict(timeout=1.5),
-                                dict(concurrency=0), dict(output_len=None), dict(ttft_p95_max_ms=float("nan")),
-                                dict(tpot_p95_max_ms=float("-inf")), dict(ttft_p95_max_ms=0),
-                                dict(ttft_p95_max_ms="fast"), dict(num_prompts="many")])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(num_prompts=0),
+        dict(num_prompts=True),
+        dict(timeout=0),
+        dict(timeout=1.5),
+        dict(concurrency=0),
+        dict(output_len=None),
+        dict(ttft_p95_max_ms=float("nan")),
+        dict(tpot_p95_max_ms=float("-inf")),
+        dict(ttft_p95_max_ms=0),
+        dict(ttft_p95_max_ms="fast"),
+        dict(num_prompts="many"),
+    ],
+)
 def test_settings_problems_refuse_what_would_pass_unchecked(kw):
     args = dict(num_prompts=32, input_len=256, output_len=64, concurrency=None, timeout=900)
     args.update(kw)

@@ -1,4 +1,5 @@
 """Load-check profiles, vLLM 0.27.1's counters (real /metrics text from the CPU engine) and the promises."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -11,10 +12,25 @@ import pytest
 from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck as L
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures", "loadcheck")
-ARGS = ["/opt/airgap-vllm/models/qwen3-tiny", "--served-model-name", "qwen3-tiny", "--port", "8000",
-        "--max-num-seqs", "4", "--max-model-len", "16384", "--enable-prefix-caching",
-        "--speculative-config", '{"method":"mtp","num_speculative_tokens":3}', "--enable-auto-tool-choice",
-        "--tool-call-parser", "qwen3_coder", "--reasoning-parser", "qwen3"]
+ARGS = [
+    "/opt/airgap-vllm/models/qwen3-tiny",
+    "--served-model-name",
+    "qwen3-tiny",
+    "--port",
+    "8000",
+    "--max-num-seqs",
+    "4",
+    "--max-model-len",
+    "16384",
+    "--enable-prefix-caching",
+    "--speculative-config",
+    '{"method":"mtp","num_speculative_tokens":3}',
+    "--enable-auto-tool-choice",
+    "--tool-call-parser",
+    "qwen3_coder",
+    "--reasoning-parser",
+    "qwen3",
+]
 
 
 def fixture(name):
@@ -42,14 +58,17 @@ def test_profile_settings_follow_the_engine():
     assert L.profile_settings("single-stream", {}, 4)["concurrency"] == 1
 
 
-@pytest.mark.parametrize("name,over,ctx", [
-    ("nope", {}, 16384),
-    ("random", {"prompts": 3}, 16384),             # no such setting
-    ("random", {"num_prompts": 0}, 16384),
-    ("random", {"num_prompts": float("nan")}, 16384),
-    ("long-context", {}, None),                     # context unknown
-    ("long-context", {"input_len": 16384}, 16384),  # over the limit
-])
+@pytest.mark.parametrize(
+    "name,over,ctx",
+    [
+        ("nope", {}, 16384),
+        ("random", {"prompts": 3}, 16384),  # no such setting
+        ("random", {"num_prompts": 0}, 16384),
+        ("random", {"num_prompts": float("nan")}, 16384),
+        ("long-context", {}, None),  # context unknown
+        ("long-context", {"input_len": 16384}, 16384),  # over the limit
+    ],
+)
 def test_profile_settings_refused(name, over, ctx):
     with pytest.raises(L.LoadCheckError):
         L.profile_settings(name, over, 4, ctx)
@@ -86,20 +105,24 @@ def test_counters_of_the_real_engine_with_ngram_speculation():
 
 
 def test_prefix_cache_hit_rate_of_the_real_shared_prefix_profile():
-    d = L.counter_delta(L.parse_counters(fixture("metrics-0.27.1-cpu-before-shared-prefix.txt")),
-                        L.parse_counters(fixture("metrics-0.27.1-cpu-shared-prefix.txt")))
+    d = L.counter_delta(
+        L.parse_counters(fixture("metrics-0.27.1-cpu-before-shared-prefix.txt")),
+        L.parse_counters(fixture("metrics-0.27.1-cpu-shared-prefix.txt")),
+    )
     assert d["prefix_cache_queries"] == 35045 and d["prefix_cache_hits"] == 30720
     assert 0.85 < d["prefix_cache_hit_rate"] < 0.9
     assert d["spec_decode_num_drafts"] is None and d["spec_mean_accepted_length"] is None  # no speculation there
 
 
 def test_counters_ignore_created_and_sum_engines():
-    text = ('vllm:prefix_cache_hits_total{engine="0",model_name="m"} 3.0\n'
-            'vllm:prefix_cache_hits_created{engine="0",model_name="m"} 1.7e+09\n'
-            'vllm:prefix_cache_hits_total{engine="1",model_name="m"} 4.0\n'
-            'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.25\n'
-            'vllm:kv_cache_usage_perc{engine="1",model_name="m"} NaN\n'
-            '# HELP vllm:num_preemptions_total x\n')
+    text = (
+        'vllm:prefix_cache_hits_total{engine="0",model_name="m"} 3.0\n'
+        'vllm:prefix_cache_hits_created{engine="0",model_name="m"} 1.7e+09\n'
+        'vllm:prefix_cache_hits_total{engine="1",model_name="m"} 4.0\n'
+        'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.25\n'
+        'vllm:kv_cache_usage_perc{engine="1",model_name="m"} NaN\n'
+        '# HELP vllm:num_preemptions_total x\n'
+    )
     c = L.parse_counters(text)
     assert c["prefix_cache_hits"] == 7.0 and c["kv_cache_usage_perc"] == 0.25 and c["num_preemptions"] is None
     assert L.counter_delta({}, c)["prefix_cache_hit_rate"] is None  # no queries: no rate, not 0
@@ -124,16 +147,26 @@ def test_bench_figures_of_the_real_single_stream_run():
 
 def measured(**over):
     prof = {
-        "long-context": {"figures": {"completed": 1, "failed": 0, "mean_prompt_tokens": 16305,
-                                     "mean_output_tokens": 16}, "delta": {"num_preemptions": 0}},
+        "long-context": {
+            "figures": {"completed": 1, "failed": 0, "mean_prompt_tokens": 16305, "mean_output_tokens": 16},
+            "delta": {"num_preemptions": 0},
+        },
         "random": {"figures": {"completed": 32, "failed": 0, "decode_tok_s": 98.0}, "peak_running": 4.0},
-        "shared-prefix": {"figures": {"completed": 16, "failed": 0}, "peak_running": 4.0,
-                          "delta": {"prefix_cache_hit_rate": 0.88, "prefix_cache_hits": 880,
-                                    "prefix_cache_queries": 1000}},
+        "shared-prefix": {
+            "figures": {"completed": 16, "failed": 0},
+            "peak_running": 4.0,
+            "delta": {"prefix_cache_hit_rate": 0.88, "prefix_cache_hits": 880, "prefix_cache_queries": 1000},
+        },
         "tools": {"figures": {"requests": 8, "tool_calls_parsed": 8, "with_reasoning": 8, "parse_rate": 1.0}},
         "single-stream": {"figures": {"completed": 3, "decode_tok_s": 113.6, "prefill_tok_s": 7103.0}},
-        "_all": {"delta": {"num_preemptions": 0, "spec_mean_accepted_length": 2.875, "spec_acceptance_rate": 0.625,
-                           "spec_acceptance_per_pos": [0.83, 0.71, 0.33]}},
+        "_all": {
+            "delta": {
+                "num_preemptions": 0,
+                "spec_mean_accepted_length": 2.875,
+                "spec_acceptance_rate": 0.625,
+                "spec_acceptance_per_pos": [0.83, 0.71, 0.33],
+            }
+        },
     }
     prof.update(over)
     return prof
@@ -148,35 +181,61 @@ def by_key(rows):
 
 def test_every_promise_met_by_the_cpu_engine_figures():
     rows = by_key(L.promises(PLAN, {}, measured()))
-    assert set(rows) == {"context", "concurrency", "prefix_cache_hit_rate", "mtp_accepted_length",
-                         "tool_call_parse_rate", "single_stream_decode_tok_s", "per_stream_decode_tok_s",
-                         "prefill_tok_s", "preemptions"}
+    assert set(rows) == {
+        "context",
+        "concurrency",
+        "prefix_cache_hit_rate",
+        "mtp_accepted_length",
+        "tool_call_parse_rate",
+        "single_stream_decode_tok_s",
+        "per_stream_decode_tok_s",
+        "prefill_tok_s",
+        "preemptions",
+    }
     assert all(r["status"] == "MET" for r in rows.values()), rows
     assert "16321 of 16384" in rows["context"]["measured"] and "2.88" in rows["mtp_accepted_length"]["measured"]
 
 
 def test_an_impossible_promise_is_missed_with_advice():
-    tradeoff = {"concurrency": 4, "speculative": [{"num_speculative_tokens": 0, "all_fit_len": 221184,
-                                                   "blocks": 230, "block_size": 1600}]}
-    rows = by_key(L.promises(PLAN, {}, measured(), {"mtp_accepted_length": 3.5, "single_stream_decode_tok_s": 1e6},
-                             tradeoff))
+    tradeoff = {
+        "concurrency": 4,
+        "speculative": [{"num_speculative_tokens": 0, "all_fit_len": 221184, "blocks": 230, "block_size": 1600}],
+    }
+    rows = by_key(
+        L.promises(PLAN, {}, measured(), {"mtp_accepted_length": 3.5, "single_stream_decode_tok_s": 1e6}, tradeoff)
+    )
     mtp = rows["mtp_accepted_length"]
     assert mtp["status"] == "MISSED" and "num_speculative_tokens: 0" in mtp["advice"] and "221184" in mtp["advice"]
-    assert rows["single_stream_decode_tok_s"]["status"] == "MISSED" and "bandwidth" in rows[
-        "single_stream_decode_tok_s"]["advice"]
+    assert (
+        rows["single_stream_decode_tok_s"]["status"] == "MISSED"
+        and "bandwidth" in rows["single_stream_decode_tok_s"]["advice"]
+    )
     assert L.promise_counts(list(rows.values()))["MISSED"] == 2
 
 
-@pytest.mark.parametrize("spans,n", [
-    ([], None), ([(0, 1)], 1), ([(0, 1), (1, 2)], 2), ([(0, 1), (1.1, 2)], 1),
-    ([(0, 4), (1, 2), (1.5, 3), (2.5, 5)], 3), ([(0, 1), (2, 1), (None, 3)], 1), ([(5, 5), (5, 5)], 2)])
+@pytest.mark.parametrize(
+    "spans,n",
+    [
+        ([], None),
+        ([(0, 1)], 1),
+        ([(0, 1), (1, 2)], 2),
+        ([(0, 1), (1.1, 2)], 1),
+        ([(0, 4), (1, 2), (1.5, 3), (2.5, 5)], 3),
+        ([(0, 1), (2, 1), (None, 3)], 1),
+        ([(5, 5), (5, 5)], 2),
+    ],
+)
 def test_streaming_at_once_is_the_most_overlapping_token_streams(spans, n):
     assert L.streaming_at_once(spans) == n
 
 
 def test_stream_intervals_from_a_detailed_bench_result_skip_failed_requests():
-    raw = {"start_times": [10.0, 10.0, 10.1], "ttfts": [0.5, 0.0, 0.2], "itls": [[0.1, 0.1], [], [0.3]],
-           "errors": ["", "Bad Request", ""]}
+    raw = {
+        "start_times": [10.0, 10.0, 10.1],
+        "ttfts": [0.5, 0.0, 0.2],
+        "itls": [[0.1, 0.1], [], [0.3]],
+        "errors": ["", "Bad Request", ""],
+    }
     got = L.stream_intervals(raw)
     assert got == [(10.5, pytest.approx(10.7)), (pytest.approx(10.3), pytest.approx(10.6))]
     assert L.bench_figures(raw)["streaming_at_once"] == 2 and L.stream_intervals({"completed": 1}) == []
@@ -185,9 +244,16 @@ def test_stream_intervals_from_a_detailed_bench_result_skip_failed_requests():
 def test_concurrency_is_met_by_overlapping_streams_when_the_sampled_gauge_missed_the_peak():
     # On a fast engine 32-token requests last tenths of a second: a sampled gauge can show 1 (the CI run of
     # stop 34) while the streams of all 4 overlapped.
-    prof = measured(random={"figures": {"completed": 16, "failed": 0, "streaming_at_once": 4}, "peak_running": 1.0},
-                    **{"shared-prefix": {"figures": {"streaming_at_once": 3}, "peak_running": 1.0,
-                                         "delta": {"prefix_cache_hit_rate": 0.88}}})
+    prof = measured(
+        random={"figures": {"completed": 16, "failed": 0, "streaming_at_once": 4}, "peak_running": 1.0},
+        **{
+            "shared-prefix": {
+                "figures": {"streaming_at_once": 3},
+                "peak_running": 1.0,
+                "delta": {"prefix_cache_hit_rate": 0.88},
+            }
+        },
+    )
     row = by_key(L.promises(PLAN, {}, prof))["concurrency"]
     assert row["status"] == "MET" and "4 streaming at once" in row["measured"] and "peak 1 running" in row["measured"]
     prof["random"] = {"figures": {"completed": 16, "failed": 0, "streaming_at_once": 2}, "peak_running": 1.0}
@@ -196,46 +262,76 @@ def test_concurrency_is_met_by_overlapping_streams_when_the_sampled_gauge_missed
 
 
 def test_missed_and_not_measured():
-    prof = measured(**{"long-context": {"figures": {"completed": 0, "failed": 1, "mean_prompt_tokens": None},
-                                        "delta": {"num_preemptions": 2}},
-                       "shared-prefix": {"figures": {}, "peak_running": 2.0,
-                                         "delta": {"prefix_cache_hit_rate": 0.3}}})
+    prof = measured(
+        **{
+            "long-context": {
+                "figures": {"completed": 0, "failed": 1, "mean_prompt_tokens": None},
+                "delta": {"num_preemptions": 2},
+            },
+            "shared-prefix": {"figures": {}, "peak_running": 2.0, "delta": {"prefix_cache_hit_rate": 0.3}},
+        }
+    )
     del prof["tools"]
     rows = by_key(L.promises(dict(PLAN, num_speculative_tokens=0), {}, prof))
     assert rows["context"]["status"] == "MISSED" and "re-plan" in rows["context"]["advice"]
-    assert rows["prefix_cache_hit_rate"]["status"] == "MISSED" and "reasoning_effort" in rows[
-        "prefix_cache_hit_rate"]["advice"]
+    assert (
+        rows["prefix_cache_hit_rate"]["status"] == "MISSED"
+        and "reasoning_effort" in rows["prefix_cache_hit_rate"]["advice"]
+    )
     assert rows["concurrency"]["status"] == "MET"  # random reached 4
     assert rows["tool_call_parse_rate"]["status"] == "not measured"
     assert rows["mtp_accepted_length"]["status"] == "not measured"
     off = by_key(L.promises(dict(PLAN, prefix_caching=False), {}, prof))
-    assert off["prefix_cache_hit_rate"]["status"] == "MISSED" and "prefix caching" in off[
-        "prefix_cache_hit_rate"]["advice"]
+    assert (
+        off["prefix_cache_hit_rate"]["status"] == "MISSED"
+        and "prefix caching" in off["prefix_cache_hit_rate"]["advice"]
+    )
     nothing = L.promises({}, {}, {})
     assert all(r["status"] == "not measured" for r in nothing)
 
 
-@pytest.mark.parametrize("thresholds,ok", [
-    ({"prefix_cache_hit_rate": 0.9}, True), ({"prefix_cache_hit_rate": 1.5}, False),
-    ({"prefill_tok_s": float("nan")}, False), ({"prefill_tok_s": -1}, False), ({"nope": 1}, False),
-    ({"single_stream_decode_tok_s": "40"}, True)])
+@pytest.mark.parametrize(
+    "thresholds,ok",
+    [
+        ({"prefix_cache_hit_rate": 0.9}, True),
+        ({"prefix_cache_hit_rate": 1.5}, False),
+        ({"prefill_tok_s": float("nan")}, False),
+        ({"prefill_tok_s": -1}, False),
+        ({"nope": 1}, False),
+        ({"single_stream_decode_tok_s": "40"}, True),
+    ],
+)
 def test_threshold_problems(thresholds, ok):
     assert (L.threshold_problems(thresholds) == []) is ok
 
 
 def test_planned_from_report_and_rendering():
-    report = {"planned": {"max_model_len": 204800, "concurrency": 4, "block_size": 1600},
-              "final": {"max_model_len": 196608, "concurrency": 4},
-              "measured": {"enable_prefix_caching": True, "block_size": 1600},
-              "ledger": {"num_speculative_tokens": 3}}
+    report = {
+        "planned": {"max_model_len": 204800, "concurrency": 4, "block_size": 1600},
+        "final": {"max_model_len": 196608, "concurrency": 4},
+        "measured": {"enable_prefix_caching": True, "block_size": 1600},
+        "ledger": {"num_speculative_tokens": 3},
+    }
     p = L.planned_from_report(report)
-    assert p == {"max_model_len": 196608, "concurrency": 4, "num_speculative_tokens": 3, "prefix_caching": True,
-                 "block_size": 1600}
+    assert p == {
+        "max_model_len": 196608,
+        "concurrency": 4,
+        "num_speculative_tokens": 3,
+        "prefix_caching": True,
+        "block_size": 1600,
+    }
     assert L.planned_from_report(None) == {}
     text = L.render_promises(L.promises(PLAN, {}, measured(), {"prefill_tok_s": 1e9}))
     assert "MISSED       prefill_tok_s" in text and "-> prefill is bound by compute" in text
-    line = L.profile_line("shared-prefix", {"figures": {"completed": 16, "failed": 0}, "wall_s": 13.8,
-                                            "delta": {"prefix_cache_hit_rate": 0.876}, "peak_kv_usage": 0.02})
+    line = L.profile_line(
+        "shared-prefix",
+        {
+            "figures": {"completed": 16, "failed": 0},
+            "wall_s": 13.8,
+            "delta": {"prefix_cache_hit_rate": 0.876},
+            "peak_kv_usage": 0.02,
+        },
+    )
     assert "14 s" in line and "prefix cache hit 88 %" in line
 
 
@@ -260,8 +356,8 @@ def test_api_requests_are_exact_token_prompts():
     assert all(128 <= t < 512 for t in body["prompt"])  # the middle of the vocabulary: no special tokens
     sp = L.profile_settings("shared-prefix", {}, 4, 16384, 16)
     _path, bodies = L.api_requests("shared-prefix", "m", sp, 151936)
-    prefixes = set(tuple(b["prompt"][:sp["prefix_len"]]) for b in bodies)
-    suffixes = set(tuple(b["prompt"][sp["prefix_len"]:]) for b in bodies)
+    prefixes = set(tuple(b["prompt"][: sp["prefix_len"]]) for b in bodies)
+    suffixes = set(tuple(b["prompt"][sp["prefix_len"] :]) for b in bodies)
     assert len(bodies) == 16 and len(prefixes) == 1 and len(suffixes) == 16
     _path, bodies = L.api_requests("single-stream", "m", L.profile_settings("single-stream", {}, 4), 1024)
     assert len(set(b["prompt"][0] for b in bodies)) == len(bodies) or len(set(tuple(b["prompt"]) for b in bodies)) == 3
@@ -273,8 +369,11 @@ def test_api_requests_are_exact_token_prompts():
 
 
 def test_api_result_reads_like_the_bench():
-    recs = [{"ttft": 0.5, "e2e": 1.5, "prompt_tokens": 1000, "completion_tokens": 101},
-            {"ttft": 0.3, "e2e": 1.3, "prompt_tokens": 1000, "completion_tokens": 101}, {"error": "HTTPError: 400"}]
+    recs = [
+        {"ttft": 0.5, "e2e": 1.5, "prompt_tokens": 1000, "completion_tokens": 101},
+        {"ttft": 0.3, "e2e": 1.3, "prompt_tokens": 1000, "completion_tokens": 101},
+        {"error": "HTTPError: 400"},
+    ]
     r = L.api_result(recs, 2.0, 2)
     assert r["completed"] == 2 and r["failed"] == 1 and r["errors"] == ["HTTPError: 400"]
     assert r["mean_ttft_ms"] == pytest.approx(400.0) and r["mean_tpot_ms"] == pytest.approx(10.0)

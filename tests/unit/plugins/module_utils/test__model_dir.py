@@ -1,4 +1,5 @@
 """Unit tests for _model_dir: the one model-directory reader of the import, the verify step and the planner."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -43,20 +44,26 @@ def model(tmp_path, config, files=None, index=None):
     return str(d)
 
 
-@pytest.mark.parametrize("config,ok", [
-    ({"model_type": "qwen3"}, True),
-    ({"architectures": ["Qwen3ForCausalLM"]}, True),  # architectures alone is enough for vLLM
-    ({"hidden_size": 8}, False),
-    ({"model_type": "", "architectures": []}, False),
-    (["not", "a", "dict"], False),
-])
+@pytest.mark.parametrize(
+    "config,ok",
+    [
+        ({"model_type": "qwen3"}, True),
+        ({"architectures": ["Qwen3ForCausalLM"]}, True),  # architectures alone is enough for vLLM
+        ({"hidden_size": 8}, False),
+        ({"model_type": "", "architectures": []}, False),
+        (["not", "a", "dict"], False),
+    ],
+)
 def test_one_config_rule(config, ok):
     assert (md.config_problem(config) is None) is ok
 
 
 def test_import_and_planner_read_the_same_weights(tmp_path):
-    d = model(tmp_path, {"architectures": ["Qwen3ForCausalLM"]},
-              files={"a.safetensors": {"w1": 64, "w2": 32}, "b.safetensors": {"w3": 16}})
+    d = model(
+        tmp_path,
+        {"architectures": ["Qwen3ForCausalLM"]},
+        files={"a.safetensors": {"w1": 64, "w2": 32}, "b.safetensors": {"w3": 16}},
+    )
     got = md.read_model_dir(d)
     assert got["shards"] == ["a.safetensors", "b.safetensors"]
     assert got["weight_bytes"] == 112 and got["weight_source"] == "sum of 2 safetensors headers"
@@ -80,7 +87,7 @@ def test_both_refuse_a_config_without_model_type_or_architectures(tmp_path):
 def test_both_refuse_a_bad_header(tmp_path):
     d = model(tmp_path, {"model_type": "qwen3"}, files={"model.safetensors": {"w": 8}})
     with open(os.path.join(d, "model.safetensors"), "r+b") as f:
-        f.write(struct.pack("<Q", 10 ** 6))  # longer than the file
+        f.write(struct.pack("<Q", 10**6))  # longer than the file
     with pytest.raises(md.ModelDirError, match="does not fit"):
         mi.validate_model_dir(d)
     with pytest.raises(CM.ModelConfigError, match="does not fit"):
@@ -110,12 +117,15 @@ def test_index_without_total_size_sums_the_shards(tmp_path):
     assert mi.validate_model_dir(d)["total_size"] is None
 
 
-@pytest.mark.parametrize("index,match", [
-    ({"weight_map": {}}, "no weight_map"),
-    ({"weight_map": {"w": 3}}, "not a file name string"),
-    ({"weight_map": {"w": "../x.safetensors"}}, "not a plain file name"),
-    ({"weight_map": {"w": "a.safetensors"}, "metadata": {"total_size": "lots"}}, "not a number of bytes"),
-])
+@pytest.mark.parametrize(
+    "index,match",
+    [
+        ({"weight_map": {}}, "no weight_map"),
+        ({"weight_map": {"w": 3}}, "not a file name string"),
+        ({"weight_map": {"w": "../x.safetensors"}}, "not a plain file name"),
+        ({"weight_map": {"w": "a.safetensors"}, "metadata": {"total_size": "lots"}}, "not a number of bytes"),
+    ],
+)
 def test_bad_index_is_refused_by_both(tmp_path, index, match):
     d = model(tmp_path, {"model_type": "qwen3"}, index=index)
     with pytest.raises(md.ModelDirError, match=match):
@@ -133,4 +143,4 @@ def test_no_weights_at_all(tmp_path):
 
 def test_repository_fixture_plans_from_its_index():
     config, weight, how = MD.read_model_dir(FIXTURE)
-    assert config["architectures"] and weight > 20 * 1024 ** 3 and "total_size" in how
+    assert config["architectures"] and weight > 20 * 1024**3 and "total_size" in how

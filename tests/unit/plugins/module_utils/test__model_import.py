@@ -1,4 +1,5 @@
 """Unit tests for _model_import: validation, atomic import, stamp skip, safety checks."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -18,6 +19,7 @@ def sha_of(src):
     """The sha256 the bundle manifest gives a source: the archive's, or the digest of a directory's files."""
     if os.path.isdir(src):
         import hashlib
+
         lines = sorted("%s  %s" % (mi.file_sha256(read), rel) for rel, read, _size, _private in mi.scan_dir(src))
         return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()  # paths relative to the directory
     return mi.file_sha256(src)
@@ -42,13 +44,17 @@ def test_validate_fake_model(model_dir):
     assert info["shards"] >= 1 and info["warnings"] == []
 
 
-@pytest.mark.parametrize("remove,match", [
-    ("config.json", "config.json missing"),
-    ("tokenizer.json", "tokenizer.json missing"),
-    ("preprocessor_config.json", "preprocessor_config.json missing"),
-])
+@pytest.mark.parametrize(
+    "remove,match",
+    [
+        ("config.json", "config.json missing"),
+        ("tokenizer.json", "tokenizer.json missing"),
+        ("preprocessor_config.json", "preprocessor_config.json missing"),
+    ],
+)
 def test_validate_names_missing_file(model_dir, tmp_path, remove, match):
     import shutil
+
     d = str(tmp_path / "copy")
     shutil.copytree(model_dir, d)
     os.unlink(os.path.join(d, remove))
@@ -61,6 +67,7 @@ def test_validate_names_missing_file(model_dir, tmp_path, remove, match):
 def test_a_text_only_model_needs_no_image_processor(model_dir, tmp_path):
     # A plain Qwen3ForCausalLM (the real engine's tiny model in the test world) has no vision tower.
     import shutil
+
     d = str(tmp_path / "text")
     shutil.copytree(model_dir, d)
     os.unlink(os.path.join(d, "preprocessor_config.json"))
@@ -72,6 +79,7 @@ def test_a_text_only_model_needs_no_image_processor(model_dir, tmp_path):
 
 def test_validate_missing_and_truncated_shard(model_dir, tmp_path):
     import shutil
+
     d = str(tmp_path / "copy")
     shutil.copytree(model_dir, d)
     index = json.load(open(os.path.join(d, mi.INDEX)))
@@ -88,6 +96,7 @@ def test_validate_missing_and_truncated_shard(model_dir, tmp_path):
 @pytest.mark.parametrize("use_tar", [True, False])
 def test_import_then_skip_then_replace(model_dir, model_tar, tmp_path, use_tar):
     import shutil
+
     src = model_tar if use_tar else model_dir
     sha = sha_of(src)
     models = str(tmp_path / "models")
@@ -121,6 +130,7 @@ def test_import_then_skip_then_replace(model_dir, model_tar, tmp_path, use_tar):
 
 def test_import_invalid_model_leaves_nothing(model_dir, tmp_path):
     import shutil
+
     d = str(tmp_path / "bad")
     shutil.copytree(model_dir, d)
     os.unlink(os.path.join(d, "tokenizer_config.json"))
@@ -141,6 +151,7 @@ def test_free_space_checked_first(model_tar, tmp_path, monkeypatch):
 @pytest.mark.parametrize("member", ["../evil", "/abs/evil"])
 def test_rejects_escaping_members(tmp_path, member):
     import io
+
     path = str(tmp_path / "evil.tar")
     with tarfile.open(path, "w") as t:
         info = tarfile.TarInfo(member)

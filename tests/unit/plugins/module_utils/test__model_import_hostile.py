@@ -2,6 +2,7 @@
 
 Each test name states what is defended.
 """
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -36,6 +37,7 @@ def make_tar(src, path, mode="w"):
 
 
 # ---------------------------------------------------------------- 5. directory sources cannot reach out
+
 
 def test_directory_import_refuses_symlink_out_of_the_source(src, tmp_path):
     secret = tmp_path / "shadow"
@@ -113,6 +115,7 @@ def test_wrong_sha256_of_a_directory_is_refused_and_not_recorded(src, tmp_path):
 def test_directory_digest_matches_the_bundle_roles_definition(src):
     # roles/bundle/templates/staged.j2: sha256 of the sorted "sha256  <bundle path>" lines joined by \n.
     import hashlib
+
     lines = []
     for rel, read, _s, _p in mi.scan_dir(src):
         lines.append("%s  artifacts/qwen-tiny/%s" % (mi.file_sha256(read), rel))
@@ -121,6 +124,7 @@ def test_directory_digest_matches_the_bundle_roles_definition(src):
 
 
 # ---------------------------------------------------------------- 7. never delete the only good copy
+
 
 def test_run_killed_between_the_two_renames_is_recovered_next_run(src, tmp_path):
     models = tmp_path / "models"
@@ -189,6 +193,7 @@ def test_model_directory_that_is_a_symlink_is_imported_at_its_target_twice(src, 
 
 # ---------------------------------------------------------------- 9. no tracebacks
 
+
 @pytest.mark.parametrize("kind", ["garbage", "truncated_tar", "truncated_tgz", "garbage_gz"])
 def test_garbage_or_truncated_model_archive_fails_naming_the_file(src, tmp_path, kind):
     path = tmp_path / ("m.tar.gz" if "gz" in kind else "m.tar")
@@ -196,10 +201,10 @@ def test_garbage_or_truncated_model_archive_fails_naming_the_file(src, tmp_path,
         path.write_bytes(os.urandom(5000))
     elif kind == "truncated_tar":
         data = open(make_tar(src, str(tmp_path / "full.tar")), "rb").read()
-        path.write_bytes(data[:len(data) // 2 + 100])
+        path.write_bytes(data[: len(data) // 2 + 100])
     elif kind == "truncated_tgz":
         data = open(make_tar(src, str(tmp_path / "full.tgz"), "w:gz"), "rb").read()
-        path.write_bytes(data[:len(data) // 2])
+        path.write_bytes(data[: len(data) // 2])
     else:
         path.write_bytes(gzip.compress(b"not a tar" * 1000)[:-30])
     with pytest.raises(mi.ModelError, match=r"%s: not a readable tar archive.*stage the bundle again" % path.name):

@@ -1,4 +1,5 @@
 """Model versions side by side: migration of the older layout, atomic switch, retention, hostile names."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type

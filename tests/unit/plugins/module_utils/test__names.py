@@ -12,14 +12,29 @@ def test_names_we_may_give(name):
     assert service_name_problem(name) is None and is_service_name(name)
 
 
-@pytest.mark.parametrize("name,why", [
-    ("..", "not a service name"), (".", "not a service name"), ("vllm\n", "not a service name"),
-    ("-x", "not a service name"), ("a/b", "not a service name"), ("", "not a service name"),
-    ("A" * 64, "not a service name"), ("vllm b", "not a service name"), ("vllm\x00", "not a service name"),
-    ("docker", "of the host itself"), ("sshd", "of the host itself"), ("containerd", "of the host itself"),
-    ("Docker", "of the host itself"), ("systemd-journald", "of the host itself"),
-    ("vllm.service", "systemd unit type"),
-    ("vllm-front", "of the host itself"), ("front", "of the host itself"), (5, "wants a string"), (None, "wants a string"),
-])
+@pytest.mark.parametrize(
+    "name,why",
+    [
+        ("..", "not a service name"),
+        (".", "not a service name"),
+        ("vllm\n", "not a service name"),
+        ("-x", "not a service name"),
+        ("a/b", "not a service name"),
+        ("", "not a service name"),
+        ("A" * 64, "not a service name"),
+        ("vllm b", "not a service name"),
+        ("vllm\x00", "not a service name"),
+        ("docker", "of the host itself"),
+        ("sshd", "of the host itself"),
+        ("containerd", "of the host itself"),
+        ("Docker", "of the host itself"),
+        ("systemd-journald", "of the host itself"),
+        ("vllm.service", "systemd unit type"),
+        ("vllm-front", "of the host itself"),
+        ("front", "of the host itself"),
+        (5, "wants a string"),
+        (None, "wants a string"),
+    ],
+)
 def test_names_refused_with_the_reason(name, why):
     assert why in service_name_problem(name)

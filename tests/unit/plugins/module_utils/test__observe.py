@@ -1,5 +1,6 @@
 """_observe: thresholds from the plan and the load check, per-site rules, file_sd targets (promtool runs the rules
 themselves in tests/observability)."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -10,31 +11,53 @@ from ansible_collections.airgap.vllm.plugins.module_utils import _observe
 
 
 def _alerts(doc, group=None):
-    return dict((r['alert'], r) for g in doc['groups'] if group in (None, g['name']) for r in g['rules'] if 'alert' in r)
+    return dict(
+        (r['alert'], r) for g in doc['groups'] if group in (None, g['name']) for r in g['rules'] if 'alert' in r
+    )
 
 
 def test_static_set_has_every_alert_once():
     doc = _observe.rules()
     names = [r['alert'] for g in doc['groups'] for r in g['rules'] if 'alert' in r]
     assert len(names) == len(set(names))
-    assert {'VllmEngineDown', 'VllmEngineRestarted', 'VllmKvCacheNearlyFull', 'VllmPreempting', 'VllmQueueGrowing',
-            'VllmQueueTimeHigh', 'VllmTtftOverBaseline', 'GpuTemperatureHigh', 'GpuMemoryOutOfPlan', 'GpuXidError',
-            'GpuXidCritical', 'GpuThrottled', 'GpuEccUncorrectable', 'GpuResetPending', 'GpuExporterDown',
-            'GpuExporterStale'} == set(names)
+    assert {
+        'VllmEngineDown',
+        'VllmEngineRestarted',
+        'VllmKvCacheNearlyFull',
+        'VllmPreempting',
+        'VllmQueueGrowing',
+        'VllmQueueTimeHigh',
+        'VllmTtftOverBaseline',
+        'GpuTemperatureHigh',
+        'GpuMemoryOutOfPlan',
+        'GpuXidError',
+        'GpuXidCritical',
+        'GpuThrottled',
+        'GpuEccUncorrectable',
+        'GpuResetPending',
+        'GpuExporterDown',
+        'GpuExporterStale',
+    } == set(names)
     plan = _alerts(doc, 'airgap-vllm.plan')
     assert plan['VllmQueueGrowing']['expr'] == 'airgap_vllm:num_requests_waiting:max > 256'
     assert plan['VllmTtftOverBaseline']['expr'] == 'airgap_vllm:time_to_first_token_seconds:p95_5m > 5'
     assert plan['GpuMemoryOutOfPlan']['expr'] == 'airgap_vllm:gpu_fb_used:ratio > 0.97'
 
 
-@pytest.mark.parametrize('plan,loadcheck,expected', [
-    ({'argv': ['--model', '/m', '--max-num-seqs', '48', '--gpu-memory-utilization', '0.85']},
-     {'figures': {'p95_ttft_ms': 812.5}}, (48, 812.5, 0.85)),
-    ({'argv': ['--max-num-seqs=12', '--gpu-memory-utilization=0.9']}, {'p95_ttft_ms': 300}, (12, 300.0, 0.9)),
-    ({'argv': ['--model', '/m']}, {'figures': {'p95_ttft_ms': None}}, (None, None, None)),
-    (None, None, (None, None, None)),
-    ({'argv': ['--gpu-memory-utilization', 'lots']}, {'figures': {'p95_ttft_ms': 0}}, (None, None, None)),
-])
+@pytest.mark.parametrize(
+    'plan,loadcheck,expected',
+    [
+        (
+            {'argv': ['--model', '/m', '--max-num-seqs', '48', '--gpu-memory-utilization', '0.85']},
+            {'figures': {'p95_ttft_ms': 812.5}},
+            (48, 812.5, 0.85),
+        ),
+        ({'argv': ['--max-num-seqs=12', '--gpu-memory-utilization=0.9']}, {'p95_ttft_ms': 300}, (12, 300.0, 0.9)),
+        ({'argv': ['--model', '/m']}, {'figures': {'p95_ttft_ms': None}}, (None, None, None)),
+        (None, None, (None, None, None)),
+        ({'argv': ['--gpu-memory-utilization', 'lots']}, {'figures': {'p95_ttft_ms': 0}}, (None, None, None)),
+    ],
+)
 def test_service_thresholds_from_plan_and_load_check(plan, loadcheck, expected):
     t = _observe.service_thresholds('gpu1', 'vllm', plan, loadcheck)
     assert (t['max_num_seqs'], t['ttft_p95_ms'], t['gpu_memory_utilization']) == expected
@@ -42,11 +65,17 @@ def test_service_thresholds_from_plan_and_load_check(plan, loadcheck, expected):
 
 
 def test_site_rules_one_set_per_service():
-    services = [{'host': 'gpu1', 'service': 'vllm', 'max_num_seqs': 64, 'ttft_p95_ms': 800,
-                 'gpu_memory_utilization': 0.45},
-                {'host': 'gpu1', 'service': 'vllm-b', 'max_num_seqs': None, 'ttft_p95_ms': None,
-                 'gpu_memory_utilization': 0.45},
-                {'host': 'gpu"2', 'service': 'vllm'}]
+    services = [
+        {'host': 'gpu1', 'service': 'vllm', 'max_num_seqs': 64, 'ttft_p95_ms': 800, 'gpu_memory_utilization': 0.45},
+        {
+            'host': 'gpu1',
+            'service': 'vllm-b',
+            'max_num_seqs': None,
+            'ttft_p95_ms': None,
+            'gpu_memory_utilization': 0.45,
+        },
+        {'host': 'gpu"2', 'service': 'vllm'},
+    ]
     doc = _observe.rules({'ttft_factor': 3, 'queue_factor': 0.5}, services)
     site = [g for g in doc['groups'] if g['name'] == 'airgap-vllm.plan'][0]['rules']
     exprs = [r['expr'] for r in site]
@@ -57,20 +86,27 @@ def test_site_rules_one_set_per_service():
     assert 'airgap_vllm:num_requests_waiting:max{host="gpu\\"2",service="vllm"} > 128' in exprs
     # the host's GPUs once, at the plan's share + margin
     mem = [e for e in exprs if 'gpu_fb_used' in e]
-    assert mem == ['airgap_vllm:gpu_fb_used:ratio{host="gpu1"} > 0.5', 'airgap_vllm:gpu_fb_used:ratio{host="gpu\\"2"} > 0.97']
-    assert [g['name'] for g in _observe.plan_rules(services=services[:1], group='airgap-vllm.plan.gpu1')['groups']] == \
-        ['airgap-vllm.plan.gpu1']
+    assert mem == [
+        'airgap_vllm:gpu_fb_used:ratio{host="gpu1"} > 0.5',
+        'airgap_vllm:gpu_fb_used:ratio{host="gpu\\"2"} > 0.97',
+    ]
+    assert [g['name'] for g in _observe.plan_rules(services=services[:1], group='airgap-vllm.plan.gpu1')['groups']] == [
+        'airgap-vllm.plan.gpu1'
+    ]
     ttft = [r for r in site if r['alert'] == 'VllmTtftOverBaseline'][0]
     assert "the load check's p95 800ms x 3" in ttft['annotations']['description']
 
 
-@pytest.mark.parametrize('overrides,message', [
-    ({'nope': 1}, 'unknown threshold nope'),
-    ({'gpu_temp_c': 'hot'}, 'is not a number'),
-    ({'kv_usage_ratio': -1}, 'is negative'),
-    ({'kv_for': '5 minutes'}, 'duration like 5m'),
-    ({'vllm_job': ''}, 'job name'),
-])
+@pytest.mark.parametrize(
+    'overrides,message',
+    [
+        ({'nope': 1}, 'unknown threshold nope'),
+        ({'gpu_temp_c': 'hot'}, 'is not a number'),
+        ({'kv_usage_ratio': -1}, 'is negative'),
+        ({'kv_for': '5 minutes'}, 'duration like 5m'),
+        ({'vllm_job': ''}, 'job name'),
+    ],
+)
 def test_thresholds_refused(overrides, message):
     with pytest.raises(_observe.ObserveError, match=message):
         _observe.rules(overrides)
@@ -92,34 +128,64 @@ def test_site_services_refused(services):
 
 
 def test_scrape_targets():
-    t = _observe.scrape_targets('gpu1', '10.20.0.15', 9100, [{'name': 'vllm', 'metrics_port': 9443},
-                                                             {'name': 'vllm-b', 'metrics_port': 0}])
-    assert t == {'node': [{'targets': ['10.20.0.15:9100'], 'labels': {'host': 'gpu1'}}],
-                 'vllm': [{'targets': ['10.20.0.15:9443'], 'labels': {'host': 'gpu1', 'service': 'vllm'}}]}
+    t = _observe.scrape_targets(
+        'gpu1', '10.20.0.15', 9100, [{'name': 'vllm', 'metrics_port': 9443}, {'name': 'vllm-b', 'metrics_port': 0}]
+    )
+    assert t == {
+        'node': [{'targets': ['10.20.0.15:9100'], 'labels': {'host': 'gpu1'}}],
+        'vllm': [{'targets': ['10.20.0.15:9443'], 'labels': {'host': 'gpu1', 'service': 'vllm'}}],
+    }
     assert _observe.scrape_targets('gpu1', 'fd00::15', 0, [{'name': 'v', 'metrics_port': '9443'}]) == {
-        'node': [], 'vllm': [{'targets': ['[fd00::15]:9443'], 'labels': {'host': 'gpu1', 'service': 'v'}}]}
+        'node': [],
+        'vllm': [{'targets': ['[fd00::15]:9443'], 'labels': {'host': 'gpu1', 'service': 'v'}}],
+    }
     with pytest.raises(_observe.ObserveError, match='empty'):
         _observe.scrape_targets('gpu1', '', 9100)
 
 
 SERVICES = [{'name': 'vllm', 'port': 8000, 'settings': {}}, {'name': 'vllm-b', 'port': 8001, 'settings': {}}]
-INSTANCES = {'plan': {'vllm': {'facts': {'vllm_plan_result': {'argv': ['--max-num-seqs', '32',
-                                                                       '--gpu-memory-utilization', '0.45']}}}}}
+INSTANCES = {
+    'plan': {
+        'vllm': {'facts': {'vllm_plan_result': {'argv': ['--max-num-seqs', '32', '--gpu-memory-utilization', '0.45']}}}
+    }
+}
 
 
 def test_role_outputs_from_plan_load_check_and_front_door():
-    out = _observe.role_outputs('gpu1', '10.0.0.5', 9100, SERVICES, INSTANCES,
-                                {'vllm': {'figures': {'p95_ttft_ms': 500}}, 'vllm-b': None},
-                                front={'vllm_front_metrics_port': 9443}, overrides=[{'name': 'vllm-b', 'max_num_seqs': 8}])
+    out = _observe.role_outputs(
+        'gpu1',
+        '10.0.0.5',
+        9100,
+        SERVICES,
+        INSTANCES,
+        {'vllm': {'figures': {'p95_ttft_ms': 500}}, 'vllm-b': None},
+        front={'vllm_front_metrics_port': 9443},
+        overrides=[{'name': 'vllm-b', 'max_num_seqs': 8}],
+    )
     assert out['services'] == [
-        {'host': 'gpu1', 'service': 'vllm', 'max_num_seqs': 32, 'ttft_p95_ms': 500.0, 'gpu_memory_utilization': 0.45,
-         'metrics_port': 9443},
-        {'host': 'gpu1', 'service': 'vllm-b', 'max_num_seqs': 8, 'ttft_p95_ms': None, 'gpu_memory_utilization': None,
-         'metrics_port': 9444}]
+        {
+            'host': 'gpu1',
+            'service': 'vllm',
+            'max_num_seqs': 32,
+            'ttft_p95_ms': 500.0,
+            'gpu_memory_utilization': 0.45,
+            'metrics_port': 9443,
+        },
+        {
+            'host': 'gpu1',
+            'service': 'vllm-b',
+            'max_num_seqs': 8,
+            'ttft_p95_ms': None,
+            'gpu_memory_utilization': None,
+            'metrics_port': 9444,
+        },
+    ]
     assert [t['targets'] for t in out['targets']['vllm']] == [['10.0.0.5:9443'], ['10.0.0.5:9444']]
     group = out['plan_rules']['groups'][0]
     assert group['name'] == 'airgap-vllm.plan.gpu1'
-    assert 'airgap_vllm:num_requests_waiting:max{host="gpu1",service="vllm"} > 32' in [r['expr'] for r in group['rules']]
+    assert 'airgap_vllm:num_requests_waiting:max{host="gpu1",service="vllm"} > 32' in [
+        r['expr'] for r in group['rules']
+    ]
 
 
 def test_role_outputs_without_front_door_or_records():
@@ -148,8 +214,11 @@ def test_every_alert_names_what_it_reads():
 
 
 def test_role_outputs_base_rules_at_the_deployments_thresholds():
-    out = _observe.role_outputs('gpu1', '10.0.0.5', 9100, SERVICES[:1], thresholds_={'engine_down_for': '10s',
-                                                                                     'gpu_temp_c': 80})
+    out = _observe.role_outputs(
+        'gpu1', '10.0.0.5', 9100, SERVICES[:1], thresholds_={'engine_down_for': '10s', 'gpu_temp_c': 80}
+    )
     alerts = dict((r['alert'], r) for g in out['base_rules']['groups'] for r in g['rules'] if 'alert' in r)
-    assert alerts['VllmEngineDown']['for'] == '10s' and alerts['GpuTemperatureHigh']['expr'] == 'DCGM_FI_DEV_GPU_TEMP > 80'
+    assert (
+        alerts['VllmEngineDown']['for'] == '10s' and alerts['GpuTemperatureHigh']['expr'] == 'DCGM_FI_DEV_GPU_TEMP > 80'
+    )
     assert _observe.role_outputs('gpu1', '10.0.0.5', 9100, SERVICES[:1])['base_rules'] == _observe.base_rules()

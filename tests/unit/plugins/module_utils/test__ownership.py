@@ -1,4 +1,5 @@
 """Ownership before every destructive step (issue 24): paths below our roots, units and containers by our marks."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -12,32 +13,39 @@ from ansible_collections.airgap.vllm.plugins.module_utils import _ownership as O
 ROOTS = ["/etc/airgap-vllm", "/var/lib/airgap-vllm"]
 
 
-@pytest.mark.parametrize("path", [
-    "/etc/airgap-vllm/..",            # failed on 9dce105: the service named '..' removed /etc
-    "/etc/airgap-vllm/vllm/../..",
-    "/etc/airgap-vllm/.",
-    "/etc/airgap-vllm",               # a root itself
-    "/etc/airgap-vllm/",
-    "/etc",
-    "/",
-    "/etc/ssh",
-    "/var/lib",
-    "/var/lib/airgap-vllm-other/x",  # a prefix is not a parent
-    "relative/vllm",
-    "",
-    "/etc/airgap-vllm/vl\nlm",
-    None,
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/etc/airgap-vllm/..",  # failed on 9dce105: the service named '..' removed /etc
+        "/etc/airgap-vllm/vllm/../..",
+        "/etc/airgap-vllm/.",
+        "/etc/airgap-vllm",  # a root itself
+        "/etc/airgap-vllm/",
+        "/etc",
+        "/",
+        "/etc/ssh",
+        "/var/lib",
+        "/var/lib/airgap-vllm-other/x",  # a prefix is not a parent
+        "relative/vllm",
+        "",
+        "/etc/airgap-vllm/vl\nlm",
+        None,
+    ],
+)
 def test_paths_outside_our_roots_are_refused(path):
     assert O.owned_path_problem(path, ROOTS)
 
 
-@pytest.mark.parametrize("path", ["/etc/airgap-vllm/vllm", "/etc/airgap-vllm/vllm-b/", "/var/lib/airgap-vllm/state/x.json"])
+@pytest.mark.parametrize(
+    "path", ["/etc/airgap-vllm/vllm", "/etc/airgap-vllm/vllm-b/", "/var/lib/airgap-vllm/state/x.json"]
+)
 def test_paths_below_our_roots_pass(path):
     assert O.owned_path_problem(path, ROOTS) is None
 
 
-@pytest.mark.parametrize("roots", [["/"], ["/etc"], ["/var/lib/"], ["/usr"], ["etc/airgap-vllm"], [], None, ["/var/../etc"]])
+@pytest.mark.parametrize(
+    "roots", [["/"], ["/etc"], ["/var/lib/"], ["/usr"], ["etc/airgap-vllm"], [], None, ["/var/../etc"]]
+)
 def test_system_directories_are_never_our_roots(roots):
     assert O.owned_path_problem("/etc/ssh/sshd_config", roots)
 
@@ -92,9 +100,9 @@ def test_survey_finds_services_by_marks_and_names_what_only_looks_ours():
     units = {
         "/etc/systemd/system/vllm-b.service": MARKED,
         "/etc/systemd/system/vllm.service": LEGACY,
-        "/etc/systemd/system/vllm-c.service": FOREIGN,                     # has a name we may be asked about
+        "/etc/systemd/system/vllm-c.service": FOREIGN,  # has a name we may be asked about
         "/etc/systemd/system/sshd.service": MARKED.replace("vllm-b", "sshd"),  # a host unit is never ours
-        "/etc/systemd/system/evil.service": MARKED,                        # marker for another name
+        "/etc/systemd/system/evil.service": MARKED,  # marker for another name
     }
     rows = O.parse_docker_ps("aaa\tvllm-d\tvllm-d\nbbb\tvllm-c\t\n")
     out = O.survey(["vllm-c", "..", "docker"], units, rows)
@@ -104,9 +112,14 @@ def test_survey_finds_services_by_marks_and_names_what_only_looks_ours():
     c = out["services"]["vllm-c"]
     assert not c["unit_ours"] and c["unit_foreign"] and c["containers"] == [] and c["foreign_containers"] == ["bbb"]
     assert out["services"]["vllm-b"]["config_dir"] == "/etc/airgap-vllm/vllm-b"
-    assert out["services"]["vllm-d"] == {"unit": "/etc/systemd/system/vllm-d.service", "unit_ours": False,
-                                         "unit_foreign": False, "config_dir": None, "containers": ["aaa"],
-                                         "foreign_containers": []}
+    assert out["services"]["vllm-d"] == {
+        "unit": "/etc/systemd/system/vllm-d.service",
+        "unit_ours": False,
+        "unit_foreign": False,
+        "config_dir": None,
+        "containers": ["aaa"],
+        "foreign_containers": [],
+    }
     assert any("vllm-c" in w and "not our label" in w for w in out["notes"])
     assert any("evil.service" in w for w in out["notes"]) and any("sshd.service" in w for w in out["notes"])
     # Docker not asked: no container is listed, none is guessed.
@@ -120,9 +133,14 @@ def _render_unit(name="vllm-b", docker="/usr/bin/docker"):
         env = jinja2.Environment(keep_trailing_newline=True, trim_blocks=True)
         env.filters["comment"] = lambda s: "#\n# %s\n#" % s
         return env.from_string(f.read()).render(
-            ansible_managed="Ansible managed", __vllm_service_served_name="q", vllm_service_docker_bin=docker,
-            vllm_service_name=name, __vllm_service_dir="/etc/airgap-vllm/" + name, vllm_service_image="img:1",
-            __vllm_service_run_argv=[docker, "run", "--rm", "--name", name, "img:1", "--model", "/m"])
+            ansible_managed="Ansible managed",
+            __vllm_service_served_name="q",
+            vllm_service_docker_bin=docker,
+            vllm_service_name=name,
+            __vllm_service_dir="/etc/airgap-vllm/" + name,
+            vllm_service_image="img:1",
+            __vllm_service_run_argv=[docker, "run", "--rm", "--name", name, "img:1", "--model", "/m"],
+        )
 
 
 def test_the_unit_template_carries_our_marker_and_label():
@@ -135,6 +153,7 @@ def test_the_unit_template_carries_our_marker_and_label():
 def _systemd_words(value):
     """The argv systemd makes of an Exec line's value: words split on blanks, "..." with C escapes, $$ -> $."""
     import shlex
+
     return [w.replace("$$", "$") for w in shlex.split(value, posix=True)]
 
 
@@ -156,6 +175,7 @@ def test_the_units_start_removes_only_our_labelled_container(tmp_path, ours, for
     """Failed before: ExecStartPre ran `docker rm -f <name>` on whatever container had the name. Now it removes
     only the container with our label and the name; one that merely has the name fails the start, named."""
     import subprocess
+
     docker = tmp_path / "docker"
     docker.write_text(FAKE_DOCKER)
     docker.chmod(0o755)
@@ -163,7 +183,7 @@ def test_the_units_start_removes_only_our_labelled_container(tmp_path, ours, for
     assert text == _render_unit(name="vllm.b", docker=str(docker))  # the role compares it by checksum
     line = [ln for ln in text.splitlines() if ln.startswith("ExecStartPre=")]
     assert len(line) == 1 and not line[0].startswith("ExecStartPre=-")
-    argv = _systemd_words(line[0][len("ExecStartPre="):])
+    argv = _systemd_words(line[0][len("ExecStartPre=") :])
     assert argv[:2] == ["/bin/sh", "-c"] and len(argv) == 3
     if ours:
         (tmp_path / "ours").write_text("1" * 64 + "\n")

@@ -1,5 +1,6 @@
 """Peer staging: the seed's range-capable server and the peer's resumable, verified fetch, over a real
 local HTTP server (127.0.0.1, ephemeral port)."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -30,15 +31,21 @@ def seed(tmp_path):
     (root / "artifacts" / "driver.run").write_bytes(b"#!/bin/sh\necho driver\n")
     (root / "artifacts" / "model" / "config.json").write_bytes(b'{"a": 1}\n')
     (root / "artifacts" / "secret.txt").write_bytes(b"not listed\n")
-    entries = [_entry(str(root), r) for r in ("artifacts/image.tar", "artifacts/driver.run",
-                                              "artifacts/model/config.json")]
+    entries = [
+        _entry(str(root), r) for r in ("artifacts/image.tar", "artifacts/driver.run", "artifacts/model/config.json")
+    ]
     log = tmp_path / "serve.log"
     server = PF.make_server("127.0.0.1", 0, TOKEN, str(root), entries, log_path=str(log))
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.daemon = True
     thread.start()
-    yield {"root": root, "entries": entries, "server": server, "log": log,
-           "url": "http://127.0.0.1:%d" % server.server_address[1]}
+    yield {
+        "root": root,
+        "entries": entries,
+        "server": server,
+        "log": log,
+        "url": "http://127.0.0.1:%d" % server.server_address[1],
+    }
     server.shutdown()
     server.server_close()
 
@@ -183,6 +190,7 @@ def test_a_wrong_token_gets_nothing(seed, tmp_path):
 def _get(url, method="GET", headers=None):
     from urllib.request import Request
     from urllib.error import HTTPError
+
     try:
         resp = PF.make_opener().open(Request(url, method=method, headers=headers or {}), timeout=5)
         return resp.getcode(), resp.headers, resp.read()
@@ -223,15 +231,30 @@ def test_a_refused_connection_fails_clearly_and_keeps_nothing(tmp_path, seed):
     seed["server"].shutdown()
     seed["server"].server_close()
     with pytest.raises(StageError) as err:
-        PF.fetch_files("http://127.0.0.1:%d" % port, TOKEN, str(tmp_path / "peer"), seed["entries"],
-                       retries=0, connect_wait=0, sleep=lambda s: None)
+        PF.fetch_files(
+            "http://127.0.0.1:%d" % port,
+            TOKEN,
+            str(tmp_path / "peer"),
+            seed["entries"],
+            retries=0,
+            connect_wait=0,
+            sleep=lambda s: None,
+        )
     assert "refused" in str(err.value).lower()
 
 
-@pytest.mark.parametrize("header,size,want", [
-    (None, 10, None), ("bytes=0-", 10, (0, 9)), ("bytes=4-", 10, (4, 9)), ("bytes=2-5", 10, (2, 5)),
-    ("bytes=2-99", 10, (2, 9)), ("bytes=-3", 10, None), ("bytes=0-1,4-5", 10, None),
-])
+@pytest.mark.parametrize(
+    "header,size,want",
+    [
+        (None, 10, None),
+        ("bytes=0-", 10, (0, 9)),
+        ("bytes=4-", 10, (4, 9)),
+        ("bytes=2-5", 10, (2, 5)),
+        ("bytes=2-99", 10, (2, 9)),
+        ("bytes=-3", 10, None),
+        ("bytes=0-1,4-5", 10, None),
+    ],
+)
 def test_parse_range(header, size, want):
     assert PF.parse_range(header, size) == want
 
@@ -242,16 +265,28 @@ def test_parse_range_unsatisfiable(header):
         PF.parse_range(header, 10)
 
 
-@pytest.mark.parametrize("url", ["https://10.0.0.1:8477", "http://10.0.0.1:8477/x", "http://u:p@10.0.0.1",
-                                 "ftp://10.0.0.1", "http://10.0.0.1/?q=1", "", "10.0.0.1:8477"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://10.0.0.1:8477",
+        "http://10.0.0.1:8477/x",
+        "http://u:p@10.0.0.1",
+        "ftp://10.0.0.1",
+        "http://10.0.0.1/?q=1",
+        "",
+        "10.0.0.1:8477",
+    ],
+)
 def test_only_a_plain_seed_address_is_accepted(url):
     with pytest.raises(PF.BundleError):
         PF.check_base_url(url)
 
 
 def test_urls_are_base_token_path_only():
-    assert PF.file_url("http://10.0.0.1:8477/", TOKEN, "artifacts/a b.tar") == \
-        "http://10.0.0.1:8477/%s/artifacts/a%%20b.tar" % TOKEN
+    assert (
+        PF.file_url("http://10.0.0.1:8477/", TOKEN, "artifacts/a b.tar")
+        == "http://10.0.0.1:8477/%s/artifacts/a%%20b.tar" % TOKEN
+    )
     with pytest.raises(PF.BundleError):
         PF.check_token("short")
     with pytest.raises(PF.BundleError):

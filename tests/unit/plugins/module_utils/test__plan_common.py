@@ -1,4 +1,5 @@
 """Shared planner helpers (plugins/module_utils/_plan_common.py)."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type

@@ -5,6 +5,7 @@ The engine's texts are test__plan_confirm_parse.py's, in the exact formats vLLM 
 refusal used in test_refused_start_replans_from_the_journal is the one vLLM's own code printed in the venv
 (tests/vllm_parser/kv_reference.py, case qwen35-bf16).
 """
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -29,9 +30,17 @@ PRO_96 = 97887 * CM.MIB
 
 
 def field_plan(**kw):
-    base = dict(model_dir=FIXTURE, gpu_total_bytes=ADA_48, compute_capability="8.9",
-                gpu_memory_utilization=0.93, num_speculative_tokens=3, concurrency=4,
-                context=204800, prefix_caching=True, kv_cache_dtype="fp8_e4m3")
+    base = dict(
+        model_dir=FIXTURE,
+        gpu_total_bytes=ADA_48,
+        compute_capability="8.9",
+        gpu_memory_utilization=0.93,
+        num_speculative_tokens=3,
+        concurrency=4,
+        context=204800,
+        prefix_caching=True,
+        kv_cache_dtype="fp8_e4m3",
+    )
     base.update(kw)
     return P.plan(base)
 
@@ -62,8 +71,7 @@ def test_smaller_pool_replans_once_with_the_budget_pinned():
     assert new["gpu_kv_cache_tokens"] == int(220 / 143.0 * 204800)
     # second round: the engine now reports what the re-plan said -> confirmed, no restart
     pinned_plan = dict(r, argv=argv)
-    again = C.confirm(pinned_plan, metrics(220, pinned=new["kv_cache_memory_bytes"]),
-                      is_replan=True)
+    again = C.confirm(pinned_plan, metrics(220, pinned=new["kv_cache_memory_bytes"]), is_replan=True)
     assert again["restart"] is False
     # and a re-plan that still does not hold never asks for another restart
     worse = C.confirm(r, metrics(200), is_replan=True)
@@ -73,9 +81,17 @@ def test_smaller_pool_replans_once_with_the_budget_pinned():
 
 def test_max_context_plan_shrinks_to_what_fits_for_all_users():
     """50 users, context max: the re-plan keeps 50 and finds the largest context that fits."""
-    r = P.plan(dict(model_dir=FIXTURE, gpu_total_bytes=PRO_96, compute_capability="12.0",
-                    concurrency=50, context="max", kv_cache_dtype="fp8_e4m3",
-                    num_speculative_tokens=3))
+    r = P.plan(
+        dict(
+            model_dir=FIXTURE,
+            gpu_total_bytes=PRO_96,
+            compute_capability="12.0",
+            concurrency=50,
+            context="max",
+            kv_cache_dtype="fp8_e4m3",
+            num_speculative_tokens=3,
+        )
+    )
     L = r["ledger"]
     c = C.confirm(r, metrics(L["num_gpu_blocks"] - 100))
     assert c["verdict"] == "replan_needed" and c["restart"]
@@ -83,15 +99,15 @@ def test_max_context_plan_shrinks_to_what_fits_for_all_users():
     assert new["max_model_len"] < L["max_model_len"] and new["max_model_len"] % 1024 == 0
     assert new["max_concurrency_at_len"] >= 50
     g = K.group_layers(17, 48)
-    assert 50 * K.blocks_per_request(new["max_model_len"] + 1024, 1600, g, 3, False) > \
-        new["num_gpu_blocks"]
+    assert 50 * K.blocks_per_request(new["max_model_len"] + 1024, 1600, g, 3, False) > new["num_gpu_blocks"]
 
 
 def test_refused_start_replans_from_the_journal():
     """bf16 KV at 204800 with vLLM's 11.1 GiB: vLLM refuses and estimates 160800; the
     re-plan from its own numbers pins 11.1 GiB rounded down and gives the same length."""
-    r = field_plan(kv_cache_dtype="bfloat16", prefix_caching=False,
-                   measured_kv_cache_bytes=40 * CM.GIB)  # a plan that (wrongly) expected room
+    r = field_plan(
+        kv_cache_dtype="bfloat16", prefix_caching=False, measured_kv_cache_bytes=40 * CM.GIB
+    )  # a plan that (wrongly) expected room
     c = C.confirm(r, journal_text=REFUSAL)
     assert c["verdict"] == "refused" and c["restart"]
     new = c["replan"]
@@ -110,17 +126,28 @@ def test_nothing_measured_is_a_clear_error():
 def test_report_tradeoff_recomputed_at_the_measured_budget():
     """With the plan's inputs (as vllm_launch_plan returns them) the trade-off is recomputed at
     the engine's budget: 220 blocks -> 4 x 63K instead of the estimate's 4 x 73K."""
-    params = dict(model_dir=FIXTURE, gpu_total_bytes=ADA_48, compute_capability="8.9",
-                  gpu_memory_utilization=0.93, num_speculative_tokens=3, concurrency=4,
-                  context=204800, prefix_caching=True, kv_cache_dtype="fp8_e4m3")
+    params = dict(
+        model_dir=FIXTURE,
+        gpu_total_bytes=ADA_48,
+        compute_capability="8.9",
+        gpu_memory_utilization=0.93,
+        num_speculative_tokens=3,
+        concurrency=4,
+        context=204800,
+        prefix_caching=True,
+        kv_cache_dtype="fp8_e4m3",
+    )
     r = dict(P.plan(params), inputs=params)
     r["tradeoff"] = T.tradeoff(P.plan, params, title="48 GB")
     c = C.confirm(r, metrics(220))
     t = c["report"]["tradeoff"]
     assert t["title"] == "48 GB, measured" and t["measured"]
     g = K.group_layers(17, 48)
-    assert 4 * K.blocks_per_request(t["all_fit_len"], 1600, g, 3, True) <= 220 < \
-        4 * K.blocks_per_request(t["all_fit_len"] + 1024, 1600, g, 3, True)
+    assert (
+        4 * K.blocks_per_request(t["all_fit_len"], 1600, g, 3, True)
+        <= 220
+        < 4 * K.blocks_per_request(t["all_fit_len"] + 1024, 1600, g, 3, True)
+    )
     assert r["tradeoff"]["all_fit_len"] > t["all_fit_len"]
     assert c["summary"].startswith("vLLM plan replan_needed -> restart once")
 
@@ -162,10 +189,12 @@ def test_tensor_parallel_budget_is_the_smallest_rank():
     """v1/core/kv_cache_utils.py:2210 get_kv_cache_configs: 'Change the num_blocks of each rank to
     the smallest among all ranks'; every worker logs its own 'Available KV cache memory'
     (gpu_worker.py:563, info_once scope local). Before #24 the last rank's line won."""
-    journal = (BANNER + "\n(Worker_TP0 pid=5) INFO Model loading took 14.2 GiB memory and 20 seconds\n"
-               "(Worker_TP1 pid=6) INFO Model loading took 14.4 GiB memory and 20 seconds\n"
-               "(Worker_TP0 pid=5) INFO Available KV cache memory: 9.10 GiB\n"
-               "(Worker_TP1 pid=6) INFO Available KV cache memory: 11.40 GiB\n")
+    journal = (
+        BANNER + "\n(Worker_TP0 pid=5) INFO Model loading took 14.2 GiB memory and 20 seconds\n"
+        "(Worker_TP1 pid=6) INFO Model loading took 14.4 GiB memory and 20 seconds\n"
+        "(Worker_TP0 pid=5) INFO Available KV cache memory: 9.10 GiB\n"
+        "(Worker_TP1 pid=6) INFO Available KV cache memory: 11.40 GiB\n"
+    )
     facts = C.parse_journal(journal)
     assert facts["available_kv_gib"] == 9.10 and facts["available_kv_gib_by_rank"] == [9.10, 11.40]
     assert facts["model_loading_gib"] == 14.4
@@ -174,6 +203,7 @@ def test_tensor_parallel_budget_is_the_smallest_rank():
 
 
 # --- issue 24: a refused plan is not deployed again from an unchanged inventory -----------------
+
 
 def _last_good(**kw):
     rec = {"name": "vllm", "unit": "/etc/systemd/system/vllm.service", "config_fingerprint": "abc"}
@@ -204,8 +234,10 @@ def test_no_refusal_is_noted_for_a_broken_image_a_busy_card_or_no_last_good():
     good, changed = field_plan(context=32768), field_plan(context=65536)
     last = _last_good(plan_fingerprint=C.plan_fingerprint(good))
     assert C.refusal_record(changed, "broken release\n", last) is None
-    busy = ("Free memory on device cuda:0 (3.2/47.4 GiB) on startup is less than desired GPU memory "
-            "utilization (0.93, 44.1 GiB)")
+    busy = (
+        "Free memory on device cuda:0 (3.2/47.4 GiB) on startup is less than desired GPU memory "
+        "utilization (0.93, 44.1 GiB)"
+    )
     assert C.refusal_record(changed, busy, last) is None
     assert C.refusal_record(changed, REFUSAL, {}) is None
     assert C.refusal_record(good, REFUSAL, last) is None  # the last good plan itself: nothing to block

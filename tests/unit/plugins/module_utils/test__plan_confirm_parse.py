@@ -10,6 +10,7 @@ code printed in the venv (tests/vllm_parser/kv_reference.py, case qwen35-bf16: 1
 -> "13.9 GiB KV cache is needed ... (11.1 GiB) ... the estimated maximum model length is 160800");
 test__plan_confirm.py re-plans from it.
 """
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -24,19 +25,31 @@ REFUSAL = (
     "available memory, the estimated maximum model length is 160800. Try increasing "
     "`gpu_memory_utilization` (which also controls CPU memory on the CPU backend) or decreasing "
     "`max_model_len` when initializing the engine. See "
-    "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.")
+    "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+)
 
 
 def metrics(blocks, block_size=1600, tokens=None, pinned=None, conc=None):
-    labels = {"block_size": block_size, "cache_dtype": "fp8_e4m3", "enable_prefix_caching": True,
-              "gpu_memory_utilization": 0.93, "num_gpu_blocks": blocks, "num_cpu_blocks": None,
-              "kv_cache_memory_bytes": pinned, "kv_cache_size_tokens": tokens,
-              "kv_cache_max_concurrency": conc, "engine": "0", "model_name": "qwen"}
+    labels = {
+        "block_size": block_size,
+        "cache_dtype": "fp8_e4m3",
+        "enable_prefix_caching": True,
+        "gpu_memory_utilization": 0.93,
+        "num_gpu_blocks": blocks,
+        "num_cpu_blocks": None,
+        "kv_cache_memory_bytes": pinned,
+        "kv_cache_size_tokens": tokens,
+        "kv_cache_max_concurrency": conc,
+        "engine": "0",
+        "model_name": "qwen",
+    }
     body = ",".join('%s="%s"' % (k, v) for k, v in labels.items())
-    return ("# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
-            "# TYPE vllm:cache_config_info gauge\n"
-            "vllm:cache_config_info{%s} 1.0\n"
-            'vllm:num_preemptions_total{engine="0",model_name="qwen"} 0.0\n' % body)
+    return (
+        "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
+        "# TYPE vllm:cache_config_info gauge\n"
+        "vllm:cache_config_info{%s} 1.0\n"
+        'vllm:num_preemptions_total{engine="0",model_name="qwen"} 0.0\n' % body
+    )
 
 
 def test_parse_metrics_types_labels():
@@ -48,22 +61,29 @@ def test_parse_metrics_types_labels():
 
 
 def test_parse_journal_reads_vllms_lines():
-    text = ("INFO [gpu_model_runner.py:5406] Model loading took 28.71 GiB memory and 40.1 seconds\n"
-            "INFO [gpu_worker.py:564] Available KV cache memory: 11.41 GiB\n"
-            "INFO [kv_cache_utils.py:2235] GPU KV cache size: 315,076 tokens\n"
-            "INFO [kv_cache_utils.py:2237] Maximum concurrency for 204,800 tokens per request: "
-            "1.54x\n" + REFUSAL)
+    text = (
+        "INFO [gpu_model_runner.py:5406] Model loading took 28.71 GiB memory and 40.1 seconds\n"
+        "INFO [gpu_worker.py:564] Available KV cache memory: 11.41 GiB\n"
+        "INFO [kv_cache_utils.py:2235] GPU KV cache size: 315,076 tokens\n"
+        "INFO [kv_cache_utils.py:2237] Maximum concurrency for 204,800 tokens per request: "
+        "1.54x\n" + REFUSAL
+    )
     j = C.parse_journal(text)
     assert (j["model_loading_gib"], j["available_kv_gib"]) == (28.71, 11.41)
     assert j["kv_cache_tokens"] == 315076 and j["max_concurrency"] == 1.54
     assert j["max_concurrency_len"] == 204800
-    assert j["refusal"] == {"max_model_len": 204800, "needed_gib": 13.9, "available_gib": 11.1,
-                            "estimated_max_model_len": 160800}
+    assert j["refusal"] == {
+        "max_model_len": 204800,
+        "needed_gib": 13.9,
+        "available_gib": 11.1,
+        "estimated_max_model_len": 160800,
+    }
 
 
 def test_the_real_cpu_engine_scrape_reads_as_the_fixture_says():
-    with open(os.path.join(os.path.dirname(__file__), "fixtures", "loadcheck",
-                           "metrics-0.27.1-cpu-shared-prefix.txt")) as fh:
+    with open(
+        os.path.join(os.path.dirname(__file__), "fixtures", "loadcheck", "metrics-0.27.1-cpu-shared-prefix.txt")
+    ) as fh:
         info = C.parse_metrics(fh.read())["cache_config_info"]
     assert info["kv_cache_memory_bytes"] == 1073741824 and info["num_gpu_blocks"] == 2048
 
@@ -78,8 +98,7 @@ def test_an_old_refusal_is_not_read_into_a_later_start():
     """Before #24 the last refusal anywhere in the 400 journal lines counted: an unrelated later
     failure (a smoke test, a broken image) re-planned from a refusal days old."""
     old = "Starting vLLM x (airgap.vllm)...\n" + STARTED_LINE + "\n" + REFUSAL + "\n"
-    later = (STARTED_LINE + "\n" + BANNER + "\nAvailable KV cache memory: 11.41 GiB\n"
-             "broken release\n")
+    later = STARTED_LINE + "\n" + BANNER + "\nAvailable KV cache memory: 11.41 GiB\nbroken release\n"
     facts = C.parse_journal(old + later)
     assert facts["refusal"] is None and facts["available_kv_gib"] == 11.41
     assert C.parse_journal(old)["refusal"]["estimated_max_model_len"] == 160800
@@ -107,7 +126,8 @@ ARGV_REFUSAL = (
     "            {chat,complete,serve,launch,bench,collect-env,run-batch} ...\n"
     "vllm: error: unrecognized arguments: --no-such-flag\n"
     "vllm.service: Main process exited, code=exited, status=2/INVALIDARGUMENT\n"
-    "vllm.service: Failed with result 'exit-code'.\n")
+    "vllm.service: Failed with result 'exit-code'.\n"
+)
 
 
 def test_argv_refusal_is_read_and_named_as_the_cause():
@@ -124,19 +144,27 @@ def test_argv_refusal_is_read_and_named_as_the_cause():
 
 def test_failure_cause_sentences_from_vllms_words():
     refused = C.parse_journal(STARTED_LINE + "\n" + REFUSAL)["cause"]
-    assert refused.startswith("vLLM refused the configuration: --max-model-len 204800 needs 13.9 GiB of KV cache, "
-                              "but only 11.1 GiB is available; vLLM estimates the longest length that fits at "
-                              "160800 tokens. Plan a context of at most that (vllm_plan_context)")
+    assert refused.startswith(
+        "vLLM refused the configuration: --max-model-len 204800 needs 13.9 GiB of KV cache, "
+        "but only 11.1 GiB is available; vLLM estimates the longest length that fits at "
+        "160800 tokens. Plan a context of at most that (vllm_plan_context)"
+    )
     assert refused.endswith("or free memory for the KV cache.")
-    no_estimate = {"refusal": {"max_model_len": 4096, "needed_gib": 2.0, "available_gib": 1.0,
-                               "estimated_max_model_len": None}}
-    assert C.failure_cause(no_estimate) == ("vLLM refused the configuration: --max-model-len 4096 needs 2.0 GiB of "
-                                            "KV cache, but only 1.0 GiB is available.")
+    no_estimate = {
+        "refusal": {"max_model_len": 4096, "needed_gib": 2.0, "available_gib": 1.0, "estimated_max_model_len": None}
+    }
+    assert C.failure_cause(no_estimate) == (
+        "vLLM refused the configuration: --max-model-len 4096 needs 2.0 GiB of KV cache, but only 1.0 GiB is available."
+    )
     no_mem = "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`"
     assert C.parse_journal(no_mem)["cause"].startswith("vLLM found no memory for the KV cache")
-    busy = ("Free memory on device cuda:0 (3.2/47.4 GiB) on startup is less than desired GPU memory "
-            "utilization (0.93, 44.1 GiB)")
-    assert C.parse_journal(busy)["cause"] == ("The GPU had only 3.2 GiB free of 47.4 GiB at start, less than the "
-                                              "44.1 GiB asked for: another process holds GPU memory.")
+    busy = (
+        "Free memory on device cuda:0 (3.2/47.4 GiB) on startup is less than desired GPU memory "
+        "utilization (0.93, 44.1 GiB)"
+    )
+    assert C.parse_journal(busy)["cause"] == (
+        "The GPU had only 3.2 GiB free of 47.4 GiB at start, less than the "
+        "44.1 GiB asked for: another process holds GPU memory."
+    )
     assert C.parse_journal("broken release\n")["cause"] == "vLLM printed no refusal of its own: see its log below."
     assert C.failure_cause(None) == "vLLM printed no refusal of its own: see its log below."

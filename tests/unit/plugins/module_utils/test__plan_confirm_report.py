@@ -1,5 +1,6 @@
 """The deployment report (plugins/module_utils/_plan_confirm_report.py) never contradicts itself: the KV pool
 against the plan, what the picture measured, the promises table and the planner's warnings."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -18,24 +19,48 @@ from .test__plan_confirm import ADA_48, FIXTURE, field_plan
 from .test__plan_confirm_parse import metrics
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-TINY = dict(config={"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 128,
-                    "intermediate_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
-                    "num_key_value_heads": 4, "head_dim": 64, "vocab_size": 1024, "torch_dtype": "bfloat16",
-                    "max_position_embeddings": 524288, "tie_word_embeddings": True},
-            weight_bytes=2 * 1024 * 1024)
+TINY = dict(
+    config={
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "head_dim": 64,
+        "vocab_size": 1024,
+        "torch_dtype": "bfloat16",
+        "max_position_embeddings": 524288,
+        "tie_word_embeddings": True,
+    },
+    weight_bytes=2 * 1024 * 1024,
+)
 
 
 def simulated_plan():
     """The simulated host's plan: a 48 GB card planned, the CPU engine serving the tiny Qwen3."""
-    return P.plan(dict(gpu_total_bytes=49140 * CM.MIB, compute_capability="8.9", gpu_memory_utilization=0.93,
-                       concurrency=4, context=16384, kv_cache_dtype="auto", enforce_eager=True), **TINY)
+    return P.plan(
+        dict(
+            gpu_total_bytes=49140 * CM.MIB,
+            compute_capability="8.9",
+            gpu_memory_utilization=0.93,
+            concurrency=4,
+            context=16384,
+            kv_cache_dtype="auto",
+            enforce_eager=True,
+        ),
+        **TINY,
+    )
 
 
 def cpu_metrics(blocks=2048, block=128, pinned=1073741824):
     """vllm:cache_config_info as the CPU engine wrote it (fixtures/loadcheck/metrics-0.27.1-cpu-*.txt)."""
-    return ('vllm:cache_config_info{block_size="%d",cache_dtype="auto",enable_prefix_caching="True",engine="0",'
-            'gpu_memory_utilization="0.92",kv_cache_max_concurrency="16.0",kv_cache_memory_bytes="%d",'
-            'kv_cache_size_tokens="262144",num_gpu_blocks="%d",num_cpu_blocks="None"} 1.0\n' % (block, pinned, blocks))
+    return (
+        'vllm:cache_config_info{block_size="%d",cache_dtype="auto",enable_prefix_caching="True",engine="0",'
+        'gpu_memory_utilization="0.92",kv_cache_max_concurrency="16.0",kv_cache_memory_bytes="%d",'
+        'kv_cache_size_tokens="262144",num_gpu_blocks="%d",num_cpu_blocks="None"} 1.0\n' % (block, pinned, blocks)
+    )
 
 
 def test_a_pool_44x_smaller_is_not_simply_confirmed():
@@ -74,19 +99,36 @@ def test_a_pool_as_planned_keeps_the_plain_verdict():
 
 
 def test_promises_and_planner_warnings_in_the_report():
-    r = P.plan(dict(model_dir=os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8"),
-                    gpu_total_bytes=49140 * CM.MIB, compute_capability="8.9", gpu_memory_utilization=0.93,
-                    num_speculative_tokens=3, concurrency=4, context=204800, prefix_caching=True,
-                    kv_cache_dtype="fp8_e4m3"))
+    r = P.plan(
+        dict(
+            model_dir=os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8"),
+            gpu_total_bytes=49140 * CM.MIB,
+            compute_capability="8.9",
+            gpu_memory_utilization=0.93,
+            num_speculative_tokens=3,
+            concurrency=4,
+            context=204800,
+            prefix_caching=True,
+            kv_cache_dtype="fp8_e4m3",
+        )
+    )
     L_ = r["ledger"]
-    c = C.confirm(r, cpu_metrics(blocks=L_["num_gpu_blocks"], block=L_["block_size"], pinned=L_["kv_pool_bytes"])
-                  .replace('cache_dtype="auto"', 'cache_dtype="fp8_e4m3"'))
+    c = C.confirm(
+        r,
+        cpu_metrics(blocks=L_["num_gpu_blocks"], block=L_["block_size"], pinned=L_["kv_pool_bytes"]).replace(
+            'cache_dtype="auto"', 'cache_dtype="fp8_e4m3"'
+        ),
+    )
     report = c["report"]
     assert "vllm_issue_44879" in [w["id"] for w in report["plan_warnings"]]
     assert report["ledger"]["num_speculative_tokens"] == 3
-    rows = L.promises(L.planned_from_report(report), {}, {"_all": {"delta": {"spec_mean_accepted_length": 1.4,
-                                                                             "spec_acceptance_rate": 0.13}}},
-                      None, report["tradeoff"])
+    rows = L.promises(
+        L.planned_from_report(report),
+        {},
+        {"_all": {"delta": {"spec_mean_accepted_length": 1.4, "spec_acceptance_rate": 0.13}}},
+        None,
+        report["tradeoff"],
+    )
     report["promises"] = rows
     md = R.render_markdown(report)
     assert "## Promises" in md and "## Planner warnings" in md and "vLLM issue 44879" in md
@@ -101,9 +143,21 @@ def test_a_converged_rerun_keeps_the_promises_of_the_same_deployment():
     again = C.confirm(simulated_plan(), cpu_metrics(), engine_env={"VLLM_CPU_KVCACHE_SPACE": "1"})
     kept, carried = R.carry_promises(old, again["report"])
     assert carried and kept["promises"] == old["promises"] and "promises" not in again["report"]
-    other = C.confirm(P.plan(dict(gpu_total_bytes=49140 * CM.MIB, compute_capability="8.9",
-                                  gpu_memory_utilization=0.93, concurrency=2, context=16384, kv_cache_dtype="auto",
-                                  enforce_eager=True), **TINY), cpu_metrics())
+    other = C.confirm(
+        P.plan(
+            dict(
+                gpu_total_bytes=49140 * CM.MIB,
+                compute_capability="8.9",
+                gpu_memory_utilization=0.93,
+                concurrency=2,
+                context=16384,
+                kv_cache_dtype="auto",
+                enforce_eager=True,
+            ),
+            **TINY,
+        ),
+        cpu_metrics(),
+    )
     dropped, carried = R.carry_promises(old, other["report"])
     assert not carried and "promises" not in dropped
     assert R.carry_promises(None, again["report"]) == (again["report"], False)
@@ -111,12 +165,19 @@ def test_a_converged_rerun_keeps_the_promises_of_the_same_deployment():
 
 def test_report_markdown_svg_and_tradeoff():
     r = field_plan()
-    params = dict(model_dir=FIXTURE, gpu_total_bytes=ADA_48, compute_capability="8.9",
-                  gpu_memory_utilization=0.93, num_speculative_tokens=3, concurrency=4,
-                  context=204800, prefix_caching=True, kv_cache_dtype="fp8_e4m3")
+    params = dict(
+        model_dir=FIXTURE,
+        gpu_total_bytes=ADA_48,
+        compute_capability="8.9",
+        gpu_memory_utilization=0.93,
+        num_speculative_tokens=3,
+        concurrency=4,
+        context=204800,
+        prefix_caching=True,
+        kv_cache_dtype="fp8_e4m3",
+    )
     t = T.tradeoff(P.plan, params, title="RTX 6000 Ada 48 GB")
-    journal = ("Model loading took 28.71 GiB memory and 40.1 seconds\n"
-               "Available KV cache memory: 11.41 GiB\n")
+    journal = "Model loading took 28.71 GiB memory and 40.1 seconds\nAvailable KV cache memory: 11.41 GiB\n"
     c = C.confirm(r, metrics(220), journal, tradeoff_rows=t)
     rep = c["report"]
     assert rep["memory"]["measured"]["weights"] == int(28.71 * CM.GIB)

@@ -1,4 +1,5 @@
 """Unit tests for _plan_extras: the operator's extra vLLM arguments and docker options, merged after the plan."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -17,10 +18,23 @@ FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")
 
 @pytest.fixture(scope="module")
 def planned():
-    return P.plan(dict(model_dir=FIXTURE, gpu_total_bytes=49140 * CM.MIB, compute_capability="8.9",
-                       gpu_memory_utilization=0.93, concurrency=4, kv_cache_dtype="fp8_e4m3",
-                       num_speculative_tokens=3, prefix_caching=True, reasoning_parser="qwen3",
-                       tool_call_parser="qwen3_coder", port=8000, docker_version="24.0.7", kernel="5.15.0"))
+    return P.plan(
+        dict(
+            model_dir=FIXTURE,
+            gpu_total_bytes=49140 * CM.MIB,
+            compute_capability="8.9",
+            gpu_memory_utilization=0.93,
+            concurrency=4,
+            kv_cache_dtype="fp8_e4m3",
+            num_speculative_tokens=3,
+            prefix_caching=True,
+            reasoning_parser="qwen3",
+            tool_call_parser="qwen3_coder",
+            port=8000,
+            docker_version="24.0.7",
+            kernel="5.15.0",
+        )
+    )
 
 
 def value(argv, flag):
@@ -43,13 +57,16 @@ def test_extras_are_appended_after_the_plan(planned):
     assert planned["argv"][-1] != "--disable-log-stats"  # the plan itself is not modified
 
 
-@pytest.mark.parametrize("extra,flag", [
-    (["--max-num-seqs", "8"], "--max-num-seqs 4"),
-    (["--max_num_seqs=8"], "--max-num-seqs 4"),        # vLLM reads _ as -
-    (["--no-enable-prefix-caching"], "--enable-prefix-caching"),  # same value, other spelling
-    (["--port", "9000"], "--port 8000"),
-    (["--tool-call-parser", "hermes"], "--tool-call-parser qwen3_coder"),
-])
+@pytest.mark.parametrize(
+    "extra,flag",
+    [
+        (["--max-num-seqs", "8"], "--max-num-seqs 4"),
+        (["--max_num_seqs=8"], "--max-num-seqs 4"),  # vLLM reads _ as -
+        (["--no-enable-prefix-caching"], "--enable-prefix-caching"),  # same value, other spelling
+        (["--port", "9000"], "--port 8000"),
+        (["--tool-call-parser", "hermes"], "--tool-call-parser qwen3_coder"),
+    ],
+)
 def test_a_duplicate_of_a_planned_flag_is_refused_naming_it(planned, extra, flag):
     with pytest.raises(CM.TargetsError) as err:
         X.merge_extras(planned, extra)
@@ -66,7 +83,7 @@ def test_an_override_replaces_the_planned_value(planned):
     out = X.merge_extras(planned, ["--tool-call-parser", "hermes"], override_flags=["--tool-call-parser"])
     assert "--enable-auto-tool-choice" in out["argv"] and value(out["argv"], "--tool-call-parser") == "hermes"
     assert out["argv"].count("--tool-call-parser") == 1
-    assert not any("ledger" in w for w in out["warnings"][len(planned["warnings"]):])
+    assert not any("ledger" in w for w in out["warnings"][len(planned["warnings"]) :])
 
 
 def test_an_unused_override_is_a_warning(planned):
@@ -82,23 +99,26 @@ def test_api_keys_are_pointed_at_the_key_variable(planned, extra):
     assert "vllm_service_api_keys" in str(err.value) and "sk-x" not in str(err.value)
 
 
-@pytest.mark.parametrize("extra,match", [
-    (["--seed", "7\n--api-key"], "newline"),
-    (["--seed", "7\r"], "carriage return"),
-    (["--seed\x00", "7"], "NUL"),
-    (["--seed", "7\x1b[2J"], "U\\+001B"),
-    (["--served-model-name", u"q\u2028x"], "U\\+2028"),
-    (["--seed", "7\x85"], "U\\+0085"),
-    ([""], "empty"),
-    ("--seed 7", "list of strings"),
-    ([{"seed": 7}], "give a string"),
-    (["-tp", "2"], "long option name"),
-    (["/other/model"], "positional"),
-    (["--", "--seed"], "ends vLLM's options"),
-    (["--config", "/etc/x.yaml"], "API keys file"),
-    (["--seed", "1", "--seed", "2"], "give each option once"),
-    (["--max-num", "8"], "abbreviates the planned --max-num-seqs"),
-])
+@pytest.mark.parametrize(
+    "extra,match",
+    [
+        (["--seed", "7\n--api-key"], "newline"),
+        (["--seed", "7\r"], "carriage return"),
+        (["--seed\x00", "7"], "NUL"),
+        (["--seed", "7\x1b[2J"], "U\\+001B"),
+        (["--served-model-name", "q\u2028x"], "U\\+2028"),
+        (["--seed", "7\x85"], "U\\+0085"),
+        ([""], "empty"),
+        ("--seed 7", "list of strings"),
+        ([{"seed": 7}], "give a string"),
+        (["-tp", "2"], "long option name"),
+        (["/other/model"], "positional"),
+        (["--", "--seed"], "ends vLLM's options"),
+        (["--config", "/etc/x.yaml"], "API keys file"),
+        (["--seed", "1", "--seed", "2"], "give each option once"),
+        (["--max-num", "8"], "abbreviates the planned --max-num-seqs"),
+    ],
+)
 def test_bad_extra_args_are_refused(planned, extra, match):
     with pytest.raises(CM.TargetsError, match=match):
         X.merge_extras(planned, extra)
@@ -124,29 +144,53 @@ def test_docker_duplicates_and_overrides(planned):
         X.merge_extras(planned, extra_docker_options=["--gpus", '"device=1"'])
 
 
-@pytest.mark.parametrize("extra,match", [
-    (["vllm/vllm-openai:latest"], "not an option"),
-    (["--ulimit", "memlock=-1\n"], "newline"),
-    (["--label", "a=\x7f"], "U\\+007F"),
-    (["--device", "/dev/x", "--device", "/dev/x"], "give each option once"),
-])
+@pytest.mark.parametrize(
+    "extra,match",
+    [
+        (["vllm/vllm-openai:latest"], "not an option"),
+        (["--ulimit", "memlock=-1\n"], "newline"),
+        (["--label", "a=\x7f"], "U\\+007F"),
+        (["--device", "/dev/x", "--device", "/dev/x"], "give each option once"),
+    ],
+)
 def test_bad_docker_options_are_refused(planned, extra, match):
     with pytest.raises(CM.TargetsError, match=match):
         X.merge_extras(planned, extra_docker_options=extra)
 
 
 def test_plan_merges_extras_from_its_params():
-    r = P.plan(dict(model_dir=FIXTURE, gpu_total_bytes=49140 * CM.MIB, compute_capability="8.9",
-                    concurrency=4, extra_args=["--seed", "7"], extra_docker_options=["--ulimit", "memlock=-1"]))
+    r = P.plan(
+        dict(
+            model_dir=FIXTURE,
+            gpu_total_bytes=49140 * CM.MIB,
+            compute_capability="8.9",
+            concurrency=4,
+            extra_args=["--seed", "7"],
+            extra_docker_options=["--ulimit", "memlock=-1"],
+        )
+    )
     assert r["argv"][-2:] == ["--seed", "7"] and r["docker_options"][-2:] == ["--ulimit", "memlock=-1"]
     with pytest.raises(CM.TargetsError, match="--max-num-seqs"):
-        P.plan(dict(model_dir=FIXTURE, gpu_total_bytes=49140 * CM.MIB, compute_capability="8.9",
-                    extra_args=["--max-num-seqs", "9"]))
+        P.plan(
+            dict(
+                model_dir=FIXTURE,
+                gpu_total_bytes=49140 * CM.MIB,
+                compute_capability="8.9",
+                extra_args=["--max-num-seqs", "9"],
+            )
+        )
 
 
 def test_docker_options_are_read_by_dockers_own_list():
     """#24: which options take a value is Docker 20.10's own list (_container_allowlist), not a hand-kept subset."""
     groups = X.docker_groups(["--init", "--sig-proxy", "--no-healthcheck", "-itd", "--shm-size", "1g", "-P"])
-    assert [g[1] for g in groups] == ["--init", "--sig-proxy", "--no-healthcheck", "-itd", "--shm-size", "--publish-all"]
+    assert [g[1] for g in groups] == [
+        "--init",
+        "--sig-proxy",
+        "--no-healthcheck",
+        "-itd",
+        "--shm-size",
+        "--publish-all",
+    ]
     assert X.docker_groups(["--net", "bridge"])[0][1] == "--network"
     assert X.docker_groups(["-e", "HF_HUB_OFFLINE"])[0][0] == "--env HF_HUB_OFFLINE"

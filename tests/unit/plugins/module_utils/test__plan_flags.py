@@ -1,5 +1,6 @@
 """The `vllm serve` argv (plugins/module_utils/_plan_flags.py): every ledger input reaches it, each flag with
 its reason, no key in it."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -23,10 +24,8 @@ def test_enforce_eager_and_image_pixels_reach_argv():
 def test_prefix_caching_flag_only_when_asked():
     unset = plan(fixture_config(), context=32768)["argv"]
     assert "--no-enable-prefix-caching" not in unset and "--enable-prefix-caching" not in unset
-    assert "--no-enable-prefix-caching" in plan(fixture_config(), context=32768,
-                                                prefix_caching=False)["argv"]
-    assert "--enable-prefix-caching" in plan(fixture_config(), context=32768,
-                                             prefix_caching=True)["argv"]
+    assert "--no-enable-prefix-caching" in plan(fixture_config(), context=32768, prefix_caching=False)["argv"]
+    assert "--enable-prefix-caching" in plan(fixture_config(), context=32768, prefix_caching=True)["argv"]
 
 
 def test_argv_shape():

@@ -1,4 +1,5 @@
 """Unit tests for _plan_gpus and the GPU selection through plan(): budget, tensor parallel, container."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -16,19 +17,42 @@ FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")
 U0 = "GPU-5f3e3c1e-8a2b-4c59-9e57-1b0c6a7d2e41"
 U1 = "GPU-00000000-1111-2222-3333-444444444444"
 NVML = [
-    {"index": 0, "uuid": U0, "name": "NVIDIA RTX 6000 Ada Generation", "memory_total": 51527024640,
-     "compute_capability": "8.9"},
-    {"index": 1, "uuid": U1, "name": "NVIDIA RTX 6000 Ada Generation", "memory_total": 51000000000,
-     "compute_capability": "8.9"},
-    {"index": 2, "uuid": "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", "name": "NVIDIA H200",
-     "memory_total": 150754820096, "compute_capability": "9.0"},
+    {
+        "index": 0,
+        "uuid": U0,
+        "name": "NVIDIA RTX 6000 Ada Generation",
+        "memory_total": 51527024640,
+        "compute_capability": "8.9",
+    },
+    {
+        "index": 1,
+        "uuid": U1,
+        "name": "NVIDIA RTX 6000 Ada Generation",
+        "memory_total": 51000000000,
+        "compute_capability": "8.9",
+    },
+    {
+        "index": 2,
+        "uuid": "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee",
+        "name": "NVIDIA H200",
+        "memory_total": 150754820096,
+        "compute_capability": "9.0",
+    },
 ]
 
 
 def base(**kw):
-    p = dict(model_dir=FIXTURE, nvml_gpus=NVML, gpu_memory_utilization=0.93, concurrency=4,
-             kv_cache_dtype="fp8_e4m3", num_speculative_tokens=3, prefix_caching=True,
-             docker_version="24.0.7", kernel="5.15.0")
+    p = dict(
+        model_dir=FIXTURE,
+        nvml_gpus=NVML,
+        gpu_memory_utilization=0.93,
+        concurrency=4,
+        kv_cache_dtype="fp8_e4m3",
+        num_speculative_tokens=3,
+        prefix_caching=True,
+        docker_version="24.0.7",
+        kernel="5.15.0",
+    )
     p.update(kw)
     return p
 
@@ -46,16 +70,19 @@ def test_selection_by_index_or_uuid():
     assert G.select_gpus(["1"], None)["cards"] is None  # no NVML facts: the selection alone
 
 
-@pytest.mark.parametrize("selection,match", [
-    (["0", "0"], "twice"),
-    (["0", U0], "twice"),
-    (["7"], "NVML does not list"),
-    (["0,1"], "NVML index"),
-    (["all"], "NVML index"),
-    (['"device=0"'], "NVML index"),
-    ([True], "NVML index"),
-    (["GPU-123"], "NVML index"),
-])
+@pytest.mark.parametrize(
+    "selection,match",
+    [
+        (["0", "0"], "twice"),
+        (["0", U0], "twice"),
+        (["7"], "NVML does not list"),
+        (["0,1"], "NVML index"),
+        (["all"], "NVML index"),
+        (['"device=0"'], "NVML index"),
+        ([True], "NVML index"),
+        (["GPU-123"], "NVML index"),
+    ],
+)
 def test_bad_selections_are_refused(selection, match):
     with pytest.raises(CM.TargetsError, match=match):
         G.select_gpus(selection, NVML)
@@ -98,8 +125,13 @@ def test_without_selection_the_plan_is_unchanged():
 
 
 def test_measured_pool_by_gpu_name():
-    r = P.plan(base(gpus=["0"], measured_kv_cache_bytes_by_gpu={"NVIDIA RTX 6000 Ada Generation": 12 * CM.GIB},
-                    pin_measured_kv_cache=True))
+    r = P.plan(
+        base(
+            gpus=["0"],
+            measured_kv_cache_bytes_by_gpu={"NVIDIA RTX 6000 Ada Generation": 12 * CM.GIB},
+            pin_measured_kv_cache=True,
+        )
+    )
     assert r["ledger"]["kv_pool_measured"] and r["ledger"]["kv_pool_bytes"] == 12 * CM.GIB
     assert r["argv"][r["argv"].index("--kv-cache-memory-bytes") + 1] == str(12 * CM.GIB)
     other = P.plan(base(gpus=["2"], measured_kv_cache_bytes_by_gpu={"NVIDIA RTX 6000 Ada Generation": 1}))

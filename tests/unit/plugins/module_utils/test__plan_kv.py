@@ -1,6 +1,7 @@
 """KV-cache layout of the launch planner (plugins/module_utils/_plan_kv.py): bytes per token, GDN state, the
 hybrid block size, layer groups, blocks per request and the longest length that fits, as vLLM 0.27.1 computes
 them. ``shape`` is the fixture model's (conftest.py)."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -33,8 +34,8 @@ def test_hybrid_block_size(tok, expected):
 
 def test_grouping():
     def g(size, full, lin, sw=0):
-        return {"group_size": size, "full_groups": full, "linear_groups": lin,
-                "sliding_groups": sw}
+        return {"group_size": size, "full_groups": full, "linear_groups": lin, "sliding_groups": sw}
+
     assert K.group_layers(17, 48) == g(17, 1, 3)
     assert K.group_layers(13, 12) == g(13, 1, 1)
     assert K.group_layers(32, 0) == g(32, 1, 0)

@@ -2,6 +2,7 @@
 vLLM 0.27.1's own code: the backend priority lists come from vllm.platforms.cuda._get_backend_priorities
 run in the CPU venv (tests/vllm_parser/setup-venv.sh); tests/vllm_parser/test_planner_vs_vllm.py
 recomputes them live."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -17,12 +18,19 @@ from .test__plan_model import GPT_OSS, GPT_OSS_LAYOUT, H200, bf16_qwen35, fixtur
 from .test__planner import field
 
 
-@pytest.mark.parametrize("cc,kv,backend", [
-    ("8.9", "bfloat16", "FLASH_ATTN"), ("8.9", "fp8_e4m3", "FLASHINFER"),
-    ("9.0", "fp8_e4m3", "FLASH_ATTN"), ("9.0", "fp8_e5m2", "FLASHINFER"),
-    ("10.0", "bfloat16", "FLASHINFER"), ("10.0", "fp8_e4m3", "FLASHINFER"),
-    ("12.0", "bfloat16", "FLASH_ATTN"), ("12.0", "fp8_e4m3", "FLASHINFER"),
-])
+@pytest.mark.parametrize(
+    "cc,kv,backend",
+    [
+        ("8.9", "bfloat16", "FLASH_ATTN"),
+        ("8.9", "fp8_e4m3", "FLASHINFER"),
+        ("9.0", "fp8_e4m3", "FLASH_ATTN"),
+        ("9.0", "fp8_e5m2", "FLASHINFER"),
+        ("10.0", "bfloat16", "FLASHINFER"),
+        ("10.0", "fp8_e4m3", "FLASHINFER"),
+        ("12.0", "bfloat16", "FLASH_ATTN"),
+        ("12.0", "fp8_e4m3", "FLASHINFER"),
+    ],
+)
 def test_backend_per_capability(cc, kv, backend):
     """Priority order from vllm.platforms.cuda._get_backend_priorities (venv): 10.x FlashInfer
     first, else FlashAttention first; FlashAttention takes fp8 only as FA3 on 9.x / FA4 on 10.x
@@ -37,8 +45,14 @@ def test_blackwell_fp8_plan():
     measurement (PIECEWISE graphs); without MTP it is: max(394 MiB, 8192 x 24 x 256 x 16 = 768 MiB).
     KV from vLLM (case blackwell-fp8, 58 GiB): block 1600, 1117 blocks, 143 per 204800 request
     (128 + 3 x 5 align), 1,599,731 tokens."""
-    r = plan(fixture_config(), measured_kv_cache_bytes=58 * CM.GIB, context=204800,
-             kv_cache_dtype="fp8_e4m3", num_speculative_tokens=3, prefix_caching=True)
+    r = plan(
+        fixture_config(),
+        measured_kv_cache_bytes=58 * CM.GIB,
+        context=204800,
+        kv_cache_dtype="fp8_e4m3",
+        num_speculative_tokens=3,
+        prefix_caching=True,
+    )
     L = r["ledger"]
     assert L["attention_backend"] == "FLASHINFER"
     assert not [c for c in L["components"] if c["name"] == "attention_workspace"]
@@ -57,9 +71,15 @@ def test_hopper_fp8_e5m2_plan():
     """H200 (SM 9.0), bf16 checkpoint, fp8_e5m2 KV: FlashAttention refuses e5m2, so FlashInfer.
     vLLM (case hopper-e5m2, 20 GiB, MTP 3, no prefix caching): block 1600, 385 blocks,
     94 per 131072-token request (82 + 3 x 4), 536,837 tokens."""
-    r = plan(bf16_qwen35(), gpu_total_bytes=H200, compute_capability="9.0",
-             measured_kv_cache_bytes=20 * CM.GIB, context=131072, kv_cache_dtype="fp8_e5m2",
-             num_speculative_tokens=3)
+    r = plan(
+        bf16_qwen35(),
+        gpu_total_bytes=H200,
+        compute_capability="9.0",
+        measured_kv_cache_bytes=20 * CM.GIB,
+        context=131072,
+        kv_cache_dtype="fp8_e5m2",
+        num_speculative_tokens=3,
+    )
     L = r["ledger"]
     assert L["attention_backend"] == "FLASHINFER"
     assert (L["block_size"], L["num_gpu_blocks"], L["blocks_per_full_request"]) == (1600, 385, 94)
@@ -67,16 +87,19 @@ def test_hopper_fp8_e5m2_plan():
     assert "--attention-config" in r["argv"]
 
 
-@pytest.mark.parametrize("cc,kv,plain,sinks", [
-    ("8.9", "bfloat16", "FLASH_ATTN", "TRITON_ATTN"),    # FA2 on 8.x: no sinks
-    ("8.9", "fp8_e4m3", "FLASHINFER", "TRITON_ATTN"),    # FlashInfer sinks only via TRT-LLM on SM100
-    ("9.0", "bfloat16", "FLASH_ATTN", "FLASH_ATTN"),     # FA3 takes sinks
-    ("9.0", "fp8_e5m2", "FLASHINFER", "TRITON_ATTN"),    # FA never takes e5m2; FlashInfer no sinks
-    ("10.0", "bfloat16", "FLASHINFER", "FLASH_ATTN"),    # FlashInfer first, without TRT-LLM no sinks: FA4
-    ("10.0", "fp8_e4m3", "FLASHINFER", "FLASH_ATTN"),
-    ("12.0", "bfloat16", "FLASH_ATTN", "TRITON_ATTN"),
-    ("12.0", "fp8_e4m3", "FLASHINFER", "TRITON_ATTN"),
-])
+@pytest.mark.parametrize(
+    "cc,kv,plain,sinks",
+    [
+        ("8.9", "bfloat16", "FLASH_ATTN", "TRITON_ATTN"),  # FA2 on 8.x: no sinks
+        ("8.9", "fp8_e4m3", "FLASHINFER", "TRITON_ATTN"),  # FlashInfer sinks only via TRT-LLM on SM100
+        ("9.0", "bfloat16", "FLASH_ATTN", "FLASH_ATTN"),  # FA3 takes sinks
+        ("9.0", "fp8_e5m2", "FLASHINFER", "TRITON_ATTN"),  # FA never takes e5m2; FlashInfer no sinks
+        ("10.0", "bfloat16", "FLASHINFER", "FLASH_ATTN"),  # FlashInfer first, without TRT-LLM no sinks: FA4
+        ("10.0", "fp8_e4m3", "FLASHINFER", "FLASH_ATTN"),
+        ("12.0", "bfloat16", "FLASH_ATTN", "TRITON_ATTN"),
+        ("12.0", "fp8_e4m3", "FLASHINFER", "TRITON_ATTN"),
+    ],
+)
 def test_backend_with_attention_sinks(cc, kv, plain, sinks):
     """backend.py:357 validate_configuration drops a backend whose supports_sink() is false:
     flash_attn.py:195 -> fa_utils.py:323 flash_attn_supports_sinks (FA 3 or 4 only; fa_utils.py:140
@@ -90,14 +113,19 @@ def test_backend_with_attention_sinks(cc, kv, plain, sinks):
 def test_gpt_oss_plan_has_no_flashinfer_workspace():
     """On 12.0 with fp8 KV the planner used to pick FlashInfer for gpt-oss and count its workspace
     (394 MiB+) before the KV pool; vLLM runs Triton there and allocates no such workspace."""
-    r = plan(GPT_OSS, context=32768, kv_cache_dtype="fp8_e4m3", layer_layout=GPT_OSS_LAYOUT,
-             weight_bytes=13 * CM.GIB)
+    r = plan(GPT_OSS, context=32768, kv_cache_dtype="fp8_e4m3", layer_layout=GPT_OSS_LAYOUT, weight_bytes=13 * CM.GIB)
     assert r["ledger"]["attention_backend"] == "TRITON_ATTN"
     assert not any(c["name"] == "attention_workspace" for c in r["ledger"]["components"])
     assert "--attention-config" not in r["argv"]
     # SM 10.x: FlashAttention 4; the TRT-LLM probe vLLM would make for FlashInfer's sinks is switched off.
-    r = plan(GPT_OSS, context=32768, layer_layout=GPT_OSS_LAYOUT, weight_bytes=13 * CM.GIB,
-             compute_capability="10.0", gpu_total_bytes=H200)
+    r = plan(
+        GPT_OSS,
+        context=32768,
+        layer_layout=GPT_OSS_LAYOUT,
+        weight_bytes=13 * CM.GIB,
+        compute_capability="10.0",
+        gpu_total_bytes=H200,
+    )
     assert r["ledger"]["attention_backend"] == "FLASH_ATTN"
     assert r["argv"][r["argv"].index("--attention-config") + 1] == '{"use_trtllm_attention":false}'
     assert not any(c["name"] == "attention_workspace" for c in r["ledger"]["components"])
@@ -108,10 +136,12 @@ def test_flashinfer_workspace_scales_with_prefill_chunk():
     vLLM's pre-KV measurement only when FULL decode graphs are profiled: not with MTP
     (FlashInfer without TRT-LLM is UNIFORM_SINGLE_TOKEN_DECODE, flashinfer.py:895-936, so spec
     decode falls back to PIECEWISE, config/compilation.py:1442-1458) and not with enforce_eager."""
+
     def ws(**kw):
         pool = int(11.1 * CM.GIB)
         comps = field("fp8_e4m3", measured_kv_cache_bytes=pool, **kw)["ledger"]["components"]
         return [c["bytes"] for c in comps if c["name"] == "attention_workspace"]
+
     assert ws(num_speculative_tokens=0) == [394 * CM.MIB]  # 2048 x 24 x 256 x 16 = 192 MiB
     assert ws(num_speculative_tokens=0, max_num_batched_tokens=8192) == [8192 * 24 * 256 * 16]
     assert ws() == []  # MTP 3: PIECEWISE graphs build no attention metadata before KV sizing
@@ -119,12 +149,16 @@ def test_flashinfer_workspace_scales_with_prefill_chunk():
     assert ws(num_speculative_tokens=0, compute_capability="9.0") == []  # FA3 takes fp8
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "non-KV estimate is ~1.5 (fp8) / ~1.7 (bf16) GiB below what the field run implies "
-    "(fp8 355K vs 315K, bf16 186K vs 161K, both with MTP) and 0.13 GiB above a published 48 GB run "
-    "without MTP; no "
-    "source-backed component closes it and vLLM 0.27.1 cannot run on the device to measure it; "
-    "see docs/launch-planning.md"))
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "non-KV estimate is ~1.5 (fp8) / ~1.7 (bf16) GiB below what the field run implies "
+        "(fp8 355K vs 315K, bf16 186K vs 161K, both with MTP) and 0.13 GiB above a published 48 GB run "
+        "without MTP; no "
+        "source-backed component closes it and vLLM 0.27.1 cannot run on the device to measure it; "
+        "see docs/launch-planning.md"
+    ),
+)
 def test_field_48gb_estimate_within_tolerance():
     """Field measurement: fp8 pool ~315K tokens; bf16 refuses 200K, ~161K fits."""
     fp8 = field("fp8_e4m3")["ledger"]

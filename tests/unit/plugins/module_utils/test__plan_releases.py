@@ -2,8 +2,9 @@
 known rules for an unknown release and a loud warning in the plan; the sizing rules that changed between releases
 (_plan_common.SIZING_RULES) as the planner applies them. Their numbers are what each release's own sizing code
 answered for the same pool (tests/vllm_parser/kv_reference.py run in the test world's engine images by
-tests/integration/test_image_release.py): 0.27.1 names 126464 as the longest Gemma 3 request that starts in 12 GiB,
+tests/system/test_image_release.py): 0.27.1 names 126464 as the longest Gemma 3 request that starts in 12 GiB,
 0.30.0 names 126448 (it keeps the null block out of the check)."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -24,34 +25,63 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "vllm_parser"))
 import release_compare as R  # noqa: E402
 
 
-@pytest.mark.parametrize("text, version, release, pre, local", [
-    ("0.27.1+cpu", "0.27.1+cpu", (0, 27, 1), None, "cpu"),
-    ("0.30.0", "0.30.0", (0, 30, 0), None, None),
-    ("0.31.0rc1", "0.31.0rc1", (0, 31, 0), "rc1", None),
-    ("0.31.0-RC.2", "0.31.0rc2", (0, 31, 0), "rc2", None),
-    ("0.28", "0.28.0", (0, 28, 0), None, None),
-    ("vllm-0.27.1+cpu.dist-info", "0.27.1+cpu", (0, 27, 1), None, "cpu"),
-    ("/usr/lib/python3/site-packages/vllm-0.30.0.dist-info/", "0.30.0", (0, 30, 0), None, None),
-    ("INFO 12-01 importing\nWARNING something 1.2\n0.33.0.dev12+g1234abc\n", "0.33.0.dev12+g1234abc",
-     (0, 33, 0), None, "g1234abc"),
-    ("0.30.0.post1+cu129", "0.30.0.post1+cu129", (0, 30, 0), None, "cu129"),
-])
+@pytest.mark.parametrize(
+    "text, version, release, pre, local",
+    [
+        ("0.27.1+cpu", "0.27.1+cpu", (0, 27, 1), None, "cpu"),
+        ("0.30.0", "0.30.0", (0, 30, 0), None, None),
+        ("0.31.0rc1", "0.31.0rc1", (0, 31, 0), "rc1", None),
+        ("0.31.0-RC.2", "0.31.0rc2", (0, 31, 0), "rc2", None),
+        ("0.28", "0.28.0", (0, 28, 0), None, None),
+        ("vllm-0.27.1+cpu.dist-info", "0.27.1+cpu", (0, 27, 1), None, "cpu"),
+        ("/usr/lib/python3/site-packages/vllm-0.30.0.dist-info/", "0.30.0", (0, 30, 0), None, None),
+        (
+            "INFO 12-01 importing\nWARNING something 1.2\n0.33.0.dev12+g1234abc\n",
+            "0.33.0.dev12+g1234abc",
+            (0, 33, 0),
+            None,
+            "g1234abc",
+        ),
+        ("0.30.0.post1+cu129", "0.30.0.post1+cu129", (0, 30, 0), None, "cu129"),
+    ],
+)
 def test_parse(text, version, release, pre, local):
     v = C.parse_vllm_version(text)
     assert (v["version"], v["release"], v["pre"], v["local"]) == (version, release, pre, local)
 
 
-@pytest.mark.parametrize("text", [None, "", "vllm", "no module named vllm", "Error: 7", "vllm 0.30.0 is here",
-                                  'File "/usr/lib/python3.12/importlib/metadata/__init__.py", line 397\n'
-                                  "importlib.metadata.PackageNotFoundError: No package metadata was found for vllm"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        None,
+        "",
+        "vllm",
+        "no module named vllm",
+        "Error: 7",
+        "vllm 0.30.0 is here",
+        'File "/usr/lib/python3.12/importlib/metadata/__init__.py", line 397\n'
+        "importlib.metadata.PackageNotFoundError: No package metadata was found for vllm",
+    ],
+)
 def test_parse_refuses(text):
     with pytest.raises(ValueError):
         C.parse_vllm_version(text)
 
 
 def test_order_is_pep440():
-    order = ["0.30.0.dev1", "0.30.0a1", "0.30.0b2", "0.30.0rc1", "0.30.0rc2", "0.30.0", "0.30.0+cpu",
-             "0.30.0.post1", "0.30.1", "0.31.0", "1.0.0"]
+    order = [
+        "0.30.0.dev1",
+        "0.30.0a1",
+        "0.30.0b2",
+        "0.30.0rc1",
+        "0.30.0rc2",
+        "0.30.0",
+        "0.30.0+cpu",
+        "0.30.0.post1",
+        "0.30.1",
+        "0.31.0",
+        "1.0.0",
+    ]
     keys = [C.parse_vllm_version(t)["key"] for t in order]
     assert keys == sorted(keys)
     assert C.parse_vllm_version("0.30.0")["key"] == C.parse_vllm_version("0.30.0+cpu")["key"]
@@ -69,17 +99,20 @@ def test_known_releases_are_one_ordered_list():
     assert C.release_rules("0.30.0")["rules"]["madvise_upstream"] == "complete"
 
 
-@pytest.mark.parametrize("text, rules, known, relation", [
-    ("0.27.1+cpu", "0.27.1", True, "known"),
-    ("0.30.0", "0.30.0", True, "known"),
-    ("0.30.0.post1", "0.30.0", True, "known"),
-    ("0.29.0", "0.28.0", False, "between"),
-    ("0.33.0", "0.30.0", False, "newer"),
-    ("1.2.0", "0.30.0", False, "newer"),
-    ("0.31.0rc1", "0.30.0", False, "prerelease"),
-    ("0.30.0rc2", "0.28.0", False, "prerelease"),
-    ("0.26.0", "0.27.1", False, "older"),
-])
+@pytest.mark.parametrize(
+    "text, rules, known, relation",
+    [
+        ("0.27.1+cpu", "0.27.1", True, "known"),
+        ("0.30.0", "0.30.0", True, "known"),
+        ("0.30.0.post1", "0.30.0", True, "known"),
+        ("0.29.0", "0.28.0", False, "between"),
+        ("0.33.0", "0.30.0", False, "newer"),
+        ("1.2.0", "0.30.0", False, "newer"),
+        ("0.31.0rc1", "0.30.0", False, "prerelease"),
+        ("0.30.0rc2", "0.28.0", False, "prerelease"),
+        ("0.26.0", "0.27.1", False, "older"),
+    ],
+)
 def test_release_rules(text, rules, known, relation):
     r = C.release_rules(text)
     assert (r["rules"]["release"], r["known"], r["relation"]) == (rules, known, relation)
@@ -108,8 +141,16 @@ def test_warnings():
 
 
 def test_the_planner_says_so_first():
-    params = dict(model_dir=FIXTURE, gpu_total_bytes=ADA_48, compute_capability="8.9", gpu_memory_utilization=0.93,
-                  num_speculative_tokens=0, concurrency=1, context=8192, kv_cache_dtype="fp8_e4m3")
+    params = dict(
+        model_dir=FIXTURE,
+        gpu_total_bytes=ADA_48,
+        compute_capability="8.9",
+        gpu_memory_utilization=0.93,
+        num_speculative_tokens=0,
+        concurrency=1,
+        context=8192,
+        kv_cache_dtype="fp8_e4m3",
+    )
     assert P.plan(params)["plan_warnings"] == []
     assert P.plan(dict(params, vllm_version="0.27.1+cpu"))["plan_warnings"] == []
     r = P.plan(dict(params, vllm_version="0.33.0"))
@@ -122,19 +163,40 @@ def test_the_planner_says_so_first():
 from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm as PC  # noqa: E402
 from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm_report as PR  # noqa: E402
 
-TINY = dict(config={"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 128,
-                    "intermediate_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
-                    "num_key_value_heads": 4, "head_dim": 64, "vocab_size": 1024, "torch_dtype": "bfloat16",
-                    "max_position_embeddings": 524288, "tie_word_embeddings": True},
-            weight_bytes=2 * 1024 * 1024)
-METRICS = ('vllm:cache_config_info{block_size="128",cache_dtype="auto",enable_prefix_caching="True",engine="0",'
-           'gpu_memory_utilization="0.92",kv_cache_max_concurrency="16.0",kv_cache_memory_bytes="1073741824",'
-           'kv_cache_size_tokens="262144",num_gpu_blocks="2048",num_cpu_blocks="None"} 1.0\n')
+TINY = dict(
+    config={
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "head_dim": 64,
+        "vocab_size": 1024,
+        "torch_dtype": "bfloat16",
+        "max_position_embeddings": 524288,
+        "tie_word_embeddings": True,
+    },
+    weight_bytes=2 * 1024 * 1024,
+)
+METRICS = (
+    'vllm:cache_config_info{block_size="128",cache_dtype="auto",enable_prefix_caching="True",engine="0",'
+    'gpu_memory_utilization="0.92",kv_cache_max_concurrency="16.0",kv_cache_memory_bytes="1073741824",'
+    'kv_cache_size_tokens="262144",num_gpu_blocks="2048",num_cpu_blocks="None"} 1.0\n'
+)
 
 
 def planned(version=None):
-    params = dict(gpu_total_bytes=ADA_48, compute_capability="8.9", gpu_memory_utilization=0.93, concurrency=4,
-                  context=16384, kv_cache_dtype="auto", enforce_eager=True)
+    params = dict(
+        gpu_total_bytes=ADA_48,
+        compute_capability="8.9",
+        gpu_memory_utilization=0.93,
+        concurrency=4,
+        context=16384,
+        kv_cache_dtype="auto",
+        enforce_eager=True,
+    )
     if version is not None:
         params["vllm_version"] = version
     r = P.plan(params, **TINY)
@@ -142,12 +204,15 @@ def planned(version=None):
     return r
 
 
-@pytest.mark.parametrize("version, text, known", [
-    ("0.27.1+cpu", "vLLM 0.27.1+cpu", True),
-    ("0.30.0", "vLLM 0.30.0 (known; sizing rules of vLLM 0.27.1)", True),
-    ("0.33.0", "vLLM 0.33.0 (UNKNOWN release, newer: planned with the rules of vLLM 0.30.0)", False),
-    ("nonsense", "vLLM 'nonsense' (UNKNOWN: not a version)", False),
-])
+@pytest.mark.parametrize(
+    "version, text, known",
+    [
+        ("0.27.1+cpu", "vLLM 0.27.1+cpu", True),
+        ("0.30.0", "vLLM 0.30.0 (known; sizing rules of vLLM 0.27.1)", True),
+        ("0.33.0", "vLLM 0.33.0 (UNKNOWN release, newer: planned with the rules of vLLM 0.30.0)", False),
+        ("nonsense", "vLLM 'nonsense' (UNKNOWN: not a version)", False),
+    ],
+)
 def test_engine_release(version, text, known):
     e = PR.engine_release(planned(version))
     assert e["text"] == text and e["known"] is known
@@ -178,10 +243,28 @@ def test_an_unknown_release_is_loud_in_the_report():
 
 def test_the_module_takes_the_release_and_keeps_it_in_its_inputs(run_module):
     from ansible_collections.airgap.vllm.plugins.modules import vllm_launch_plan as M
-    nvml = [{"index": 0, "uuid": "GPU-00000000-1111-2222-3333-444444444444", "name": "NVIDIA RTX 6000 Ada Generation",
-             "memory_total": 51527024640, "compute_capability": "8.9"}]
-    r = run_module(M, model_dir=FIXTURE, nvml_gpus=nvml, concurrency=1, context="8192", kv_cache_dtype="fp8_e4m3",
-                   num_speculative_tokens=0, docker_version="24.0.7", kernel="5.15.0", vllm_version="0.33.0")
+
+    nvml = [
+        {
+            "index": 0,
+            "uuid": "GPU-00000000-1111-2222-3333-444444444444",
+            "name": "NVIDIA RTX 6000 Ada Generation",
+            "memory_total": 51527024640,
+            "compute_capability": "8.9",
+        }
+    ]
+    r = run_module(
+        M,
+        model_dir=FIXTURE,
+        nvml_gpus=nvml,
+        concurrency=1,
+        context="8192",
+        kv_cache_dtype="fp8_e4m3",
+        num_speculative_tokens=0,
+        docker_version="24.0.7",
+        kernel="5.15.0",
+        vllm_version="0.33.0",
+    )
     assert not r.get("failed") and r["inputs"]["vllm_version"] == "0.33.0"
     assert r["warnings_list"][0].startswith("UNKNOWN vLLM RELEASE 0.33.0")
     assert r["plan_warnings"][0]["id"] == "release_unknown"
@@ -195,8 +278,11 @@ def test_the_docs_list_the_known_releases():
     with open(os.path.join(ROOT, "docs", "launch-planning.md")) as fh:
         planning = fh.read()
     section = planning.split("## Known releases", 1)[1].split("\n## ", 1)[0]
-    rows = [line.split("|")[1].strip() for line in section.splitlines()
-            if line.startswith("| ") and not line.startswith("| release")]
+    rows = [
+        line.split("|")[1].strip()
+        for line in section.splitlines()
+        if line.startswith("| ") and not line.startswith("| release")
+    ]
     assert rows == [e["release"] for e in C.KNOWN_RELEASES]
     with open(os.path.join(ROOT, "docs", "operations.md")) as fh:
         ops = fh.read().split("## vLLM releases", 1)[1].split("\n## ", 1)[0]
@@ -205,9 +291,20 @@ def test_the_docs_list_the_known_releases():
     assert "vllm_argv_check" in ops and "vllm_service_argv_check" in ops
 
 
-@pytest.mark.parametrize("version,holds", [
-    (None, False), ("0.27.1", False), ("0.28.0", False), ("0.29.0", True), ("0.30.0+cpu", True),
-    ("0.29.0rc1", True), ("0.33.0", True), ("not a version", False), (C.parse_vllm_version("0.31.0"), True)])
+@pytest.mark.parametrize(
+    "version,holds",
+    [
+        (None, False),
+        ("0.27.1", False),
+        ("0.28.0", False),
+        ("0.29.0", True),
+        ("0.30.0+cpu", True),
+        ("0.29.0rc1", True),
+        ("0.33.0", True),
+        ("not a version", False),
+        (C.parse_vllm_version("0.31.0"), True),
+    ],
+)
 def test_the_null_block_rule_holds_from_0_29(version, holds):
     assert C.rule_holds("start_check_keeps_null_block", version) is holds
 

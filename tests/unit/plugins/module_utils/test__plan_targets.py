@@ -1,5 +1,6 @@
 """The planner's inputs (plugins/module_utils/_plan_targets.py): defaults, checks and clear refusals, each
 naming the input (never a traceback or --max-model-len 0)."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -17,8 +18,7 @@ def test_pin_needs_a_measured_budget():
     with pytest.raises(CM.TargetsError) as exc:
         plan(fixture_config(), context=32768, pin_kv_cache_memory=True)
     assert "measured_kv_cache_bytes" in str(exc.value)
-    r = plan(fixture_config(), context=32768, pin_kv_cache_memory=True,
-             measured_kv_cache_bytes=30 * CM.GIB)
+    r = plan(fixture_config(), context=32768, pin_kv_cache_memory=True, measured_kv_cache_bytes=30 * CM.GIB)
     argv = r["argv"]
     assert argv[argv.index("--kv-cache-memory-bytes") + 1] == str(30 * CM.GIB)
 
@@ -38,8 +38,9 @@ def test_context_zero_refused(config, ctx):
     assert "context" in str(exc.value)
 
 
-@pytest.mark.parametrize("name", ["qwen\n[Service]\nExecStartPre=/bin/sh", "qwen\r", "qwen\x00",
-                                  "qw\x1ben", "   ", " qwen"])
+@pytest.mark.parametrize(
+    "name", ["qwen\n[Service]\nExecStartPre=/bin/sh", "qwen\r", "qwen\x00", "qw\x1ben", "   ", " qwen"]
+)
 def test_served_model_name_with_control_characters_is_refused(name):
     """It reaches the systemd unit and argv: a newline would add a line to the unit."""
     with pytest.raises(CM.PlanError) as exc:
@@ -67,7 +68,16 @@ def test_bad_parser_rejected():
 
 @pytest.mark.parametrize("spelling", ["max", "MAX", " Max "])
 def test_max_context_in_any_case(spelling):
-    r = P.plan(dict(model_dir=FIXTURE, gpu_total_bytes=97887 * CM.MIB, compute_capability="12.0",
-                    gpu_memory_utilization=0.95, concurrency=50, context=spelling,
-                    kv_cache_dtype="fp8_e4m3", num_speculative_tokens=3))
+    r = P.plan(
+        dict(
+            model_dir=FIXTURE,
+            gpu_total_bytes=97887 * CM.MIB,
+            compute_capability="12.0",
+            gpu_memory_utilization=0.95,
+            concurrency=50,
+            context=spelling,
+            kv_cache_dtype="fp8_e4m3",
+            num_speculative_tokens=3,
+        )
+    )
     assert r["ledger"]["max_model_len"] % 1024 == 0

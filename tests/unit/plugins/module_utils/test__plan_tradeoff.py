@@ -1,5 +1,6 @@
 """The operator's trade-off table (plugins/module_utils/_plan_tradeoff.py): every row a planner run, and with a
 measured budget each variant moved by its own change of the non-KV estimate."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -10,9 +11,17 @@ from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
 
 from .test__planner import ADA_48, FIXTURE
 
-FIELD = dict(model_dir=FIXTURE, gpu_total_bytes=ADA_48, compute_capability="8.9", gpu_memory_utilization=0.93,
-             num_speculative_tokens=3, concurrency=4, context=204800, prefix_caching=True,
-             kv_cache_dtype="fp8_e4m3")
+FIELD = dict(
+    model_dir=FIXTURE,
+    gpu_total_bytes=ADA_48,
+    compute_capability="8.9",
+    gpu_memory_utilization=0.93,
+    num_speculative_tokens=3,
+    concurrency=4,
+    context=204800,
+    prefix_caching=True,
+    kv_cache_dtype="fp8_e4m3",
+)
 
 
 def test_the_rows_are_the_planners_answers():
@@ -40,6 +49,7 @@ def test_a_measured_budget_moves_by_each_variants_own_non_kv_change():
 
     def non_kv(**over):
         return P.plan(dict(FIELD, context="max", **over))["ledger"]["non_kv_bytes"]
+
     moved = non_kv(max_num_batched_tokens=16384) - non_kv()
     assert moved > 0 and by_tokens[16384] == measured - moved  # up to 8192 the vision encoder's peak rules
 
@@ -47,6 +57,11 @@ def test_a_measured_budget_moves_by_each_variants_own_non_kv_change():
 def test_nothing_plans_nothing_is_answered():
     t = T.tradeoff(P.plan, dict(FIELD, gpu_total_bytes=8 * CM.GIB))  # the weights alone exceed the card
     assert (t["all_fit_len"], t["single_len"], t["typical"], t["batched_tokens"], t["speculative"]) == (
-        None, None, [], [], [])
+        None,
+        None,
+        [],
+        [],
+        [],
+    )
     no_mtp = T.tradeoff(P.plan, dict(FIELD, num_speculative_tokens=0))
     assert no_mtp["speculative"] == [] and no_mtp["all_fit_len"] > 0

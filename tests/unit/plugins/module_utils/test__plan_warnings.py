@@ -1,4 +1,5 @@
 """Planner warnings: a plan at the edge of its pool, utilisation above 0.95, SM 8.9 + FP8 + fp8 KV + MTP."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -17,9 +18,19 @@ ADA_48 = 49140 * CM.MIB
 
 
 def ledger(**kw):
-    base = {"num_gpu_blocks": 214, "blocks_per_full_request": 50, "concurrency": 4, "max_model_len": 204800,
-            "block_size": 1600, "page_bytes": 1600 * 4096, "group_size": 16, "gpu_memory_utilization": 0.93,
-            "compute_capability": "8.9", "kv_dtype": "fp8_e4m3", "num_speculative_tokens": 3}
+    base = {
+        "num_gpu_blocks": 214,
+        "blocks_per_full_request": 50,
+        "concurrency": 4,
+        "max_model_len": 204800,
+        "block_size": 1600,
+        "page_bytes": 1600 * 4096,
+        "group_size": 16,
+        "gpu_memory_utilization": 0.93,
+        "compute_capability": "8.9",
+        "kv_dtype": "fp8_e4m3",
+        "num_speculative_tokens": 3,
+    }
     base.update(kw)
     return base
 
@@ -50,27 +61,49 @@ def test_utilization_above_095(util, warned):
     assert ("utilization_high" in ids(W.plan_warnings(ledger(gpu_memory_utilization=util), {}))) is warned
 
 
-@pytest.mark.parametrize("over,shape,warned", [
-    ({}, {"quant_method": "fp8"}, True),
-    ({}, {"quant_method": "compressed-tensors", "fp8_checkpoint": True}, True),
-    ({"compute_capability": "9.0"}, {"quant_method": "fp8"}, False),
-    ({"kv_dtype": "bfloat16"}, {"quant_method": "fp8"}, False),
-    ({"num_speculative_tokens": 0}, {"quant_method": "fp8"}, False),
-    ({}, {"quant_method": None}, False),
-])
+@pytest.mark.parametrize(
+    "over,shape,warned",
+    [
+        ({}, {"quant_method": "fp8"}, True),
+        ({}, {"quant_method": "compressed-tensors", "fp8_checkpoint": True}, True),
+        ({"compute_capability": "9.0"}, {"quant_method": "fp8"}, False),
+        ({"kv_dtype": "bfloat16"}, {"quant_method": "fp8"}, False),
+        ({"num_speculative_tokens": 0}, {"quant_method": "fp8"}, False),
+        ({}, {"quant_method": None}, False),
+    ],
+)
 def test_known_bad_combination_44879(over, shape, warned):
     assert ("vllm_issue_44879" in ids(W.plan_warnings(ledger(**over), shape))) is warned
 
 
 def test_the_planner_carries_them():
-    r = P.plan(dict(model_dir=FIXTURE, gpu_total_bytes=ADA_48, compute_capability="8.9", gpu_memory_utilization=0.96,
-                    num_speculative_tokens=3, concurrency=4, context=204800, prefix_caching=True,
-                    kv_cache_dtype="fp8_e4m3"))
+    r = P.plan(
+        dict(
+            model_dir=FIXTURE,
+            gpu_total_bytes=ADA_48,
+            compute_capability="8.9",
+            gpu_memory_utilization=0.96,
+            num_speculative_tokens=3,
+            concurrency=4,
+            context=204800,
+            prefix_caching=True,
+            kv_cache_dtype="fp8_e4m3",
+        )
+    )
     found = ids(r["plan_warnings"])
     assert "utilization_high" in found and "vllm_issue_44879" in found
     for w in r["plan_warnings"]:
         assert w["message"] in r["warnings"]
-    quiet = P.plan(dict(model_dir=FIXTURE, gpu_total_bytes=ADA_48, compute_capability="8.9",
-                        gpu_memory_utilization=0.93, num_speculative_tokens=0, concurrency=1, context=8192,
-                        kv_cache_dtype="fp8_e4m3"))
+    quiet = P.plan(
+        dict(
+            model_dir=FIXTURE,
+            gpu_total_bytes=ADA_48,
+            compute_capability="8.9",
+            gpu_memory_utilization=0.93,
+            num_speculative_tokens=0,
+            concurrency=1,
+            context=8192,
+            kv_cache_dtype="fp8_e4m3",
+        )
+    )
     assert quiet["plan_warnings"] == []

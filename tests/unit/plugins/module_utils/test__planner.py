@@ -1,6 +1,7 @@
 """The launch plan as _planner.plan composes it (plugins/module_utils/_planner.py): the targets, the model, the
 ledger, the argv and the container around it. ``field`` is the 48 GB field card's plan the per-module tests share;
 each part has its own test file (test__plan_<part>.py)."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -17,17 +18,25 @@ ADA_48 = 49140 * CM.MIB
 
 def field(kv, **kw):
     """The field run's plan (RTX 6000 Ada 48 GB, the fixture model, MTP 3, 4 x 200K) with ``kv`` KV and ``kw``."""
-    base = dict(model_dir=FIXTURE, gpu_total_bytes=ADA_48, compute_capability="8.9",
-                gpu_memory_utilization=0.93, num_speculative_tokens=3, concurrency=4,
-                context=204800, prefix_caching=True, kv_cache_dtype=kv,
-                reasoning_parser="qwen3", tool_call_parser="qwen3_coder")
+    base = dict(
+        model_dir=FIXTURE,
+        gpu_total_bytes=ADA_48,
+        compute_capability="8.9",
+        gpu_memory_utilization=0.93,
+        num_speculative_tokens=3,
+        concurrency=4,
+        context=204800,
+        prefix_caching=True,
+        kv_cache_dtype=kv,
+        reasoning_parser="qwen3",
+        tool_call_parser="qwen3_coder",
+    )
     base.update(kw)
     return P.plan(base)
 
 
 def test_docker_and_env_decisions():
-    r = field("fp8_e4m3", kv_offloading_gib=64, kernel="4.19.90-52.22.v2207.ky10.x86_64",
-              docker_version="20.10.7")
+    r = field("fp8_e4m3", kv_offloading_gib=64, kernel="4.19.90-52.22.v2207.ky10.x86_64", docker_version="20.10.7")
     assert r["docker_options"][-2:] == ["--shm-size", "72g"]
     assert "seccomp=unconfined" in r["docker_options"] and r["needs_madvise_patch"]
     assert r["env"]["HF_HUB_OFFLINE"] == "1" and r["env"]["VLLM_NO_USAGE_STATS"] == "1"

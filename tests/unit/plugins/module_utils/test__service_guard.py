@@ -1,4 +1,5 @@
 """vllm_service security (issue 12: #2 API keys, #3 loopback, #4 seccomp). Test names state what is defended."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -19,8 +20,15 @@ KEY = "sk-very-secret-0123456789"
 
 
 def refused(**kw):
-    args = dict(argv=[MODEL], docker_options=["--gpus", "all"], env_names=[], publish_host="127.0.0.1",
-                expose=False, seccomp="profile", profile_path="/etc/airgap-vllm/vllm/seccomp.json")
+    args = dict(
+        argv=[MODEL],
+        docker_options=["--gpus", "all"],
+        env_names=[],
+        publish_host="127.0.0.1",
+        expose=False,
+        seccomp="profile",
+        profile_path="/etc/airgap-vllm/vllm/seccomp.json",
+    )
     args.update(kw)
     with pytest.raises(g.GuardError) as err:
         g.guard(**args)
@@ -28,8 +36,15 @@ def refused(**kw):
 
 
 def accepted(**kw):
-    args = dict(argv=[MODEL], docker_options=["--gpus", "all"], env_names=[], publish_host="127.0.0.1",
-                expose=False, seccomp="profile", profile_path="/etc/airgap-vllm/vllm/seccomp.json")
+    args = dict(
+        argv=[MODEL],
+        docker_options=["--gpus", "all"],
+        env_names=[],
+        publish_host="127.0.0.1",
+        expose=False,
+        seccomp="profile",
+        profile_path="/etc/airgap-vllm/vllm/seccomp.json",
+    )
     args.update(kw)
     return g.guard(**args)
 
@@ -37,11 +52,19 @@ def accepted(**kw):
 # ---------------------------------------------------------------- 2. API keys never on a command line
 
 # Every spelling vLLM 0.27.1's parser turns into api_key (checked against the real parser in
-# tests/integration_wheel/test__service_guard_real_parser.py).
+# tests/real_wheel/test__service_guard_real_parser.py).
 KEY_SPELLINGS = [
-    ["--api-key", KEY], ["--api_key", KEY], ["--api-key=" + KEY], ["--api_key=" + KEY],
-    ["--api-k", KEY], ["--api-ke", KEY], ["--api_k", KEY], ["--api_ke", KEY], ["--api-k=" + KEY],
-    ["--api_ke=" + KEY], ["--api-key", "sk-other", KEY],
+    ["--api-key", KEY],
+    ["--api_key", KEY],
+    ["--api-key=" + KEY],
+    ["--api_key=" + KEY],
+    ["--api-k", KEY],
+    ["--api-ke", KEY],
+    ["--api_k", KEY],
+    ["--api_ke", KEY],
+    ["--api-k=" + KEY],
+    ["--api_ke=" + KEY],
+    ["--api-key", "sk-other", KEY],
 ]
 
 
@@ -53,10 +76,16 @@ def test_api_key_in_argv_is_refused_in_every_spelling_vllm_accepts(spelling):
     assert KEY in err.secrets
 
 
-@pytest.mark.parametrize("argv", [
-    ["--api-server-count", "2"], ["--served-model-name", "api-key"], ["--chat-template", "/x/api-key.jinja"],
-    ["--config", "/etc/vllm/keys.yaml"], ["--", "--api-key"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--api-server-count", "2"],
+        ["--served-model-name", "api-key"],
+        ["--chat-template", "/x/api-key.jinja"],
+        ["--config", "/etc/vllm/keys.yaml"],
+        ["--", "--api-key"],
+    ],
+)
 def test_options_that_only_look_like_api_keys_are_accepted(argv):
     assert accepted(argv=[MODEL] + argv)["secrets"] == []
 
@@ -65,8 +94,9 @@ def test_vllm_api_key_in_the_environment_is_refused():
     assert "vllm_service_api_keys" in str(refused(env_names=["HF_HUB_OFFLINE", "VLLM_API_KEY"]))
 
 
-@pytest.mark.parametrize("opts", [["--env", "HF_TOKEN=hf_x"], ["-e", "HF_TOKEN=hf_x"], ["--env=HF_TOKEN=hf_x"],
-                                  ["-eHF_TOKEN=hf_x"]])
+@pytest.mark.parametrize(
+    "opts", [["--env", "HF_TOKEN=hf_x"], ["-e", "HF_TOKEN=hf_x"], ["--env=HF_TOKEN=hf_x"], ["-eHF_TOKEN=hf_x"]]
+)
 def test_env_value_on_the_docker_command_line_is_refused(opts):
     err = refused(docker_options=["--gpus", "all"] + opts)
     assert "vllm_service_extra_env" in str(err) and "hf_x" not in str(err)
@@ -85,8 +115,11 @@ def test_files_holding_secrets_are_root_only_and_never_shown_by_diff_or_verbose(
     for item in role_vars["__vllm_service_files"]:
         if item["src"] in secret:
             assert item["mode"] == "0600", item
-    writers = [t for t in _role_tasks("configure.yml")
-               if "ansible.builtin.template" in t and t["ansible.builtin.template"]["src"] in secret]
+    writers = [
+        t
+        for t in _role_tasks("configure.yml")
+        if "ansible.builtin.template" in t and t["ansible.builtin.template"]["src"] in secret
+    ]
     assert sorted(t["ansible.builtin.template"]["src"] for t in writers) == sorted(secret)
     for task in writers:
         mod = task["ansible.builtin.template"]
@@ -118,29 +151,52 @@ def test_a_replanned_unit_is_composed_and_checked_by_the_guard_again():
 
 # ---------------------------------------------------------------- 3. the loopback promise
 
-@pytest.mark.parametrize("opts", [
-    ["--network", "host"], ["--network=host"], ["--net", "host"], ["--net=host"],
-    ["-p", "0.0.0.0:8000:8000"], ["--publish", "8000:8000"], ["--publish=8001:8000"], ["-p8000:8000"],
-    ["-P"], ["--publish-all"], ["--init", "-P"], ["-P=true"],
-])
+
+@pytest.mark.parametrize(
+    "opts",
+    [
+        ["--network", "host"],
+        ["--network=host"],
+        ["--net", "host"],
+        ["--net=host"],
+        ["-p", "0.0.0.0:8000:8000"],
+        ["--publish", "8000:8000"],
+        ["--publish=8001:8000"],
+        ["-p8000:8000"],
+        ["-P"],
+        ["--publish-all"],
+        ["--init", "-P"],
+        ["-P=true"],
+    ],
+)
 def test_docker_options_leaving_loopback_are_refused_without_the_opt_in(opts):
     err = refused(docker_options=["--gpus", "all"] + opts)
     assert "vllm_service_expose_to_network" in str(err)
     assert accepted(docker_options=["--gpus", "all"] + opts, expose=True)
 
 
-@pytest.mark.parametrize("opts", [["--privileged"], ["--privileged=true"], ["--oom-kill-disable", "--privileged"],
-                                  ["-itP"]])
+@pytest.mark.parametrize(
+    "opts", [["--privileged"], ["--privileged=true"], ["--oom-kill-disable", "--privileged"], ["-itP"]]
+)
 def test_privileges_are_no_network_matter_the_network_opt_in_does_not_allow_them(opts):
     """#24: --privileged (and a terminal the unit does not have) were allowed by vllm_service_expose_to_network."""
     err = str(refused(docker_options=["--gpus", "all"] + opts, expose=True))
     assert "vllm_service_allow_docker_options" in err
 
 
-@pytest.mark.parametrize("argv", [
-    ["--host", "0.0.0.0"], ["--host", "::"], ["--host=0.0.0.0"], ["--host=::"], ["--ho", "0.0.0.0"],
-    ["--hos=::"], ["--host", "[::]"], ["--host", ""],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--host", "0.0.0.0"],
+        ["--host", "::"],
+        ["--host=0.0.0.0"],
+        ["--host=::"],
+        ["--ho", "0.0.0.0"],
+        ["--hos=::"],
+        ["--host", "[::]"],
+        ["--host", ""],
+    ],
+)
 def test_vllm_host_on_every_interface_is_refused_without_the_opt_in(argv):
     assert "vllm_service_expose_to_network" in str(refused(argv=[MODEL] + argv))
     assert accepted(argv=[MODEL] + argv, expose=True)
@@ -151,8 +207,16 @@ def test_loopback_or_unrelated_argv_is_accepted(argv):
     assert accepted(argv=[MODEL] + argv)
 
 
-@pytest.mark.parametrize("opts", [["--privileged=false"], ["--network", "bridge"], ["--shm-size", "72g"],
-                                  ["--ipc", "private"], ["--publish-all=false"]])
+@pytest.mark.parametrize(
+    "opts",
+    [
+        ["--privileged=false"],
+        ["--network", "bridge"],
+        ["--shm-size", "72g"],
+        ["--ipc", "private"],
+        ["--publish-all=false"],
+    ],
+)
 def test_harmless_docker_options_are_accepted(opts):
     assert accepted(docker_options=["--gpus", "all"] + opts)
 
@@ -164,8 +228,9 @@ def test_role_publish_host_off_loopback_is_refused_without_the_opt_in(host):
 
 
 def test_refusal_lists_every_problem_at_once():
-    err = str(refused(argv=[MODEL, "--api-key", KEY, "--host", "0.0.0.0"],
-                      docker_options=["--network=host", "--privileged"]))
+    err = str(
+        refused(argv=[MODEL, "--api-key", KEY, "--host", "0.0.0.0"], docker_options=["--network=host", "--privileged"])
+    )
     assert err.count(";") >= 3
 
 
@@ -184,8 +249,16 @@ PLANNER_OLD_DOCKER = ["--gpus", "all", "--security-opt", "seccomp=unconfined", "
 def test_planners_seccomp_unconfined_is_replaced_by_the_shipped_profile():
     out = accepted(docker_options=PLANNER_OLD_DOCKER)["docker_options"]
     assert "seccomp=unconfined" not in out
-    assert out == ["--gpus", "all", "--shm-size", "72g", "--security-opt", "seccomp=/etc/airgap-vllm/vllm/seccomp.json",
-                   "--security-opt", "no-new-privileges"]
+    assert out == [
+        "--gpus",
+        "all",
+        "--shm-size",
+        "72g",
+        "--security-opt",
+        "seccomp=/etc/airgap-vllm/vllm/seccomp.json",
+        "--security-opt",
+        "no-new-privileges",
+    ]
 
 
 def test_seccomp_unconfined_stays_a_documented_opt_in():
@@ -199,8 +272,11 @@ def test_seccomp_unconfined_stays_a_documented_opt_in():
 
 def test_no_new_privileges_is_always_set_once():
     for mode in g.SECCOMP_MODES:
-        out = accepted(docker_options=["--security-opt=no-new-privileges:true", "--security-opt", "label=disable"],
-                       seccomp=mode, allow_options=["--security-opt"])["docker_options"]
+        out = accepted(
+            docker_options=["--security-opt=no-new-privileges:true", "--security-opt", "label=disable"],
+            seccomp=mode,
+            allow_options=["--security-opt"],
+        )["docker_options"]
         assert out.count("no-new-privileges") == 1 and "label=disable" in out
 
 
@@ -239,19 +315,29 @@ def test_seccomp_profile_answers_clone3_with_enosys_never_eperm():
 def test_seccomp_profile_keeps_dockers_default_deny():
     profile = json.loads(_profile())
     assert profile["defaultAction"] == "SCMP_ACT_ERRNO"
-    allowed = set(n for r in profile["syscalls"] if r["action"] == "SCMP_ACT_ALLOW" and not r.get("includes")
-                  and not r.get("excludes") and not r.get("args") for n in r["names"])
+    allowed = set(
+        n
+        for r in profile["syscalls"]
+        if r["action"] == "SCMP_ACT_ALLOW" and not r.get("includes") and not r.get("excludes") and not r.get("args")
+        for n in r["names"]
+    )
     for dangerous in ("mount", "unshare", "setns", "bpf", "kexec_load", "init_module", "ptrace"):
         assert dangerous not in allowed
 
 
 def test_generator_on_a_docker_20_10_7_shaped_profile_adds_the_rules_after_clone():
-    old = {"defaultAction": "SCMP_ACT_ERRNO", "syscalls": [
-        {"names": ["read"], "action": "SCMP_ACT_ALLOW"},
-        {"names": ["clone"], "action": "SCMP_ACT_ALLOW", "args": [{"index": 0, "value": 2114060288,
-                                                                  "op": "SCMP_CMP_MASKED_EQ"}]},
-        {"names": ["reboot"], "action": "SCMP_ACT_ALLOW", "includes": {"caps": ["CAP_SYS_BOOT"]}},
-    ]}
+    old = {
+        "defaultAction": "SCMP_ACT_ERRNO",
+        "syscalls": [
+            {"names": ["read"], "action": "SCMP_ACT_ALLOW"},
+            {
+                "names": ["clone"],
+                "action": "SCMP_ACT_ALLOW",
+                "args": [{"index": 0, "value": 2114060288, "op": "SCMP_CMP_MASKED_EQ"}],
+            },
+            {"names": ["reboot"], "action": "SCMP_ACT_ALLOW", "includes": {"caps": ["CAP_SYS_BOOT"]}},
+        ],
+    }
     out = g.clone3_enosys_profile(old)
     assert [r["names"] for r in out["syscalls"]] == [["read"], ["clone"], ["clone3"], ["clone3"], ["reboot"]]
     assert old["syscalls"][1] == out["syscalls"][1]
@@ -262,8 +348,12 @@ def test_unit_runs_the_guards_docker_options_and_the_installed_profile_is_root_o
         role_vars = yaml.safe_load(f)
     assert role_vars["__vllm_service_run_argv"] == "{{ __vllm_service_guard.run_argv }}"
     out = accepted(docker_options=PLANNER_OLD_DOCKER, unit=UNIT)
-    assert out["run_argv"][out["run_argv"].index("vllm/vllm-openai:v0.27.1") - len(out["docker_options"]):][
-        :len(out["docker_options"])] == out["docker_options"]
+    assert (
+        out["run_argv"][out["run_argv"].index("vllm/vllm-openai:v0.27.1") - len(out["docker_options"]) :][
+            : len(out["docker_options"])
+        ]
+        == out["docker_options"]
+    )
     assert "seccomp=unconfined" not in out["run_argv"] and "no-new-privileges" in out["run_argv"]
     assert "seccomp=/etc/airgap-vllm/vllm/seccomp.json" in out["run_argv"]
     install = [t for t in _role_tasks("configure.yml") if "ansible.builtin.copy" in t][0]["ansible.builtin.copy"]
@@ -273,26 +363,58 @@ def test_unit_runs_the_guards_docker_options_and_the_installed_profile_is_root_o
 
 # ---------------------------------------------------------------- the unit's docker run command (issue 32 item 2)
 
-UNIT = dict(docker_bin="/usr/bin/docker", name="vllm", publish_port=8000, service_dir="/etc/airgap-vllm/vllm",
-            model_dir=MODEL, image="vllm/vllm-openai:v0.27.1", model_version="", selinux_relabel="never")
+UNIT = dict(
+    docker_bin="/usr/bin/docker",
+    name="vllm",
+    publish_port=8000,
+    service_dir="/etc/airgap-vllm/vllm",
+    model_dir=MODEL,
+    image="vllm/vllm-openai:v0.27.1",
+    model_version="",
+    selinux_relabel="never",
+)
 
 
 def test_run_argv_is_the_whole_docker_run_command_in_the_units_order():
-    out = accepted(argv=[MODEL, "--max-model-len", 8192], docker_options=["--gpus", "all"], seccomp="docker_default",
-                   unit=UNIT)
+    out = accepted(
+        argv=[MODEL, "--max-model-len", 8192], docker_options=["--gpus", "all"], seccomp="docker_default", unit=UNIT
+    )
     assert out["run_argv"] == [
-        "/usr/bin/docker", "run", "--rm", "--name", "vllm", "--publish", "127.0.0.1:8000:8000",
-        "--env-file", "/etc/airgap-vllm/vllm/container.env", "--env", "VLLM_LOGGING_CONFIG_PATH=/etc/vllm/logging.json",
-        "--volume", "/etc/airgap-vllm/vllm/logging.json:/etc/vllm/logging.json:ro",
-        "--volume", MODEL + ":" + MODEL + ":ro", "--gpus", "all", "--security-opt", "no-new-privileges",
-        "vllm/vllm-openai:v0.27.1", MODEL, "--max-model-len", "8192"]
+        "/usr/bin/docker",
+        "run",
+        "--rm",
+        "--name",
+        "vllm",
+        "--publish",
+        "127.0.0.1:8000:8000",
+        "--env-file",
+        "/etc/airgap-vllm/vllm/container.env",
+        "--env",
+        "VLLM_LOGGING_CONFIG_PATH=/etc/vllm/logging.json",
+        "--volume",
+        "/etc/airgap-vllm/vllm/logging.json:/etc/vllm/logging.json:ro",
+        "--volume",
+        MODEL + ":" + MODEL + ":ro",
+        "--gpus",
+        "all",
+        "--security-opt",
+        "no-new-privileges",
+        "vllm/vllm-openai:v0.27.1",
+        MODEL,
+        "--max-model-len",
+        "8192",
+    ]
     assert out["container_port"] == "8000" and out["served_model_name"] == "qwen"
     assert "run_argv" not in accepted()
 
 
 def test_run_argv_binds_the_key_file_reads_it_with_config_and_labels_the_model_version():
-    out = accepted(argv=[MODEL, "--port", 9000, "--served-model-name", "q"], seccomp="docker_default", api_keys=["k1"],
-                   unit=dict(UNIT, model_version="v7", selinux_relabel="always"))
+    out = accepted(
+        argv=[MODEL, "--port", 9000, "--served-model-name", "q"],
+        seccomp="docker_default",
+        api_keys=["k1"],
+        unit=dict(UNIT, model_version="v7", selinux_relabel="always"),
+    )
     argv = out["run_argv"]
     assert "127.0.0.1:8000:9000" in argv and out["container_port"] == "9000" and out["served_model_name"] == "q"
     assert argv[argv.index("--label") + 1] == "org.airgap.vllm.model-version=v7"
@@ -304,10 +426,17 @@ def test_run_argv_binds_the_key_file_reads_it_with_config_and_labels_the_model_v
     assert not any("keys.yaml" in w for w in accepted(seccomp="docker_default", api_keys=[], unit=UNIT)["run_argv"])
 
 
-@pytest.mark.parametrize("relabel,enabled,suffix", [
-    ("always", False, ":ro,z"), ("always", True, ":ro,z"), ("auto", True, ":ro,z"), ("auto", False, ":ro"),
-    ("never", True, ":ro"), ("never", False, ":ro"),
-])
+@pytest.mark.parametrize(
+    "relabel,enabled,suffix",
+    [
+        ("always", False, ":ro,z"),
+        ("always", True, ":ro,z"),
+        ("auto", True, ":ro,z"),
+        ("auto", False, ":ro"),
+        ("never", True, ":ro"),
+        ("never", False, ":ro"),
+    ],
+)
 def test_read_only_binds_are_relabelled_for_selinux_by_the_choice_and_the_host(relabel, enabled, suffix):
     assert g.mount_suffix(relabel, enabled) == suffix
     out = accepted(seccomp="docker_default", unit=dict(UNIT, selinux_relabel=relabel, selinux_enabled=enabled))
@@ -334,10 +463,16 @@ def test_the_units_words_are_checked_when_the_caller_names_none():
     assert "vllm_service_image holds" in str(err) and "; image holds" not in str(err)
 
 
-@pytest.mark.parametrize("security,expected", [
-    (None, True), (["name=seccomp,profile=default", "name=cgroupns"], True), (["seccomp", "apparmor"], True),
-    (["name=apparmor"], False), ([], False),
-])
+@pytest.mark.parametrize(
+    "security,expected",
+    [
+        (None, True),
+        (["name=seccomp,profile=default", "name=cgroupns"], True),
+        (["seccomp", "apparmor"], True),
+        (["name=apparmor"], False),
+        ([], False),
+    ],
+)
 def test_engine_without_seccomp_gets_no_profile_it_would_refuse(security, expected):
     out = accepted(docker_options=PLANNER_OLD_DOCKER, security_options=security)
     assert ("seccomp=/etc/airgap-vllm/vllm/seccomp.json" in out["docker_options"]) is expected

@@ -1,4 +1,5 @@
 """Several vLLM services on one host: what the list may hold, and what each service ends up with."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -26,15 +27,24 @@ def lines(problems):
 def test_no_list_is_one_service_from_the_host():
     r = S.resolve([], dict(HOST, vllm_service_name="chat", vllm_plan_gpus=["1"]))
     assert r.pop("preflight") == [{"name": "chat", "port": 8000, "gpus": ["1"]}]
-    assert r == {"services": [{"name": "chat", "port": 8000, "gpus": ["1"], "gpu_memory_utilization": None,
-                               "settings": {}}], "variables": [], "gpu_memory_utilization": None,
-                 "kv_offloading": False}
+    assert r == {
+        "services": [{"name": "chat", "port": 8000, "gpus": ["1"], "gpu_memory_utilization": None, "settings": {}}],
+        "variables": [],
+        "gpu_memory_utilization": None,
+        "kv_offloading": False,
+    }
 
 
 def test_the_host_wide_values_come_from_every_service():
-    services = [{"vllm_service_name": "a", "vllm_plan_gpus": ["0"], "vllm_plan_gpu_memory_utilization": 0.8},
-                {"vllm_service_name": "b", "vllm_plan_gpus": ["1"], "vllm_service_port": 8001,
-                 "vllm_plan_kv_offloading_gib": 64}]
+    services = [
+        {"vllm_service_name": "a", "vllm_plan_gpus": ["0"], "vllm_plan_gpu_memory_utilization": 0.8},
+        {
+            "vllm_service_name": "b",
+            "vllm_plan_gpus": ["1"],
+            "vllm_service_port": 8001,
+            "vllm_plan_kv_offloading_gib": 64,
+        },
+    ]
     host = dict(HOST, vllm_plan_gpu_memory_utilization=0.93, vllm_plan_kv_offloading_gib=0)
     r = S.resolve(services, host)
     assert r["gpu_memory_utilization"] == 0.93 and r["kv_offloading"] is True  # b: the host's 0.93; b offloads
@@ -49,27 +59,43 @@ def test_the_host_wide_values_come_from_every_service():
 def test_two_services_on_their_own_gpus_and_ports():
     services = [
         {"vllm_service_name": "vllm", "vllm_plan_gpus": ["0"]},
-        {"vllm_service_name": "vllm-b", "vllm_plan_gpus": [1], "vllm_service_port": 8001,
-         "vllm_plan_concurrency": 8, "vllm_service_api_keys": ["sk-b"]},
+        {
+            "vllm_service_name": "vllm-b",
+            "vllm_plan_gpus": [1],
+            "vllm_service_port": 8001,
+            "vllm_plan_concurrency": 8,
+            "vllm_service_api_keys": ["sk-b"],
+        },
     ]
     assert S.service_problems(services, HOST, options()) == []
     r = S.resolve(services, HOST)
     got = [(s["name"], s["port"], s["gpus"]) for s in r["services"]]
     assert got == [("vllm", 8000, ["0"]), ("vllm-b", 8001, ["1"])]
-    assert r["variables"] == ["vllm_plan_concurrency", "vllm_plan_gpus", "vllm_service_api_keys",
-                              "vllm_service_name", "vllm_service_port"]
+    assert r["variables"] == [
+        "vllm_plan_concurrency",
+        "vllm_plan_gpus",
+        "vllm_service_api_keys",
+        "vllm_service_name",
+        "vllm_service_port",
+    ]
     assert r["services"][1]["settings"]["vllm_plan_concurrency"] == 8
 
 
 def test_every_problem_is_named_with_its_place():
     services = [
         {"vllm_service_name": "a", "vllm_plan_gpus": ["0", "1"]},
-        {"vllm_service_name": "a", "vllm_plan_gpus": ["1"]},                 # name, port and GPU 1 shared
-        {"vllm_plan_gpus": ["2"], "vllm_service_port": 8002},                # no name
-        {"vllm_service_name": "c", "vllm_service_port": 8003},               # no GPUs with several services
-        {"vllm_service_name": "d", "vllm_service_port": 8004, "vllm_plan_gpus": ["3"],
-         "vllm_service_image": "x", "preflight_port": 1, "vllm_plan_concurency": 2,
-         "vllm_plan_concurrency": "many"},
+        {"vllm_service_name": "a", "vllm_plan_gpus": ["1"]},  # name, port and GPU 1 shared
+        {"vllm_plan_gpus": ["2"], "vllm_service_port": 8002},  # no name
+        {"vllm_service_name": "c", "vllm_service_port": 8003},  # no GPUs with several services
+        {
+            "vllm_service_name": "d",
+            "vllm_service_port": 8004,
+            "vllm_plan_gpus": ["3"],
+            "vllm_service_image": "x",
+            "preflight_port": 1,
+            "vllm_plan_concurency": 2,
+            "vllm_plan_concurrency": "many",
+        },
         "not a mapping",
     ]
     got = "\n".join(lines(S.service_problems(services, HOST, options())))
@@ -100,7 +126,8 @@ def test_a_single_service_may_take_every_gpu():
 def test_not_a_list():
     assert lines(S.service_problems({"vllm_service_name": "x"}, HOST)) == [
         "airgap_vllm_services: got {'vllm_service_name': 'x'} (a mapping); wants a list of mappings, one per vLLM "
-        "service of the host"]
+        "service of the host"
+    ]
 
 
 @pytest.mark.parametrize("name", ["../etc", "a b", "", "-x", "x" * 64])
@@ -111,16 +138,27 @@ def test_hostile_names_are_refused(name):
 
 def test_no_settings_shown_for_secrets():
     # a key is a secret: its value never appears in a problem line
-    services = [{"vllm_service_name": "a", "vllm_service_api_keys": {"k": "sk-secret-value"},
-                 "vllm_service_api_key": "sk-typo-value"}]
+    services = [
+        {
+            "vllm_service_name": "a",
+            "vllm_service_api_keys": {"k": "sk-secret-value"},
+            "vllm_service_api_key": "sk-typo-value",
+        }
+    ]
     got = "\n".join(lines(S.service_problems(services, HOST, options())))
     assert "vllm_service_api_keys" in got and "vllm_service_api_key:" in got
     assert "sk-secret-value" not in got and "sk-typo-value" not in got
 
 
 # instances(): what the vllm_plan and vllm_service roles loop over.
-HOST_VARS = {"vllm_service_name": "vllm", "vllm_service_port": 8000, "vllm_plan_gpus": [], "vllm_plan_concurrency": 4,
-             "vllm_service_api_keys": ["sk-host"], "vllm_plan_gpu_memory_utilization": 0.93}
+HOST_VARS = {
+    "vllm_service_name": "vllm",
+    "vllm_service_port": 8000,
+    "vllm_plan_gpus": [],
+    "vllm_plan_concurrency": 4,
+    "vllm_service_api_keys": ["sk-host"],
+    "vllm_plan_gpu_memory_utilization": 0.93,
+}
 
 
 def test_an_empty_list_is_the_hosts_one_service_with_its_own_variables():
@@ -129,15 +167,19 @@ def test_an_empty_list_is_the_hosts_one_service_with_its_own_variables():
 
 
 def test_each_listed_service_gets_the_hosts_variables_with_its_own_over_them_and_no_other_services():
-    services = [{"vllm_service_name": "a", "vllm_plan_gpus": ["0"], "vllm_plan_concurrency": 2},
-                {"vllm_service_name": "b", "vllm_plan_gpus": ["1"], "vllm_service_port": 8001}]
+    services = [
+        {"vllm_service_name": "a", "vllm_plan_gpus": ["0"], "vllm_plan_concurrency": 2},
+        {"vllm_service_name": "b", "vllm_plan_gpus": ["1"], "vllm_service_port": 8001},
+    ]
     a, b = instances(services, HOST_VARS)
     assert a["listed"] and b["listed"]
     assert a["vars"]["vllm_plan_concurrency"] == 2 and b["vars"]["vllm_plan_concurrency"] == 4
     assert a["vars"]["vllm_service_port"] == 8000 and b["vars"]["vllm_service_port"] == 8001
     assert (a["vars"]["vllm_service_name"], b["vars"]["vllm_service_name"]) == ("a", "b")
     assert b["vars"]["vllm_service_api_keys"] == ["sk-host"]
-    assert HOST_VARS["vllm_plan_concurrency"] == 4 and "vllm_plan_gpus" in HOST_VARS and HOST_VARS["vllm_plan_gpus"] == []
+    assert (
+        HOST_VARS["vllm_plan_concurrency"] == 4 and "vllm_plan_gpus" in HOST_VARS and HOST_VARS["vllm_plan_gpus"] == []
+    )
 
 
 def test_a_list_that_does_not_hold_raises_with_every_problem():
@@ -148,7 +190,10 @@ def test_a_list_that_does_not_hold_raises_with_every_problem():
 
 def test_each_service_runs_the_plan_made_for_its_name():
     plans = {"a": {"argv": ["/m", "--port", "8000"]}, "vllm": {"argv": ["/m"]}}
-    services = [{"vllm_service_name": "a", "vllm_plan_gpus": ["0"]}, {"vllm_service_name": "b", "vllm_plan_gpus": ["1"], "vllm_service_port": 8001}]
+    services = [
+        {"vllm_service_name": "a", "vllm_plan_gpus": ["0"]},
+        {"vllm_service_name": "b", "vllm_plan_gpus": ["1"], "vllm_service_port": 8001},
+    ]
     a, b = instances(services, dict(HOST_VARS, vllm_service_plan={"argv": ["/other"]}), plans)
     assert a["plan"] == plans["a"]
     # b has none: a skipped result (the role says so), never the host's or another service's plan.

@@ -1,4 +1,5 @@
 """Smoke-test verdicts on answers shaped like vLLM 0.27.1's."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -15,7 +16,9 @@ CALL = [{"type": "function", "function": {"name": "get_weather", "arguments": "{
 
 def test_tool_call_with_or_without_reasoning_passes():
     assert smoke_verdict(answer({"tool_calls": CALL}), True)["ok"]
-    assert smoke_verdict(answer({"tool_calls": CALL, "reasoning": "The user wants the weather"}, "tool_calls"), True)["ok"]
+    assert smoke_verdict(answer({"tool_calls": CALL, "reasoning": "The user wants the weather"}, "tool_calls"), True)[
+        "ok"
+    ]
     assert smoke_verdict(answer({"tool_calls": CALL, "reasoning_content": "old field"}), True)["ok"]
 
 

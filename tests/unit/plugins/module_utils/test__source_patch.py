@@ -174,14 +174,19 @@ def test_upstream_fallback_is_left_alone():
     assert info["sites"] == [13, 19]
 
 
-@pytest.mark.parametrize("states, fixed", [
-    (["upstream_fixed", "upstream_fixed"], True),
-    (["upstream_fixed", "patched"], False),
-    (["upstream_fixed", "already_patched"], False),
-    ([], False),
-])
+@pytest.mark.parametrize(
+    "states, fixed",
+    [
+        (["upstream_fixed", "upstream_fixed"], True),
+        (["upstream_fixed", "patched"], False),
+        (["upstream_fixed", "already_patched"], False),
+        ([], False),
+    ],
+)
 def test_a_release_needs_no_derived_image_only_when_every_file_is_fixed_upstream(states, fixed):
-    planned = [{"relpath": "f%d.py" % i, "state": st, "patch": "madvise_populate_write@r1"} for i, st in enumerate(states)]
+    planned = [
+        {"relpath": "f%d.py" % i, "state": st, "patch": "madvise_populate_write@r1"} for i, st in enumerate(states)
+    ]
     assert sp.upstream_fixed(planned) is fixed
 
 
@@ -331,18 +336,21 @@ def test_multi_line_string_inside_a_call_keeps_its_text():
 # --------------------------------------------------------------------------- when the image needs the patch
 
 
-@pytest.mark.parametrize("offload,kernel,needed", [
-    (True, "4.19.90-52.22.v2207.ky10.x86_64", True),   # Kylin V10 SP3
-    (True, "5.13.19", True),
-    (True, "5.14.0-70.el9.x86_64", False),
-    (True, "6.8.0", False),
-    (True, None, True),          # unknown kernel: the patch is harmless on >= 5.14, its absence fatal below
-    (True, "", True),
-    (True, "unknown", True),
-    (True, "5", True),
-    (False, "4.19.90", False),   # no offload: nothing calls madvise(MADV_POPULATE_WRITE)
-    (0, None, False),
-])
+@pytest.mark.parametrize(
+    "offload,kernel,needed",
+    [
+        (True, "4.19.90-52.22.v2207.ky10.x86_64", True),  # Kylin V10 SP3
+        (True, "5.13.19", True),
+        (True, "5.14.0-70.el9.x86_64", False),
+        (True, "6.8.0", False),
+        (True, None, True),  # unknown kernel: the patch is harmless on >= 5.14, its absence fatal below
+        (True, "", True),
+        (True, "unknown", True),
+        (True, "5", True),
+        (False, "4.19.90", False),  # no offload: nothing calls madvise(MADV_POPULATE_WRITE)
+        (0, None, False),
+    ],
+)
 def test_madvise_patch_rule(offload, kernel, needed):
     got, why = sp.madvise_patch_decision(offload, kernel)
     assert got is needed and why
@@ -351,5 +359,6 @@ def test_madvise_patch_rule(offload, kernel, needed):
 
 def test_planner_and_image_role_share_the_madvise_rule():
     from ansible_collections.airgap.vllm.plugins.module_utils import _planner
+
     # The name plan() looks up (its module's global, imported from _source_patch) is the image role's rule.
     assert _planner.needs_madvise_patch is sp.needs_madvise_patch

@@ -1,4 +1,5 @@
 """Hostile/broken input for vllm_source_patch: upstream's own fix, fake fixes, partial writes (issue 12, #12)."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -71,13 +72,18 @@ def test_upstream_fixed_file_stays_byte_identical(tmp_path):
     assert (root / SPEC.files[0]).read_bytes() == before[SPEC.files[0]]
 
 
-@pytest.mark.parametrize("handler", [
-    "        except OSError:\n            logger.warning('madvise failed')\n            raise\n",
-    "        except OSError as e:\n            logger.exception('madvise failed')\n            raise RuntimeError('no') from e\n",
-])
+@pytest.mark.parametrize(
+    "handler",
+    [
+        "        except OSError:\n            logger.warning('madvise failed')\n            raise\n",
+        "        except OSError as e:\n            logger.exception('madvise failed')\n            raise RuntimeError('no') from e\n",
+    ],
+)
 def test_handler_that_only_logs_and_reraises_is_not_a_fix(handler):
-    text = OLD.replace("        m.madvise(mmap.MADV_POPULATE_WRITE, 0, size)\n",
-                       "        try:\n            m.madvise(mmap.MADV_POPULATE_WRITE, 0, size)\n" + handler)
+    text = OLD.replace(
+        "        m.madvise(mmap.MADV_POPULATE_WRITE, 0, size)\n",
+        "        try:\n            m.madvise(mmap.MADV_POPULATE_WRITE, 0, size)\n" + handler,
+    )
     assert sp.plan_text(text, SPEC, "x.py")[0] == sp.STATE_PATCHED
 
 
@@ -88,9 +94,11 @@ def test_logging_and_reraising_upstream_probe_is_not_a_fix():
 
 
 def test_one_line_log_and_reraise_handler_is_not_a_fix():
-    text = OLD.replace("        m.madvise(mmap.MADV_POPULATE_WRITE, 0, size)\n",
-                       "        try:\n            m.madvise(mmap.MADV_POPULATE_WRITE, 0, size)\n"
-                       "        except OSError: log(); raise\n")
+    text = OLD.replace(
+        "        m.madvise(mmap.MADV_POPULATE_WRITE, 0, size)\n",
+        "        try:\n            m.madvise(mmap.MADV_POPULATE_WRITE, 0, size)\n"
+        "        except OSError: log(); raise\n",
+    )
     assert sp.plan_text(text, SPEC, "x.py")[0] == sp.STATE_PATCHED
 
 

@@ -1,4 +1,5 @@
 """Per-stage state files: written once, read back, damaged files named, nothing shared with other users."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -66,9 +67,12 @@ def test_remove(tmp_path):
 
 
 def test_published_facts_merge_every_stage():
-    stages = {"model": {"facts": {"vllm_model_dir": "/m"}, "version": "1"},
-              "image": {"facts": {"vllm_image_ref": "sha256:a"}}, "service": {"name": "vllm"},
-              "odd": {"facts": ["not", "a", "mapping"]}}
+    stages = {
+        "model": {"facts": {"vllm_model_dir": "/m"}, "version": "1"},
+        "image": {"facts": {"vllm_image_ref": "sha256:a"}},
+        "service": {"name": "vllm"},
+        "odd": {"facts": ["not", "a", "mapping"]},
+    }
     assert S.published_facts(stages) == {"vllm_model_dir": "/m", "vllm_image_ref": "sha256:a"}
 
 
@@ -106,13 +110,18 @@ def test_files_that_only_look_like_service_records_are_ignored(tmp_path):
 
 def test_every_instance_of_a_stage_is_forgotten_at_once(tmp_path):
     from ansible_collections.airgap.vllm.plugins.module_utils._stage_state import remove_every_instance
+
     d = str(tmp_path)
     S.write_stage(d, "plan", {"a": 1})
     S.write_stage(d, "plan", {"b": 2}, instance="vllm-b")
     S.write_stage(d, "service", {"c": 3}, instance="vllm-b")
     (tmp_path / "plan@.json").write_text("{}")  # not a service's record: left alone
     changed, removed, aside = remove_every_instance(d, "plan", check_mode=True)
-    assert changed and aside == {} and sorted(removed) == [os.path.join(d, "plan.json"), os.path.join(d, "plan@vllm-b.json")]
+    assert (
+        changed
+        and aside == {}
+        and sorted(removed) == [os.path.join(d, "plan.json"), os.path.join(d, "plan@vllm-b.json")]
+    )
     assert (tmp_path / "plan.json").exists()  # check mode removes nothing
     changed, removed, aside = remove_every_instance(d, "plan")
     assert changed and len(removed) == 2 and '"b": 2' in removed[os.path.join(d, "plan@vllm-b.json")]
@@ -142,7 +151,9 @@ def test_one_damaged_record_hides_nothing_else(tmp_path):
     stages, damaged = S.read_each(d)
     assert sorted(stages) == ["image", "service", "service@vllm-b"]
     assert [(x["stage"], x["instance"], x["set_aside"]) for x in damaged] == [
-        ("plan", "vllm", False), ("service", "vllm-c", False)]
+        ("plan", "vllm", False),
+        ("service", "vllm-c", False),
+    ]
     assert "service@vllm-c.json is damaged" in damaged[1]["reason"]
     assert S.by_instance(stages)["service"].keys() == {"vllm", "vllm-b"}
     # The strict read still refuses, naming every damaged file: a decision that needs them must not go ahead.
@@ -173,8 +184,15 @@ def test_removing_a_damaged_record_sets_it_aside_and_later_reads_name_it(tmp_pat
     assert open(moved).read() == "{oops"  # kept, not deleted
     stages, damaged = S.read_each(d)
     assert list(stages) == ["image"]
-    assert damaged == [dict(path=moved, stage="service", instance="vllm-c", set_aside=True,
-                            reason="%s was set aside as damaged by an earlier run" % moved)]
+    assert damaged == [
+        dict(
+            path=moved,
+            stage="service",
+            instance="vllm-c",
+            set_aside=True,
+            reason="%s was set aside as damaged by an earlier run" % moved,
+        )
+    ]
 
 
 @pytest.mark.parametrize("name", ["docker", "sshd", "containerd", "vllm\n", "..", "vllm.service"])

@@ -17,9 +17,11 @@ def test_running_unit_keeps_waiting():
 
 
 def test_auto_restart_gives_up_at_once():
-    props = W.parse_show(RUNNING.replace("SubState=running", "SubState=auto-restart")
-                         .replace("ExecMainStatus=0", "ExecMainStatus=1")
-                         .replace("Result=success", "Result=exit-code"))
+    props = W.parse_show(
+        RUNNING.replace("SubState=running", "SubState=auto-restart")
+        .replace("ExecMainStatus=0", "ExecMainStatus=1")
+        .replace("Result=success", "Result=exit-code")
+    )
     reason = W.unit_gave_up(props, 0)
     assert "restarting" in reason and "exit status 1" in reason and "exit-code" in reason
 
@@ -42,9 +44,15 @@ def test_old_systemd_without_counter():
 
 def test_started_and_enabled_only_when_systemd_has_nothing_to_do():
     from ansible_collections.airgap.vllm.plugins.module_utils._unit_wait import started_and_enabled
+
     up = {"LoadState": "loaded", "ActiveState": "active", "SubState": "running", "UnitFileState": "enabled"}
     assert started_and_enabled(up)
-    for key, value in (("ActiveState", "activating"), ("SubState", "auto-restart"), ("UnitFileState", "disabled"),
-                       ("LoadState", "not-found"), ("ActiveState", "failed")):
+    for key, value in (
+        ("ActiveState", "activating"),
+        ("SubState", "auto-restart"),
+        ("UnitFileState", "disabled"),
+        ("LoadState", "not-found"),
+        ("ActiveState", "failed"),
+    ):
         assert not started_and_enabled(dict(up, **{key: value})), key
     assert not started_and_enabled(None) and not started_and_enabled({})

@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 """Unit tests of the pure decisions behind airgap.vllm.validate."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -45,29 +46,40 @@ def role_options():
 OPTIONS = role_options()
 
 
-@pytest.mark.parametrize("name,value", [
-    ("vllm_plan_concurrency", 8),
-    ("vllm_plan_concurrency", "8"),          # -e gives strings; ansible converts them, so do we
-    ("vllm_plan_gpu_memory_utilization", "0.9"),
-    ("vllm_plan_prefix_caching", "yes"),
-    ("bundle_source", "target"),
-    ("preflight_checks", ["os", "disk"]),
-    ("preflight_disk_requirements", [{"path": "/opt", "min_free_gb": 5}]),
-    ("vllm_service_extra_env", {"CUDA_VISIBLE_DEVICES": "0"}),
-    ("vllm_plan_kv_offloading_gib", 2),
-])
+@pytest.mark.parametrize(
+    "name,value",
+    [
+        ("vllm_plan_concurrency", 8),
+        ("vllm_plan_concurrency", "8"),  # -e gives strings; ansible converts them, so do we
+        ("vllm_plan_gpu_memory_utilization", "0.9"),
+        ("vllm_plan_prefix_caching", "yes"),
+        ("bundle_source", "target"),
+        ("preflight_checks", ["os", "disk"]),
+        ("preflight_disk_requirements", [{"path": "/opt", "min_free_gb": 5}]),
+        ("vllm_service_extra_env", {"CUDA_VISIBLE_DEVICES": "0"}),
+        ("vllm_plan_kv_offloading_gib", 2),
+    ],
+)
 def test_valid_values_pass(name, value):
     assert check_option(name, OPTIONS[name], value) is None
 
 
-@pytest.mark.parametrize("name,value,got,wants", [
-    ("vllm_plan_concurrency", "abc", "'abc' (a string)", "an integer"),
-    ("vllm_plan_gpu_memory_utilization", "lots", "'lots' (a string)", "a number"),
-    ("vllm_plan_prefix_caching", "maybe", "'maybe' (a string)", "a boolean (true/false)"),
-    ("bundle_source", "usb", "'usb' (a string)", "one of: controller, target"),
-    ("vllm_plan_kv_cache_dtype", "int4", "'int4' (a string)", "one of: auto, float16, bfloat16, fp8, fp8_e4m3, fp8_e5m2"),
-    ("vllm_service_extra_env", ["A=1"], "['A=1'] (a list)", "a mapping"),
-])
+@pytest.mark.parametrize(
+    "name,value,got,wants",
+    [
+        ("vllm_plan_concurrency", "abc", "'abc' (a string)", "an integer"),
+        ("vllm_plan_gpu_memory_utilization", "lots", "'lots' (a string)", "a number"),
+        ("vllm_plan_prefix_caching", "maybe", "'maybe' (a string)", "a boolean (true/false)"),
+        ("bundle_source", "usb", "'usb' (a string)", "one of: controller, target"),
+        (
+            "vllm_plan_kv_cache_dtype",
+            "int4",
+            "'int4' (a string)",
+            "one of: auto, float16, bfloat16, fp8, fp8_e4m3, fp8_e5m2",
+        ),
+        ("vllm_service_extra_env", ["A=1"], "['A=1'] (a list)", "a mapping"),
+    ],
+)
 def test_wrong_values_say_variable_got_wants(name, value, got, wants):
     problem = check_option(name, OPTIONS[name], value)
     assert problem == Problem(name, got, wants)
@@ -81,8 +93,7 @@ def test_list_with_choices_names_the_bad_elements():
 
 
 def test_nested_options_described():
-    problem = check_option("preflight_disk_requirements", OPTIONS["preflight_disk_requirements"],
-                           [{"path": "/opt"}])
+    problem = check_option("preflight_disk_requirements", OPTIONS["preflight_disk_requirements"], [{"path": "/opt"}])
     assert problem.wants == "a list of mappings with keys min_free_gb (float, required), path (path, required)"
 
 
@@ -96,10 +107,17 @@ def test_long_values_are_cut():
     assert len(describe_got("x" * 500)) < 100
 
 
-@pytest.mark.parametrize("value,text", [
-    (None, "nothing (null)"), ("", "an empty string"), (True, "True (a boolean)"), (3, "3 (an integer)"),
-    (0.5, "0.5 (a number)"), ({"a": 1}, "{'a': 1} (a mapping)"),
-])
+@pytest.mark.parametrize(
+    "value,text",
+    [
+        (None, "nothing (null)"),
+        ("", "an empty string"),
+        (True, "True (a boolean)"),
+        (3, "3 (an integer)"),
+        (0.5, "0.5 (a number)"),
+        ({"a": 1}, "{'a': 1} (a mapping)"),
+    ],
+)
 def test_describe_got(value, text):
     assert describe_got(value) == text
 
@@ -129,9 +147,19 @@ def test_every_role_default_passes_its_own_spec():
 
 
 def test_misspelled_suggests_the_option():
-    out = misspelled(OPTIONS, ["vllm_plan_concurency", "vllm_plan_result", "bundle_staged", "other_var",
-                               "__vllm_plan_x", "vllm_plan_concurrency", "vllm_service_zzz_qqq"],
-                     ["vllm_plan", "vllm_service", "bundle"])
+    out = misspelled(
+        OPTIONS,
+        [
+            "vllm_plan_concurency",
+            "vllm_plan_result",
+            "bundle_staged",
+            "other_var",
+            "__vllm_plan_x",
+            "vllm_plan_concurrency",
+            "vllm_service_zzz_qqq",
+        ],
+        ["vllm_plan", "vllm_service", "bundle"],
+    )
     assert out == [("vllm_plan_concurency", "vllm_plan_concurrency"), ("vllm_service_zzz_qqq", None)]
 
 
@@ -152,8 +180,17 @@ def test_gpu_set():
     assert gpu_set({"CUDA_VISIBLE_DEVICES": "0, 1"}) == frozenset(["0", "1"])
 
 
-ALL = ["preflight", "bundle", "nvidia_driver", "nvidia_toolkit", "gpu_free", "vllm_model", "vllm_plan",
-       "vllm_image", "vllm_service"]
+ALL = [
+    "preflight",
+    "bundle",
+    "nvidia_driver",
+    "nvidia_toolkit",
+    "gpu_free",
+    "vllm_model",
+    "vllm_plan",
+    "vllm_image",
+    "vllm_service",
+]
 
 
 def test_cross_role_defaults_hold():
@@ -161,23 +198,34 @@ def test_cross_role_defaults_hold():
 
 
 def test_cross_role_old_driver_port_lmo_gpus():
-    values = {"nvidia_driver_version": "570.172.08", "vllm_service_port": 9000,
-              "vllm_model_language_model_only": True, "vllm_plan_gpu_count": 2,
-              "vllm_service_extra_env": {"CUDA_VISIBLE_DEVICES": "3"}}
+    values = {
+        "nvidia_driver_version": "570.172.08",
+        "vllm_service_port": 9000,
+        "vllm_model_language_model_only": True,
+        "vllm_plan_gpu_count": 2,
+        "vllm_service_extra_env": {"CUDA_VISIBLE_DEVICES": "3"},
+    }
     problems = cross_role_problems(ALL, values, OPTIONS)
-    assert [p.variable for p in problems] == ["nvidia_driver_version", "preflight_port",
-                                              "vllm_model_language_model_only", "vllm_plan_gpu_count"]
+    assert [p.variable for p in problems] == [
+        "nvidia_driver_version",
+        "preflight_port",
+        "vllm_model_language_model_only",
+        "vllm_plan_gpu_count",
+    ]
     assert "580.65.06" in problems[0].wants
     assert problems[1].got == "8000 (an integer)" and "9000" in problems[1].wants
 
 
-@pytest.mark.parametrize("installed, flagged", [
-    ("580.65", False),        # preflight pads missing parts with 0: 580.65 == 580.65.0 passes there, and here
-    (" 580.65.06", False),    # preflight trims blanks
-    ("580.64.99", True),
-    ("570.172.08", True),
-    ("590.1", False),
-])
+@pytest.mark.parametrize(
+    "installed, flagged",
+    [
+        ("580.65", False),  # preflight pads missing parts with 0: 580.65 == 580.65.0 passes there, and here
+        (" 580.65.06", False),  # preflight trims blanks
+        ("580.64.99", True),
+        ("570.172.08", True),
+        ("590.1", False),
+    ],
+)
 def test_cross_role_driver_rule_is_preflights_own_comparison(installed, flagged):
     values = {"nvidia_driver_version": installed, "preflight_min_driver_version": "580.65.0"}
     problems = [p for p in cross_role_problems(ALL, values, OPTIONS) if p.variable == "nvidia_driver_version"]
@@ -220,8 +268,11 @@ MANIFEST = [
 
 def test_needed_kinds():
     assert needed_kinds(ALL, {}, OPTIONS) == {
-        "driver": ("nvidia_driver", "580.65.06"), "toolkit": ("nvidia_toolkit", None),
-        "image": ("vllm_image", None), "model": ("vllm_model", None)}
+        "driver": ("nvidia_driver", "580.65.06"),
+        "toolkit": ("nvidia_toolkit", None),
+        "image": ("vllm_image", None),
+        "model": ("vllm_model", None),
+    }
     assert "driver" not in needed_kinds(ALL, {}, OPTIONS, manage_driver=False)
     assert "model" not in needed_kinds(ALL, {"vllm_model_src": "/x"}, OPTIONS)
     assert needed_kinds(["preflight", "gpu_free"], {}, OPTIONS) == {}
@@ -233,12 +284,19 @@ def test_bundle_complete():
 
 
 def test_bundle_missing_and_short_files_name_file_and_manifest():
-    present = {"artifacts/NVIDIA.run": 10, "artifacts/tk/a.rpm": 5, "artifacts/vllm.tar": 2, "artifacts/model.tar": None}
+    present = {
+        "artifacts/NVIDIA.run": 10,
+        "artifacts/tk/a.rpm": 5,
+        "artifacts/vllm.tar": 2,
+        "artifacts/model.tar": None,
+    }
     problems = bundle_problems("/b", "/b/manifest.yml", MANIFEST, present, {})
     lines = [p.line() for p in problems]
     assert "artifacts/vllm.tar of 2 bytes" in lines[0] and "7 bytes" in lines[0]
-    assert lines[1] == ("bundle_path: got /b, which lacks artifacts/model.tar; wants every file /b/manifest.yml lists. "
-                        "Rebuild the bundle (playbooks/bundle_build.yml) or copy the file back from the original medium")
+    assert lines[1] == (
+        "bundle_path: got /b, which lacks artifacts/model.tar; wants every file /b/manifest.yml lists. "
+        "Rebuild the bundle (playbooks/bundle_build.yml) or copy the file back from the original medium"
+    )
 
 
 def test_bundle_lacking_a_kind_or_the_driver_version():
@@ -260,21 +318,34 @@ def test_an_nvswitch_host_needs_the_fabric_manager_rpm_of_the_drivers_version():
     problems = bundle_problems("/b", "/b/manifest.yml", MANIFEST, present, need, fabric_reason=hgx["reason"])
     assert len(problems) == 1 and problems[0].variable == "bundle_path"
     line = problems[0].line()
-    assert "a bundle without nvidia-fabric-manager-580.65.06-1.x86_64.rpm (/b/manifest.yml: it carries no "\
+    assert (
+        "a bundle without nvidia-fabric-manager-580.65.06-1.x86_64.rpm (/b/manifest.yml: it carries no "
         "fabricmanager artifact)" in line
+    )
     assert "this host needs it (lspci shows 4 NVSwitch(es)" in line and "kind fabricmanager" in line
     # The RPM of another driver version does not do: Fabric Manager refuses to run beside it.
-    old = MANIFEST + [{"kind": "fabricmanager", "version": "570.172.08", "size": 4,
-                       "path": "artifacts/nvidia-fabric-manager-570.172.08-1.x86_64.rpm"}]
+    old = MANIFEST + [
+        {
+            "kind": "fabricmanager",
+            "version": "570.172.08",
+            "size": 4,
+            "path": "artifacts/nvidia-fabric-manager-570.172.08-1.x86_64.rpm",
+        }
+    ]
     problems = bundle_problems("/b", "/b/manifest.yml", old, dict((e["path"], e["size"]) for e in old), need)
     assert len(problems) == 1 and "it carries nvidia-fabric-manager-570.172.08-1.x86_64.rpm" in problems[0].got
-    good = MANIFEST + [{"kind": "fabricmanager", "version": "580.65.06", "size": 4,
-                        "path": "artifacts/nvidia-fabric-manager-580.65.06-1.x86_64.rpm"}]
+    good = MANIFEST + [
+        {
+            "kind": "fabricmanager",
+            "version": "580.65.06",
+            "size": 4,
+            "path": "artifacts/nvidia-fabric-manager-580.65.06-1.x86_64.rpm",
+        }
+    ]
     assert bundle_problems("/b", "/b/manifest.yml", good, dict((e["path"], e["size"]) for e in good), need) == []
     # A renamed file of the driver's version: the role installs it (pick_entry), so validate takes it too.
     renamed = MANIFEST + [{"kind": "fabricmanager", "version": "580.65.06", "size": 4, "path": "artifacts/fm.rpm"}]
-    assert bundle_problems("/b", "/b/manifest.yml", renamed, dict((e["path"], e["size"]) for e in renamed),
-                           need) == []
+    assert bundle_problems("/b", "/b/manifest.yml", renamed, dict((e["path"], e["size"]) for e in renamed), need) == []
 
 
 def test_a_host_without_nvswitches_or_unknown_needs_no_fabric_manager_rpm():
@@ -282,8 +353,9 @@ def test_a_host_without_nvswitches_or_unknown_needs_no_fabric_manager_rpm():
         assert "fabricmanager" not in needed_kinds(ALL, {}, OPTIONS, fabric_manager=fabric)
     hgx = {"needed": True}
     assert "fabricmanager" not in needed_kinds(ALL, {}, OPTIONS, manage_driver=False, fabric_manager=hgx)
-    assert "fabricmanager" not in needed_kinds(ALL, {"nvidia_driver_fabric_manager_rpm": "/x.rpm"}, OPTIONS,
-                                               fabric_manager=hgx)
+    assert "fabricmanager" not in needed_kinds(
+        ALL, {"nvidia_driver_fabric_manager_rpm": "/x.rpm"}, OPTIONS, fabric_manager=hgx
+    )
     # Empty (the default) means the bundle's RPM.
     assert "fabricmanager" in needed_kinds(ALL, {"nvidia_driver_fabric_manager_rpm": ""}, OPTIONS, fabric_manager=hgx)
     assert "fabricmanager" not in needed_kinds(ALL, {"bundle_stage_kinds": ["driver"]}, OPTIONS, fabric_manager=hgx)
@@ -317,15 +389,24 @@ def test_docker_diagnosis():
 
 
 def test_connection_problem_prefers_the_diagnosis():
-    p = connection_problem("h", "community.docker.docker", "Failed to create temporary directory\nmore",
-                           "there is no container named h", "run bash tests/simulate")
-    assert p.line() == ("cannot reach h (connection community.docker.docker): there is no container named h. "
-                        "run bash tests/simulate")
+    p = connection_problem(
+        "h",
+        "community.docker.docker",
+        "Failed to create temporary directory\nmore",
+        "there is no container named h",
+        "run bash tests/simulate",
+    )
+    assert p.line() == (
+        "cannot reach h (connection community.docker.docker): there is no container named h. run bash tests/simulate"
+    )
     p = connection_problem("h", "ssh", "Failed to connect\nmore")
     assert p.line() == "cannot reach h (connection ssh): Failed to connect"
 
 
 def test_format_report():
     text = format_report("h", [Problem("a", "1", "2"), Problem("b", "3", "4", "Do X")])
-    assert text.splitlines() == ["2 problems in the settings of h (nothing was changed):",
-                                 "- a: got 1; wants 2", "- b: got 3; wants 4. Do X"]
+    assert text.splitlines() == [
+        "2 problems in the settings of h (nothing was changed):",
+        "- a: got 1; wants 2",
+        "- b: got 3; wants 4. Do X",
+    ]

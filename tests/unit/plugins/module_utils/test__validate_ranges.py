@@ -3,6 +3,7 @@
 that becomes a unit or container follows the one rule, what would open a service to every network is refused
 (unless vllm_service_expose_to_network), all problems at once, and no input makes a traceback. The shipped
 inventories and the molecule scenarios' variables still validate."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -107,7 +108,7 @@ def test_every_default_is_in_range(name):
 
 
 @pytest.mark.parametrize("name", ["vllm_service_port", "vllm_plan_port", "preflight_port", "bundle_peer_port"])
-@pytest.mark.parametrize("value", [0, -1, 65536, 10 ** 30, True, "0", "70000"])
+@pytest.mark.parametrize("value", [0, -1, 65536, 10**30, True, "0", "70000"])
 def test_a_port_out_of_range_is_one_line(name, value):
     problem = V.check_option(name, OPTIONS[name], value)
     assert problem is not None and problem.variable == name
@@ -129,60 +130,95 @@ def test_a_fraction_out_of_range_is_refused(name, value):
 
 @pytest.mark.parametrize("value", [1, 1.0, 0.5, "0.9", 0.93, 0.99])
 def test_a_fraction_in_range_passes(value):
-    assert V.check_option("vllm_plan_gpu_memory_utilization", OPTIONS["vllm_plan_gpu_memory_utilization"], value) is None
+    assert (
+        V.check_option("vllm_plan_gpu_memory_utilization", OPTIONS["vllm_plan_gpu_memory_utilization"], value) is None
+    )
 
 
 def test_a_fraction_above_095_is_advised_against_not_refused():
-    warnings = V.advisories({"vllm_plan_gpu_memory_utilization": 0.97, "preflight_gpu_memory_utilization": "0.99",
-                             "vllm_plan_concurrency": 4})
+    warnings = V.advisories(
+        {
+            "vllm_plan_gpu_memory_utilization": 0.97,
+            "preflight_gpu_memory_utilization": "0.99",
+            "vllm_plan_concurrency": 4,
+        }
+    )
     assert len(warnings) == 2 and all("above 0.95" in w for w in warnings)
     assert V.advisories({"vllm_plan_gpu_memory_utilization": 0.95}) == []
     assert V.advisories({"vllm_plan_gpu_memory_utilization": float("nan")}) == [], "refused, not advised"
     services = [{"vllm_service_name": "a", "vllm_plan_gpu_memory_utilization": 0.98}, "odd", {1: 2}]
     assert service_advisories(services) == [
         "airgap_vllm_services[0].vllm_plan_gpu_memory_utilization is 0.98: above 0.95 vLLM and the CUDA context of "
-        "each GPU often run out of memory at start-up; 0.9-0.93 is the usual choice"]
+        "each GPU often run out of memory at start-up; 0.9-0.93 is the usual choice"
+    ]
 
 
-@pytest.mark.parametrize("name, value", [
-    ("vllm_plan_concurrency", 0), ("vllm_plan_gpu_count", 0), ("bundle_peer_concurrency", 0),
-    ("bundle_verify_workers", -2), ("bundle_peer_timeout", 0), ("vllm_service_health_timeout", -1),
-    ("nvidia_driver_reboot_timeout", 0), ("vllm_service_loadcheck_prompts", 0), ("vllm_plan_log_max_file", 0),
-    ("vllm_plan_kv_offloading_gib", -1), ("vllm_plan_kv_offloading_gib", "nan"), ("vllm_image_keep", -1),
-    ("bundle_build_split_size", 100), ("vllm_service_loadcheck_ttft_p95_max_ms", "nan"),
-    ("vllm_service_loadcheck_tpot_p95_max_ms", -5), ("vllm_plan_num_speculative_tokens", -1),
-    ("bundle_chunk_size", 0),
-])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("vllm_plan_concurrency", 0),
+        ("vllm_plan_gpu_count", 0),
+        ("bundle_peer_concurrency", 0),
+        ("bundle_verify_workers", -2),
+        ("bundle_peer_timeout", 0),
+        ("vllm_service_health_timeout", -1),
+        ("nvidia_driver_reboot_timeout", 0),
+        ("vllm_service_loadcheck_prompts", 0),
+        ("vllm_plan_log_max_file", 0),
+        ("vllm_plan_kv_offloading_gib", -1),
+        ("vllm_plan_kv_offloading_gib", "nan"),
+        ("vllm_image_keep", -1),
+        ("bundle_build_split_size", 100),
+        ("vllm_service_loadcheck_ttft_p95_max_ms", "nan"),
+        ("vllm_service_loadcheck_tpot_p95_max_ms", -5),
+        ("vllm_plan_num_speculative_tokens", -1),
+        ("bundle_chunk_size", 0),
+    ],
+)
 def test_counts_sizes_and_timeouts_out_of_range(name, value):
     assert V.check_option(name, OPTIONS[name], value) is not None
 
 
-@pytest.mark.parametrize("name, value", [
-    ("vllm_plan_tensor_parallel_size", 0), ("vllm_plan_num_speculative_tokens", 0), ("vllm_image_keep", 0),
-    ("vllm_plan_kv_offloading_gib", 0), ("bundle_build_split_size", 0), ("vllm_service_loadcheck_ttft_p95_max_ms", 0),
-])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("vllm_plan_tensor_parallel_size", 0),
+        ("vllm_plan_num_speculative_tokens", 0),
+        ("vllm_image_keep", 0),
+        ("vllm_plan_kv_offloading_gib", 0),
+        ("bundle_build_split_size", 0),
+        ("vllm_service_loadcheck_ttft_p95_max_ms", 0),
+    ],
+)
 def test_zero_that_means_off_or_auto_passes(name, value):
     assert V.check_option(name, OPTIONS[name], value) is None
 
 
 def test_a_list_of_mappings_names_each_entry_out_of_range():
     spec = OPTIONS["preflight_services"]
-    value = [{"name": "vllm", "port": 8000}, {"name": "vllm-b", "port": 0, "gpu_memory_utilization": 1.5},
-             {"name": "docker", "port": 8002}]
+    value = [
+        {"name": "vllm", "port": 8000},
+        {"name": "vllm-b", "port": 0, "gpu_memory_utilization": 1.5},
+        {"name": "docker", "port": 8002},
+    ]
     problems = V.option_problems("preflight_services", spec, value)
-    assert [p.variable for p in problems] == ["preflight_services[1].gpu_memory_utilization",
-                                              "preflight_services[1].port",
-                                              "preflight_services[2].name"]
-    disk = V.option_problems("preflight_disk_requirements", OPTIONS["preflight_disk_requirements"],
-                             [{"path": "/var", "min_free_gb": -1}])
+    assert [p.variable for p in problems] == [
+        "preflight_services[1].gpu_memory_utilization",
+        "preflight_services[1].port",
+        "preflight_services[2].name",
+    ]
+    disk = V.option_problems(
+        "preflight_disk_requirements", OPTIONS["preflight_disk_requirements"], [{"path": "/var", "min_free_gb": -1}]
+    )
     assert [p.variable for p in disk] == ["preflight_disk_requirements[0].min_free_gb"]
 
 
 # ------------------------------------------------------------------ names and addresses
 
 
-@pytest.mark.parametrize("name", ["docker", "sshd", "containerd", "vllm\n", "..", "systemd-journald", "a/b",
-                                  "vllm.service", "", "-x"])
+@pytest.mark.parametrize(
+    "name", ["docker", "sshd", "containerd", "vllm\n", "..", "systemd-journald", "a/b", "vllm.service", "", "-x"]
+)
 def test_a_service_name_that_is_not_ours_is_refused(name):
     problem = V.check_option("vllm_service_name", OPTIONS["vllm_service_name"], name)
     assert problem is not None and problem.variable == "vllm_service_name"
@@ -190,24 +226,33 @@ def test_a_service_name_that_is_not_ours_is_refused(name):
 
 
 def test_a_service_name_in_the_services_list_is_refused_once():
-    services = [{"vllm_service_name": "docker", "vllm_plan_gpus": ["0"]},
-                {"vllm_service_name": "vllm\n", "vllm_plan_gpus": ["1"], "vllm_service_port": 8001},
-                {"vllm_plan_gpus": ["2"], "vllm_service_port": 8002}]
+    services = [
+        {"vllm_service_name": "docker", "vllm_plan_gpus": ["0"]},
+        {"vllm_service_name": "vllm\n", "vllm_plan_gpus": ["1"], "vllm_service_port": 8001},
+        {"vllm_plan_gpus": ["2"], "vllm_service_port": 8002},
+    ]
     for options in (None, OPTIONS):
         problems = service_problems(services, {"vllm_service_port": 8000}, options)
         where = [p.variable for p in problems]
-        assert where == ["airgap_vllm_services[0].vllm_service_name", "airgap_vllm_services[1].vllm_service_name",
-                         "airgap_vllm_services[2].vllm_service_name"], problems
+        assert where == [
+            "airgap_vllm_services[0].vllm_service_name",
+            "airgap_vllm_services[1].vllm_service_name",
+            "airgap_vllm_services[2].vllm_service_name",
+        ], problems
     with pytest.raises(ValueError, match="docker"):
         resolve(services, {"vllm_service_port": 8000})
 
 
 def test_a_port_out_of_range_in_the_services_list_is_named():
-    services = [{"vllm_service_name": "a", "vllm_plan_gpus": ["0"], "vllm_service_port": 0},
-                {"vllm_service_name": "b", "vllm_plan_gpus": ["1"], "vllm_plan_gpu_memory_utilization": "nan"}]
+    services = [
+        {"vllm_service_name": "a", "vllm_plan_gpus": ["0"], "vllm_service_port": 0},
+        {"vllm_service_name": "b", "vllm_plan_gpus": ["1"], "vllm_plan_gpu_memory_utilization": "nan"},
+    ]
     problems = service_problems(services, {"vllm_service_port": 8000}, OPTIONS)
-    assert [p.variable for p in problems] == ["airgap_vllm_services[0].vllm_service_port",
-                                              "airgap_vllm_services[1].vllm_plan_gpu_memory_utilization"]
+    assert [p.variable for p in problems] == [
+        "airgap_vllm_services[0].vllm_service_port",
+        "airgap_vllm_services[1].vllm_plan_gpu_memory_utilization",
+    ]
 
 
 @pytest.mark.parametrize("address", ["0.0.0.0", "::", "[::]", "0", "0x0"])
@@ -228,8 +273,12 @@ def test_the_removed_metrics_exposure_is_refused_naming_the_front_doors_variable
     for p in problems:
         line = p.line()
         assert "\n" not in line and line.startswith(p.variable + " is removed")
-        for new in ("vllm_front_metrics_port", "vllm_front_metrics_sources", "vllm_front_metrics_tokens",
-                    "docs/monitoring.md"):
+        for new in (
+            "vllm_front_metrics_port",
+            "vllm_front_metrics_sources",
+            "vllm_front_metrics_tokens",
+            "docs/monitoring.md",
+        ):
             assert new in line
     # Refused, so not also warned about as a misspelling; no role knows them any more.
     assert V.misspelled(OPTIONS, names, ["vllm_service", "vllm_front"]) == []
@@ -238,9 +287,15 @@ def test_the_removed_metrics_exposure_is_refused_naming_the_front_doors_variable
 
 
 def test_every_problem_is_reported_at_once_one_line_each():
-    values = {"vllm_service_port": 0, "vllm_plan_port": 70000, "vllm_plan_gpu_memory_utilization": float("nan"),
-              "vllm_service_name": "sshd", "bundle_peer_address": "0.0.0.0", "vllm_plan_concurrency": 0,
-              "vllm_service_loadcheck_prompts": 0}
+    values = {
+        "vllm_service_port": 0,
+        "vllm_plan_port": 70000,
+        "vllm_plan_gpu_memory_utilization": float("nan"),
+        "vllm_service_name": "sshd",
+        "bundle_peer_address": "0.0.0.0",
+        "vllm_plan_concurrency": 0,
+        "vllm_service_loadcheck_prompts": 0,
+    }
     options, _skip = site_options_and_skip()
     problems = V.check_variables(options, values)
     assert sorted(p.variable for p in problems) == sorted(values)
@@ -250,9 +305,33 @@ def test_every_problem_is_reported_at_once_one_line_each():
 
 # ------------------------------------------------------------------ no traceback for any input
 
-ODD = [None, True, 0, -1, 10 ** 400, float("nan"), float("inf"), -0.0, "", " ", "x\n", "a\x00b", "{{ x }}",
-       "\u00e9\udcff"[:1], [], [None], [{}], [[1]], {}, {"a": None}, {"port": "x"}, {1: 2}, object(), b"\xff",
-       ("t",)]
+ODD = [
+    None,
+    True,
+    0,
+    -1,
+    10**400,
+    float("nan"),
+    float("inf"),
+    -0.0,
+    "",
+    " ",
+    "x\n",
+    "a\x00b",
+    "{{ x }}",
+    "\u00e9\udcff"[:1],
+    [],
+    [None],
+    [{}],
+    [[1]],
+    {},
+    {"a": None},
+    {"port": "x"},
+    {1: 2},
+    object(),
+    b"\xff",
+    ("t",),
+]
 
 
 @pytest.mark.parametrize("value", ODD, ids=[repr(v)[:20] for v in ODD])
@@ -268,17 +347,31 @@ def test_no_option_gives_a_traceback_for_an_odd_value(value):
 def test_no_rule_between_roles_gives_a_traceback_for_an_odd_value(value):
     for name in sorted(OPTIONS):
         V.cross_role_problems(list(V.STAGES), {name: value}, OPTIONS)
-    V.shared_machine_problems({"a": {"machine": "m", "port": value, "name": value, "gpus": None},
-                               "b": {"machine": "m", "port": value, "name": "x", "gpus": frozenset()}})
+    V.shared_machine_problems(
+        {
+            "a": {"machine": "m", "port": value, "name": value, "gpus": None},
+            "b": {"machine": "m", "port": value, "name": "x", "gpus": frozenset()},
+        }
+    )
 
 
 @pytest.mark.parametrize("value", ODD, ids=[repr(v)[:20] for v in ODD])
 def test_no_services_list_gives_a_traceback(value):
     host = {"vllm_service_port": 8000, "vllm_plan_gpu_memory_utilization": value}
-    lists = [value, [value], [{"vllm_service_name": value}], [{"vllm_service_name": "a", "vllm_service_port": value,
-                                                               "vllm_plan_gpus": value,
-                                                               "vllm_plan_gpu_memory_utilization": value,
-                                                               "vllm_plan_kv_offloading_gib": value}]]
+    lists = [
+        value,
+        [value],
+        [{"vllm_service_name": value}],
+        [
+            {
+                "vllm_service_name": "a",
+                "vllm_service_port": value,
+                "vllm_plan_gpus": value,
+                "vllm_plan_gpu_memory_utilization": value,
+                "vllm_plan_kv_offloading_gib": value,
+            }
+        ],
+    ]
     for services in lists:
         for options in (None, OPTIONS):
             try:
@@ -298,7 +391,7 @@ def test_nan_and_huge_numbers_never_pass():
     for name in V.RANGES:
         if "." in name or name not in OPTIONS:
             continue
-        for value in (float("nan"), float("inf"), 10 ** 400, -(10 ** 400)):
+        for value in (float("nan"), float("inf"), 10**400, -(10**400)):
             assert V.check_option(name, OPTIONS[name], value) is not None, (name, value)
     assert math.isnan(float("nan"))
 
@@ -355,7 +448,9 @@ def _inventory_hosts():
         hosts = [p.get("name") for p in data.get("platforms") or []]
         host_vars = inventory.get("host_vars") or {}
         for host in sorted(set(hosts) | set(host_vars)) or (["all"] if group_vars else []):
-            out.append(("molecule/%s/%s" % (scenario.split(os.sep)[-2], host), dict(group_vars, **(host_vars.get(host) or {}))))
+            out.append(
+                ("molecule/%s/%s" % (scenario.split(os.sep)[-2], host), dict(group_vars, **(host_vars.get(host) or {})))
+            )
     return out
 
 
@@ -379,6 +474,8 @@ def test_shipped_variables_still_validate(label, values):
     problems += [p for p in V.cross_role_problems(list(V.STAGES), known, options) if p.variable not in skip]
     services = values.get("airgap_vllm_services")
     if services:
-        host = dict((n, V.effective(n, known, options)) for n in ("vllm_service_name", "vllm_service_port", "vllm_plan_gpus"))
+        host = dict(
+            (n, V.effective(n, known, options)) for n in ("vllm_service_name", "vllm_service_port", "vllm_plan_gpus")
+        )
         problems += service_problems(services, host, options)
     assert problems == [], "%s: %s" % (label, V.format_report(label, problems))

@@ -2,6 +2,7 @@
 versions the way they always were. The tables pin what each parser answered before they moved there (test
 written and passing against the old helpers first), odd inputs included (a Kylin kernel release, a Debian
 Docker, a pre-release, a local version, blanks, None, a number)."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -55,41 +56,63 @@ def test_each_parser_answers_as_before(text, numbers, driver, kernel):
     assert (VER.release(text) or (None, None))[:2] == (kernel or (None, None))
 
 
-@pytest.mark.parametrize("version, minimum, ok", [
-    ("580.65.06", "580.65.06", True), ("580.65", "580.65.0", True), ("580.100.1", "580.65.06", True),
-    ("580.9.99", "580.65.06", False), ("", "", False), (None, "1", False), (" 580.65.06 ", "580.65.06", True),
-    ("570.86.15", "570", True), (KYLIN, "4.19.90", True), ("590", "580.65.06", True), ("580", "580.65.06", False),
-])
+@pytest.mark.parametrize(
+    "version, minimum, ok",
+    [
+        ("580.65.06", "580.65.06", True),
+        ("580.65", "580.65.0", True),
+        ("580.100.1", "580.65.06", True),
+        ("580.9.99", "580.65.06", False),
+        ("", "", False),
+        (None, "1", False),
+        (" 580.65.06 ", "580.65.06", True),
+        ("570.86.15", "570", True),
+        (KYLIN, "4.19.90", True),
+        ("590", "580.65.06", True),
+        ("580", "580.65.06", False),
+    ],
+)
 def test_driver_at_least(version, minimum, ok):
     assert PF.version_at_least(version, minimum) is ok
     assert VER.at_least(version, minimum) is ok
 
 
-@pytest.mark.parametrize("text, version", [
-    ("HAProxy version 2.6.12-1+deb12u4 2026/10/17 - https://haproxy.org/", (2, 6, 12)),
-    ("HA-Proxy version 1.8.27 2020/12/01", (1, 8, 27)),
-    ("haproxy version 2.2", (2, 2, 0)),
-    ("HAPROXY VERSION 3.0.5", (3, 0, 5)),
-    (b"HAProxy version 2.4.22 2023", (2, 4, 22)),
-    ("version 2.4", None), ("", None), (None, None), ("HAProxy version 2 beta", None),
-])
+@pytest.mark.parametrize(
+    "text, version",
+    [
+        ("HAProxy version 2.6.12-1+deb12u4 2026/10/17 - https://haproxy.org/", (2, 6, 12)),
+        ("HA-Proxy version 1.8.27 2020/12/01", (1, 8, 27)),
+        ("haproxy version 2.2", (2, 2, 0)),
+        ("HAPROXY VERSION 3.0.5", (3, 0, 5)),
+        (b"HAProxy version 2.4.22 2023", (2, 4, 22)),
+        ("version 2.4", None),
+        ("", None),
+        (None, None),
+        ("HAProxy version 2 beta", None),
+    ],
+)
 def test_haproxy(text, version):
     assert F.haproxy_version(text) == version
 
 
-@pytest.mark.parametrize("text, parsed", [
-    ("0.27.1", ("0.27.1", (0, 27, 1), None, False, None, (0, 27, 1, (2, "", 0), -1, 1))),
-    ("0.30.0rc1", ("0.30.0rc1", (0, 30, 0), "rc1", False, None, (0, 30, 0, (1, "rc", 1), -1, 1))),
-    ("0.11.0+cpu", ("0.11.0+cpu", (0, 11, 0), None, False, "cpu", (0, 11, 0, (2, "", 0), -1, 1))),
-    ("20.10.24+dfsg1", ("20.10.24+dfsg1", (20, 10, 24), None, False, "dfsg1", (20, 10, 24, (2, "", 0), -1, 1))),
-    ("0.33.0.dev12+g1234abc",
-     ("0.33.0.dev12+g1234abc", (0, 33, 0), None, True, "g1234abc", (0, 33, 0, (0, "", 0), -1, 1))),
-    ("0.30.0.post1+cu129", ("0.30.0.post1+cu129", (0, 30, 0), None, False, "cu129", (0, 30, 0, (2, "", 0), 1, 1))),
-    ("0.31.0-RC.2", ("0.31.0rc2", (0, 31, 0), "rc2", False, None, (0, 31, 0, (1, "rc", 2), -1, 1))),
-    ("1.0.0a1.dev2", ("1.0.0a1.dev2", (1, 0, 0), "a1", True, None, (1, 0, 0, (1, "a", 1), -1, 0))),
-    ("0.28", ("0.28.0", (0, 28, 0), None, False, None, (0, 28, 0, (2, "", 0), -1, 1))),
-    (5.14, ("5.14.0", (5, 14, 0), None, False, None, (5, 14, 0, (2, "", 0), -1, 1))),
-])
+@pytest.mark.parametrize(
+    "text, parsed",
+    [
+        ("0.27.1", ("0.27.1", (0, 27, 1), None, False, None, (0, 27, 1, (2, "", 0), -1, 1))),
+        ("0.30.0rc1", ("0.30.0rc1", (0, 30, 0), "rc1", False, None, (0, 30, 0, (1, "rc", 1), -1, 1))),
+        ("0.11.0+cpu", ("0.11.0+cpu", (0, 11, 0), None, False, "cpu", (0, 11, 0, (2, "", 0), -1, 1))),
+        ("20.10.24+dfsg1", ("20.10.24+dfsg1", (20, 10, 24), None, False, "dfsg1", (20, 10, 24, (2, "", 0), -1, 1))),
+        (
+            "0.33.0.dev12+g1234abc",
+            ("0.33.0.dev12+g1234abc", (0, 33, 0), None, True, "g1234abc", (0, 33, 0, (0, "", 0), -1, 1)),
+        ),
+        ("0.30.0.post1+cu129", ("0.30.0.post1+cu129", (0, 30, 0), None, False, "cu129", (0, 30, 0, (2, "", 0), 1, 1))),
+        ("0.31.0-RC.2", ("0.31.0rc2", (0, 31, 0), "rc2", False, None, (0, 31, 0, (1, "rc", 2), -1, 1))),
+        ("1.0.0a1.dev2", ("1.0.0a1.dev2", (1, 0, 0), "a1", True, None, (1, 0, 0, (1, "a", 1), -1, 0))),
+        ("0.28", ("0.28.0", (0, 28, 0), None, False, None, (0, 28, 0, (2, "", 0), -1, 1))),
+        (5.14, ("5.14.0", (5, 14, 0), None, False, None, (5, 14, 0, (2, "", 0), -1, 1))),
+    ],
+)
 def test_vllm(text, parsed):
     for parse in (C.parse_vllm_version, VER.parse_vllm):
         v = parse(text)

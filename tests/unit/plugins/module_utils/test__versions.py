@@ -1,4 +1,5 @@
 """Retention of model versions and images: the serving one and its predecessor are never removed."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -47,7 +48,9 @@ def test_bad_keep_is_refused(keep):
 from ansible_collections.airgap.vllm.plugins.module_utils._versions import image_retention  # noqa: E402
 
 # Full image IDs, as the image stage records them (retention removes nothing else).
-I = dict((k, "sha256:" + ("%02x" % n) * 32) for n, k in enumerate(["d1", "d2", "d3", "b1", "b2", "b3", "i1", "i2", "b"]))
+I = dict(
+    (k, "sha256:" + ("%02x" % n) * 32) for n, k in enumerate(["d1", "d2", "d3", "b1", "b2", "b3", "i1", "i2", "b"])
+)
 
 
 def test_first_image_removes_nothing():
@@ -65,8 +68,11 @@ def test_upgrade_keeps_the_replaced_image_then_prunes_it_with_its_base():
 
 
 def test_a_base_shared_with_a_kept_image_stays_and_protect_holds():
-    prev = {"history": [I["d1"], I["d2"], I["d3"]], "bases": {I["d1"]: I["b"], I["d2"]: I["b"], I["d3"]: I["b3"]},
-            "facts": {"vllm_image_ref": I["d3"]}}
+    prev = {
+        "history": [I["d1"], I["d2"], I["d3"]],
+        "bases": {I["d1"]: I["b"], I["d2"]: I["b"], I["d3"]: I["b3"]},
+        "facts": {"vllm_image_ref": I["d3"]},
+    }
     r = image_retention(prev, I["d3"], I["b3"], keep=1, protect=[I["d1"]])
     assert r["remove"] == []
     r = image_retention(prev, I["d3"], I["b3"], keep=0, protect=[])
@@ -76,11 +82,14 @@ def test_a_base_shared_with_a_kept_image_stays_and_protect_holds():
     assert image_retention(prev, I["i2"], "", keep=0)["remove"] == [I["i1"]]
 
 
-@pytest.mark.parametrize("record", [
-    {"history": ["ubuntu:22.04", I["d1"]], "bases": {}, "facts": {"vllm_image_ref": I["d1"]}},
-    {"history": [I["d1"]], "bases": {I["d1"]: "postgres"}, "facts": {"vllm_image_ref": I["d1"]}},
-    {"history": ["abc123", I["d1"]], "bases": {}, "facts": {"vllm_image_ref": I["d1"]}},
-])
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"history": ["ubuntu:22.04", I["d1"]], "bases": {}, "facts": {"vllm_image_ref": I["d1"]}},
+        {"history": [I["d1"]], "bases": {I["d1"]: "postgres"}, "facts": {"vllm_image_ref": I["d1"]}},
+        {"history": ["abc123", I["d1"]], "bases": {}, "facts": {"vllm_image_ref": I["d1"]}},
+    ],
+)
 def test_a_record_naming_something_that_is_not_an_image_id_never_removes_it(record):
     """Failed on 9dce105: a tag or a short prefix in the record was handed to `docker image rm --force`."""
     r = image_retention(record, I["d2"], "", keep=0)

@@ -1,5 +1,6 @@
 """bundle_peer_serve as the bundle role runs it on a site's seed: a read-only server of the listed files
 under the token, with ranges, until the stop file appears; what it sent to whom is returned."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -35,11 +36,17 @@ def seed(tmp_path):
     (root / "artifacts" / "image.tar").write_bytes(DATA)
     (root / "artifacts" / "secret.txt").write_bytes(b"not in the manifest")
     port = free_port()
-    args = dict(bind="127.0.0.1", port=port, token=TOKEN, root=str(root),
-                artifacts=[{"path": "artifacts/image.tar", "size": len(DATA),
-                            "sha256": hashlib.sha256(DATA).hexdigest()}],
-                stop_file=str(tmp_path / "run" / "stop"), pid_file=str(tmp_path / "run" / "serve.pid"),
-                max_seconds=60, log_path=str(tmp_path / "serve.log"))
+    args = dict(
+        bind="127.0.0.1",
+        port=port,
+        token=TOKEN,
+        root=str(root),
+        artifacts=[{"path": "artifacts/image.tar", "size": len(DATA), "sha256": hashlib.sha256(DATA).hexdigest()}],
+        stop_file=str(tmp_path / "run" / "stop"),
+        pid_file=str(tmp_path / "run" / "serve.pid"),
+        max_seconds=60,
+        log_path=str(tmp_path / "serve.log"),
+    )
     return dict(args=args, base="http://127.0.0.1:%d" % port, tmp=tmp_path)
 
 
@@ -99,11 +106,14 @@ def test_max_seconds_stops_a_server_nobody_stops(run_module, seed):
     assert r["stopped_by"] == "max_seconds" and r["requests"] == 0
 
 
-@pytest.mark.parametrize("extra,message", [
-    (dict(token="short"), "token must be 16-128 characters"),
-    (dict(root="/nonexistent/staged"), "stage the bundle on the seed first"),
-    (dict(bind="192.0.2.1"), "cannot listen on 192.0.2.1"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (dict(token="short"), "token must be 16-128 characters"),
+        (dict(root="/nonexistent/staged"), "stage the bundle on the seed first"),
+        (dict(bind="192.0.2.1"), "cannot listen on 192.0.2.1"),
+    ],
+)
 def test_bad_input_fails_before_serving(run_module, seed, extra, message):
     r = run_module(M, **dict(seed["args"], **extra))
     assert r["failed"] is True and message in r["msg"], r["msg"]

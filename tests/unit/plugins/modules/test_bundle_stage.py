@@ -2,6 +2,7 @@
 locally - hashed while copying, all or nothing, resumable, a converged re-run moves nothing. The
 controller-to-target protocol (probe/append/commit) is tested with the action plugin in
 tests/unit/plugins/action/test_bundle_stage.py."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -32,8 +33,7 @@ def world(tmp_path):
         entries.append({"path": rel, "size": len(data), "sha256": hashlib.sha256(data).hexdigest(), "kind": "file"})
     (src / "manifest.yml").write_text(yaml.safe_dump({"artifacts": entries}))
     dest = tmp_path / "staged"
-    args = dict(src=str(src), dest=str(dest), remote_src=True, log_path="",
-                stamp_file=str(tmp_path / "stamps.json"))
+    args = dict(src=str(src), dest=str(dest), remote_src=True, log_path="", stamp_file=str(tmp_path / "stamps.json"))
     return dict(src=src, dest=dest, entries=entries, args=args)
 
 
@@ -79,12 +79,15 @@ def test_a_mode_given_as_the_unquoted_yaml_integer_is_that_mode(run_module, worl
     assert oct(os.stat(str(world["dest"] / "artifacts" / "driver.run")).st_mode & 0o7777) == "0o640"
 
 
-@pytest.mark.parametrize("extra,message", [
-    (dict(mode="rw-r--r--"), "not an octal file mode"),
-    (dict(min_free_bytes=1 << 60), "free"),
-    (dict(remote_src=False), "needs the airgap.vllm.bundle_stage action plugin"),
-    (dict(manifest="nosuch.yml"), "nosuch.yml"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (dict(mode="rw-r--r--"), "not an octal file mode"),
+        (dict(min_free_bytes=1 << 60), "free"),
+        (dict(remote_src=False), "needs the airgap.vllm.bundle_stage action plugin"),
+        (dict(manifest="nosuch.yml"), "nosuch.yml"),
+    ],
+)
 def test_bad_input_fails_with_a_message_and_stages_nothing(run_module, world, extra, message):
     r = run_module(M, **dict(world["args"], **extra))
     assert r["failed"] is True and message in r["msg"], r["msg"]

@@ -1,5 +1,6 @@
 """bundle_verify as Ansible runs it: every file checked against the manifest, unlisted files reported,
 the stamp cache skips unchanged files (and is not written in check mode), failures name each file."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -28,8 +29,16 @@ def bundle(tmp_path):
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-        entries.append({"path": rel, "size": len(data), "sha256": hashlib.sha256(data).hexdigest(),
-                        "kind": "file", "name": os.path.basename(rel), "version": "1"})
+        entries.append(
+            {
+                "path": rel,
+                "size": len(data),
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "kind": "file",
+                "name": os.path.basename(rel),
+                "version": "1",
+            }
+        )
     (root / "manifest.yml").write_text(yaml.safe_dump({"artifacts": entries}))
     return root, entries, str(tmp_path / "stamps.json")
 
@@ -67,8 +76,11 @@ def test_a_corrupt_or_missing_file_fails_naming_it(run_module, bundle):
     assert "artifacts/image.tar: checksum mismatch" in r["msg"]
     assert "wheels/x-1.0-py3-none-any.whl: missing" in r["msg"]
     states = dict((f["path"], f["state"]) for f in r["files"])
-    assert states == {"artifacts/driver.run": "ok", "artifacts/image.tar": "checksum_mismatch",
-                      "wheels/x-1.0-py3-none-any.whl": "missing"}
+    assert states == {
+        "artifacts/driver.run": "ok",
+        "artifacts/image.tar": "checksum_mismatch",
+        "wheels/x-1.0-py3-none-any.whl": "missing",
+    }
 
 
 def test_an_edit_that_keeps_size_and_mtime_is_still_caught_after_a_cached_run(run_module, bundle):
@@ -101,12 +113,17 @@ def test_artifacts_given_inline_take_precedence_over_the_manifest(run_module, bu
     assert r["summary"]["ok"] == 3
 
 
-@pytest.mark.parametrize("setup,message", [
-    (lambda root: None, "bundle directory"),
-    (lambda root: root.mkdir(), "manifest"),
-    (lambda root: (root.mkdir(), (root / "manifest.yml").write_text(json.dumps({"artifacts": [{"path": "a"}]}))),
-     "a"),
-])
+@pytest.mark.parametrize(
+    "setup,message",
+    [
+        (lambda root: None, "bundle directory"),
+        (lambda root: root.mkdir(), "manifest"),
+        (
+            lambda root: (root.mkdir(), (root / "manifest.yml").write_text(json.dumps({"artifacts": [{"path": "a"}]}))),
+            "a",
+        ),
+    ],
+)
 def test_a_missing_bundle_or_a_broken_manifest_fails_clearly(run_module, tmp_path, setup, message):
     root = tmp_path / "nowhere"
     setup(root)

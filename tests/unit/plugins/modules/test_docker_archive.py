@@ -1,4 +1,5 @@
 """docker_archive as Ansible runs it: a stand-in docker CLI on disk, check mode, load by ID, idempotence, errors."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -20,7 +21,8 @@ IMAGE_ID = "sha256:" + hashlib.sha256(CONFIG).hexdigest()
 TAG = "vllm/vllm-openai:v0.27.1"
 
 # A docker CLI that keeps its images in a JSON file: image inspect, load (by reading the archive's id), tag.
-FAKE_DOCKER = r'''#!%s
+FAKE_DOCKER = (
+    r'''#!%s
 import json, os, sys
 state_path = os.environ["FAKE_DOCKER_STATE"]
 st = json.load(open(state_path))
@@ -44,12 +46,18 @@ if args[0] == "load":
 elif args[0] == "tag":
     st["tags"][args[2]] = args[1]
 save()
-''' % sys.executable
+'''
+    % sys.executable
+)
 
 
 def write_archive(path, tags=(TAG,)):
-    members = {"manifest.json": json.dumps([{"Config": IMAGE_ID[7:] + ".json", "RepoTags": list(tags),
-                                             "Layers": []}]).encode(), IMAGE_ID[7:] + ".json": CONFIG}
+    members = {
+        "manifest.json": json.dumps(
+            [{"Config": IMAGE_ID[7:] + ".json", "RepoTags": list(tags), "Layers": []}]
+        ).encode(),
+        IMAGE_ID[7:] + ".json": CONFIG,
+    }
     with tarfile.open(path, "w") as tar:
         for name, data in members.items():
             info = tarfile.TarInfo(name)
@@ -63,8 +71,7 @@ def docker(tmp_path, monkeypatch):
     binary.write_text(FAKE_DOCKER)
     binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
     state = tmp_path / "docker-state.json"
-    state.write_text(json.dumps({"ids": [], "tags": {}, "calls": [], "archive_id": IMAGE_ID,
-                                 "archive_tags": [TAG]}))
+    state.write_text(json.dumps({"ids": [], "tags": {}, "calls": [], "archive_id": IMAGE_ID, "archive_tags": [TAG]}))
     monkeypatch.setenv("FAKE_DOCKER_STATE", str(state))
     return binary, state
 
@@ -73,8 +80,7 @@ def test_check_mode_then_load_then_idempotent(run_module, tmp_path, docker):
     binary, state = docker
     archive = str(tmp_path / "img.tar")
     write_archive(archive)
-    r = run_module(M, path=archive, tag="vllm:local", docker_bin=str(binary), check_mode=True,
-                   diff=True)
+    r = run_module(M, path=archive, tag="vllm:local", docker_bin=str(binary), check_mode=True, diff=True)
     assert r["changed"] and r["loaded"] and r["tagged"] == ["vllm:local"]
     assert r["diff"]["before"]["image_present"] is False and r["diff"]["after"]["image_id"] == IMAGE_ID
     assert [c[0] for c in json.loads(state.read_text())["calls"]] == ["image"] * 3  # inspected only
@@ -116,8 +122,11 @@ def test_derived_image_is_current_only_for_this_base_and_these_labels(run_module
     st = json.loads(state.read_text())
     st["ids"] = [IMAGE_ID, derived]
     st["tags"] = {TAG: IMAGE_ID}
-    base = {"org.airgap.vllm.base-image-id": IMAGE_ID, "org.airgap.vllm.patches": "madvise_populate_write@1",
-            "org.airgap.vllm.patch-fingerprint": "f" * 64}
+    base = {
+        "org.airgap.vllm.base-image-id": IMAGE_ID,
+        "org.airgap.vllm.patches": "madvise_populate_write@1",
+        "org.airgap.vllm.patch-fingerprint": "f" * 64,
+    }
     st["labels"] = {derived: base}
     state.write_text(json.dumps(st))
     args = dict(path=archive, tag=TAG, docker_bin=str(binary), check_mode=True)

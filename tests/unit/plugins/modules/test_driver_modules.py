@@ -1,4 +1,5 @@
 """driver_modules as Ansible runs it, against the test world's own fake-kmod as rmmod/modprobe (issue 29)."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -21,16 +22,23 @@ def world(tmp_path, monkeypatch):
     for tool in ("rmmod", "modprobe"):
         os.symlink(os.path.abspath(KMOD), str(bin_dir / tool))
     state = tmp_path / "state.json"
-    state.write_text(json.dumps({"kernel_module_version": "570.172.08",
-                                 "modules": ["nvidia", "nvidia_modeset", "nvidia_drm", "nvidia_uvm"],
-                                 "gpus": [{"index": 0, "processes": []}]}))
+    state.write_text(
+        json.dumps(
+            {
+                "kernel_module_version": "570.172.08",
+                "modules": ["nvidia", "nvidia_modeset", "nvidia_drm", "nvidia_uvm"],
+                "gpus": [{"index": 0, "processes": []}],
+            }
+        )
+    )
     monkeypatch.setenv("PATH", "%s:%s" % (bin_dir, os.environ["PATH"]))
     monkeypatch.setenv("FAKE_NVML_STATE", str(state))
     monkeypatch.setenv("FAKE_NVIDIA_VERSION_FILE", str(tmp_path / "version"))
     monkeypatch.setenv("FAKE_PROC_MODULES", str(tmp_path / "modules"))
     (tmp_path / "modules").write_text(
         "nvidia_uvm 1437696 0 - Live 0x0 (POE)\nnvidia_drm 77824 0 - Live 0x0 (POE)\n"
-        "nvidia_modeset 1310720 1 nvidia_drm, Live 0x0 (POE)\nnvidia 54525952 2 nvidia_uvm,nvidia_modeset, Live 0x0 (POE)\n")
+        "nvidia_modeset 1310720 1 nvidia_drm, Live 0x0 (POE)\nnvidia 54525952 2 nvidia_uvm,nvidia_modeset, Live 0x0 (POE)\n"
+    )
     return tmp_path
 
 
@@ -66,6 +74,7 @@ def test_a_gpu_process_keeps_nvidia_uvm_and_is_named(run_module, world):
 def test_waits_for_a_process_that_exits(run_module, world):
     import subprocess
     import threading
+
     child = subprocess.Popen(["sleep", "1.5"])
     hold(world, child.pid)
     reaper = threading.Thread(target=child.wait)  # as containerd-shim reaps a container's process

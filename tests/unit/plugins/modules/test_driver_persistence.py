@@ -1,4 +1,5 @@
 """driver_persistence as Ansible runs it: asks NVML until every GPU says Enabled, fails naming the others."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -7,8 +8,10 @@ from ansible_collections.airgap.vllm.plugins.modules import driver_persistence a
 
 
 def nvml(*modes):
-    return {"nvml_state": "ok", "gpus": [{"index": i, "pci_bus_id": "0000:%02d:00.0" % i, "persistence_mode": m}
-                                         for i, m in enumerate(modes)]}
+    return {
+        "nvml_state": "ok",
+        "gpus": [{"index": i, "pci_bus_id": "0000:%02d:00.0" % i, "persistence_mode": m} for i, m in enumerate(modes)],
+    }
 
 
 def test_enabled_everywhere_passes_unchanged_also_in_check_mode(run_module, monkeypatch):

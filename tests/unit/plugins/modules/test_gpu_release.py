@@ -1,4 +1,5 @@
 """gpu_release as Ansible runs it against a stand-in docker CLI: release, check mode, diff, restore, failures."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -13,7 +14,8 @@ from ansible_collections.airgap.vllm.plugins.modules import gpu_release as M
 
 CID = "c" * 64
 # Docker with one plain container (restart=always, running) and no swarm; every call is recorded.
-FAKE_DOCKER = r'''#!%s
+FAKE_DOCKER = (
+    r'''#!%s
 import json, os, sys
 path = os.environ["FAKE_DOCKER_STATE"]
 st = json.load(open(path))
@@ -36,7 +38,9 @@ if args[0] == "info":
     print("inactive"); sys.exit(0)
 if args[0] == "ps":
     print(st["cid"]); sys.exit(0)
-''' % sys.executable
+'''
+    % sys.executable
+)
 
 
 @pytest.fixture

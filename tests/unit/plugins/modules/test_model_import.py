@@ -1,4 +1,5 @@
 """model_import as Ansible runs it: validate_only (the vllm_model verify step) and its required options."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type

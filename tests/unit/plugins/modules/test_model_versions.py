@@ -1,5 +1,6 @@
 """model_versions as Ansible runs it: the older layout migrated, the link switched, old versions pruned,
 check mode honest, diff shown, bad input refused with a message."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -117,14 +118,17 @@ def test_a_protected_version_is_never_removed(run_module, models):
     assert (models / (NAME + "@1-3f2a9c01")).is_dir()
 
 
-@pytest.mark.parametrize("args,message", [
-    (dict(sha256="abc"), "is not a 64-hex-digit checksum"),
-    (dict(version="v 1/../x"), "use letters, digits"),
-    (dict(name="../etc"), "use letters, digits and . _ + - only"),
-    (dict(keep=-1), "keep must be 0 or more"),
-    (dict(state="active"), "does not exist: import the model version first"),
-    (dict(state="gone"), "state"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (dict(sha256="abc"), "is not a 64-hex-digit checksum"),
+        (dict(version="v 1/../x"), "use letters, digits"),
+        (dict(name="../etc"), "use letters, digits and . _ + - only"),
+        (dict(keep=-1), "keep must be 0 or more"),
+        (dict(state="active"), "does not exist: import the model version first"),
+        (dict(state="gone"), "state"),
+    ],
+)
 def test_bad_input_fails_with_a_message_and_touches_nothing(run_module, models, args, message):
     full = dict(dict(models_dir=str(models), name=NAME, version="2026.11", sha256=SHA1), **args)
     r = run_module(M, **full)
@@ -164,6 +168,7 @@ def test_prepared_says_in_place_only_when_nothing_is_left_to_do(run_module, mode
 
     def refuse(path, lmo):
         raise M.ModelError("no weights")
+
     monkeypatch.setattr(M, "validate_model_dir", refuse)
     assert run_module(M, version="2", sha256=SHA2, keep=1, **prepared)["in_place"] is False
 
@@ -174,12 +179,14 @@ def test_a_damaged_history_prunes_nothing_and_says_so(run_module, tmp_path):
     models.mkdir()
     for version, sha in (("1", SHA1), ("2", SHA2)):
         version_dir(models, version, sha)
-        assert not run_module(M, models_dir=str(models), name=NAME, version=version, sha256=sha, keep=2,
-                              state="active").get("failed")
+        assert not run_module(
+            M, models_dir=str(models), name=NAME, version=version, sha256=sha, keep=2, state="active"
+        ).get("failed")
     version_dir(models, "3", SHA3)
     (models / (".%s.history.json" % NAME)).write_text('["1-3f2a9c01", ')
     r = run_module(M, models_dir=str(models), name=NAME, version="3", sha256=SHA3, keep=2, state="active")
     assert r["changed"] and r["removed"] == [] and "damaged" in r["held"][0]
     assert any("damaged" in w for w in r["warnings"])
-    assert sorted(os.listdir(str(models))) == sorted([".%s.history.json" % NAME, NAME, NAME + "@1-3f2a9c01",
-                                                      NAME + "@2-77b1e0d2", NAME + "@3-0c0ffee0"])
+    assert sorted(os.listdir(str(models))) == sorted(
+        [".%s.history.json" % NAME, NAME, NAME + "@1-3f2a9c01", NAME + "@2-77b1e0d2", NAME + "@3-0c0ffee0"]
+    )

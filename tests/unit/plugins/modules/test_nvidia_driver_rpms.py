@@ -1,4 +1,5 @@
 """nvidia_driver_rpms as Ansible runs it: a stand-in rpm database and dnf on the PATH."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -11,10 +12,15 @@ import pytest
 
 from ansible_collections.airgap.vllm.plugins.modules import nvidia_driver_rpms as M
 
-INSTALLED = {"nvidia-driver": "3:560.35.03-1.el8.x86_64", "nvidia-driver-libs": "3:560.35.03-1.el8.x86_64",
-             "kmod-nvidia-latest-dkms": "3:560.35.03-1.el8.x86_64", "nvidia-persistenced": "3:560.35.03-1.el8.x86_64",
-             "libnvidia-container1": "0:1.17.8-1.x86_64", "nvidia-container-toolkit": "0:1.17.8-1.x86_64",
-             "kernel": "0:4.19.90-52.22.v2207.ky10.x86_64"}
+INSTALLED = {
+    "nvidia-driver": "3:560.35.03-1.el8.x86_64",
+    "nvidia-driver-libs": "3:560.35.03-1.el8.x86_64",
+    "kmod-nvidia-latest-dkms": "3:560.35.03-1.el8.x86_64",
+    "nvidia-persistenced": "3:560.35.03-1.el8.x86_64",
+    "libnvidia-container1": "0:1.17.8-1.x86_64",
+    "nvidia-container-toolkit": "0:1.17.8-1.x86_64",
+    "kernel": "0:4.19.90-52.22.v2207.ky10.x86_64",
+}
 # rpm -qa prints the database; dnf remove deletes names from it (unless told to fail) and logs its argv.
 RPM = r'''import json, os
 db = json.load(open(os.environ["FAKE_RPM_DB"]))

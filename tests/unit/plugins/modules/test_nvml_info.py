@@ -1,4 +1,5 @@
 """nvml_info as Ansible runs it, on the stand-in libnvidia-ml (compiled from tests/world/fakes/nvml)."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -15,7 +16,7 @@ from ansible_collections.airgap.vllm.plugins.modules import nvml_info as M
 
 FAKES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "world", "fakes", "nvml"))
 VERSION = "580.65.06"
-GIB = 1024 ** 3
+GIB = 1024**3
 
 
 @pytest.fixture(scope="module")
@@ -36,12 +37,29 @@ def probe(run_module):
 
 def write_state(tmp_path, monkeypatch, module_version):
     state = tmp_path / "state.json"
-    state.write_text(json.dumps({"kernel_module_version": module_version, "init_error": None,
-                                 "cuda_driver_version": 13000, "gpus": [{
-                                     "index": 0, "uuid": "GPU-3f1c2a9e-6b1d-4c55-9f0e-2a7d5c8e1b40",
-                                     "name": "NVIDIA RTX 6000 Ada Generation", "pci_bus_id": "00000000:3B:00.0",
-                                     "pci_device_id": "0x26B110DE", "memory_total": 48 * GIB, "memory_used": 0,
-                                     "compute_capability": [8, 9], "persistence_mode": 1, "processes": []}]}))
+    state.write_text(
+        json.dumps(
+            {
+                "kernel_module_version": module_version,
+                "init_error": None,
+                "cuda_driver_version": 13000,
+                "gpus": [
+                    {
+                        "index": 0,
+                        "uuid": "GPU-3f1c2a9e-6b1d-4c55-9f0e-2a7d5c8e1b40",
+                        "name": "NVIDIA RTX 6000 Ada Generation",
+                        "pci_bus_id": "00000000:3B:00.0",
+                        "pci_device_id": "0x26B110DE",
+                        "memory_total": 48 * GIB,
+                        "memory_used": 0,
+                        "compute_capability": [8, 9],
+                        "persistence_mode": 1,
+                        "processes": [],
+                    }
+                ],
+            }
+        )
+    )
     monkeypatch.setenv("FAKE_NVML_STATE", str(state))
     version = tmp_path / "version"
     version.write_text("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  %s  Release Build\n" % module_version)

@@ -1,4 +1,5 @@
 """owned_paths as Ansible runs it: nothing outside our roots is removed, check mode honest (issue 24)."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -66,7 +67,11 @@ def test_without_our_mark_it_stays_and_is_named(run_module, tmp_path):
     units.mkdir()
     (units / "vllm.service").write_text("# org.airgap.vllm.service=vllm\n[Unit]\n")
     (units / "vllm-b.service").write_text("[Unit]\nDescription=someone else's\n")
-    r = run_module(M, paths=[str(units / "vllm.service"), str(units / "vllm-b.service")], roots=[str(units)],
-                   marker="# org.airgap.vllm.service=")
+    r = run_module(
+        M,
+        paths=[str(units / "vllm.service"), str(units / "vllm-b.service")],
+        roots=[str(units)],
+        marker="# org.airgap.vllm.service=",
+    )
     assert r["removed"] == [str(units / "vllm.service")] and r["not_ours"] == [str(units / "vllm-b.service")]
     assert (units / "vllm-b.service").exists() and r["warnings"]

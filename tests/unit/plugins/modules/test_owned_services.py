@@ -1,4 +1,5 @@
 """owned_services as Ansible runs it: our services found by our marks, a foreign container only named (issue 24)."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -32,8 +33,7 @@ def test_foreign_container_with_our_name_is_named_not_listed(run_module, tmp_pat
 
 
 def test_no_docker_lists_no_container_and_says_so(run_module, tmp_path):
-    r = run_module(M, names=["vllm", ".."], unit_dirs=[str(tmp_path / "none")],
-                   docker_bin=str(tmp_path / "no-docker"))
+    r = run_module(M, names=["vllm", ".."], unit_dirs=[str(tmp_path / "none")], docker_bin=str(tmp_path / "no-docker"))
     assert r["services"]["vllm"]["containers"] == [] and "not found" in r["notes"][0]
     assert r["problems"] and list(r["services"]) == ["vllm"]
     r = run_module(M, names=["vllm"], unit_dirs=[str(tmp_path)], docker_bin=_docker(tmp_path, "", rc=1))

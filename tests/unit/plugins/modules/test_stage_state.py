@@ -1,4 +1,5 @@
 """stage_state as Ansible runs it: read, write with diff, check mode, required arguments."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type

@@ -1,4 +1,5 @@
 """unit_health_wait as Ansible runs it: a stand-in systemctl on the PATH and a local HTTP endpoint."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -53,8 +54,11 @@ def world(tmp_path, monkeypatch):
 
 
 def props(active="active", sub="running", restarts=0):
-    return ("ActiveState=%s\nSubState=%s\nResult=success\nNRestarts=%d\nExecMainCode=0\nExecMainStatus=0\n"
-            % (active, sub, restarts))
+    return "ActiveState=%s\nSubState=%s\nResult=success\nNRestarts=%d\nExecMainCode=0\nExecMainStatus=0\n" % (
+        active,
+        sub,
+        restarts,
+    )
 
 
 def test_healthy_unit_answers_200(run_module, world):
@@ -68,8 +72,7 @@ def test_healthy_unit_answers_200(run_module, world):
 def test_a_failed_unit_stops_the_wait_at_once(run_module, world):
     unit, server = world
     unit.write_text(props(active="failed", sub="failed"))
-    r = run_module(M, unit="vllm.service", url="http://127.0.0.1:%d/health" % server.server_port,
-                   timeout=60)
+    r = run_module(M, unit="vllm.service", url="http://127.0.0.1:%d/health" % server.server_port, timeout=60)
     assert r["failed"] and "will not answer" in r["msg"] and "the unit is failed/failed" in r["msg"]
     assert r["elapsed"] < 30
 
@@ -78,8 +81,7 @@ def test_no_200_within_the_timeout_fails_with_the_last_status(run_module, world)
     unit, server = world
     unit.write_text(props())
     server.status = 503
-    r = run_module(M, unit="vllm.service", url="http://127.0.0.1:%d/health" % server.server_port,
-                   timeout=1, interval=1)
+    r = run_module(M, unit="vllm.service", url="http://127.0.0.1:%d/health" % server.server_port, timeout=1, interval=1)
     assert r["failed"] and "did not answer HTTP 200 within 1s (last status: 503)" in r["msg"]
     assert r["polls"] >= 1
 

@@ -2,6 +2,7 @@
 
 What it can get wrong: run as a module it must fail saying why (not pass silently, checking nothing),
 and its options must be the ones the action plugin accepts and its DOCUMENTATION lists."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type

@@ -1,4 +1,5 @@
 """vllm_front_config and vllm_front_firewall as Ansible runs them: files, modes, reload only on change, check mode."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -16,19 +17,32 @@ KEY = "sk-alice-0123456789abcdef"
 
 
 def services(*clients):
-    return [dict(name="vllm", port=8000, front_port=8443, argv=["m", "--max-num-seqs", "8"],
-                 clients=[dict(name=n, key_sha256=key_sha256(k)) for n, k in clients])]
+    return [
+        dict(
+            name="vllm",
+            port=8000,
+            front_port=8443,
+            argv=["m", "--max-num-seqs", "8"],
+            clients=[dict(name=n, key_sha256=key_sha256(k)) for n, k in clients],
+        )
+    ]
 
 
 def test_write_then_converged_then_revoke(run_module, tmp_path):
     d = str(tmp_path / "front")
-    args = dict(dir=d, settings=dict(addresses=["10.0.0.5"], tls=True), services=services(("alice", KEY)),
-                engine_keys={"vllm": "sk-engine-secret"})
+    args = dict(
+        dir=d,
+        settings=dict(addresses=["10.0.0.5"], tls=True),
+        services=services(("alice", KEY)),
+        engine_keys={"vllm": "sk-engine-secret"},
+    )
     r = run_module(M, check_mode=True, **args)
     assert r["changed"] and r["reload"] and not os.path.exists(d)
     r = run_module(M, **args)
     assert r["changed"] and r["reload"] and sorted(r["files"]) == ["clients-vllm.map", "engine.map", "haproxy.cfg"]
-    assert r["services"] == [dict(name="vllm", front_port=8443, engine_port=8000, cap=8, clients=["alice"], metrics_port=0)]
+    assert r["services"] == [
+        dict(name="vllm", front_port=8443, engine_port=8000, cap=8, clients=["alice"], metrics_port=0)
+    ]
     assert "sk-engine-secret" not in json.dumps(r)
     for name in os.listdir(d):
         assert oct(os.stat(os.path.join(d, name)).st_mode & 0o777) == "0o600"
@@ -89,13 +103,20 @@ def test_firewall_opens_exactly_the_ports_and_removes_them(run_module, monkeypat
     monkeypatch.setattr(basic.AnsibleModule, "run_command", lambda self, argv, **kw: fw(argv, **kw))
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, *a, **kw: "/usr/bin/" + name)
     record = str(tmp_path / "rec.json")
-    args = dict(ports=[8443], metrics_ports=[9443], address="10.0.0.5", sources=["10.0.0.0/24"],
-                metrics_sources=["10.9.0.7"], record_file=record)
+    args = dict(
+        ports=[8443],
+        metrics_ports=[9443],
+        address="10.0.0.5",
+        sources=["10.0.0.0/24"],
+        metrics_sources=["10.9.0.7"],
+        record_file=record,
+    )
     r = run_module(FW, **args)
     assert r["changed"] and r["firewalld"] == "managed"
     assert {rule for _zone, rule in fw.rules} == {
         'rule family="ipv4" source address="10.0.0.0/24" port port="8443" protocol="tcp" accept',
-        'rule family="ipv4" source address="10.9.0.7" port port="9443" protocol="tcp" accept'}
+        'rule family="ipv4" source address="10.9.0.7" port port="9443" protocol="tcp" accept',
+    }
     assert len(fw.rules) == 4 and r["warnings_text"] == []
     r = run_module(FW, **args)
     assert not r["changed"]

@@ -1,4 +1,5 @@
 """vllm_launch_plan as Ansible runs it: NVML facts in, GPU selection, extras, refusals as failures."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -12,13 +13,28 @@ from ansible_collections.airgap.vllm.plugins.modules import vllm_launch_plan as 
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")
-NVML = [{"index": i, "uuid": "GPU-%08d-1111-2222-3333-444444444444" % i, "name": "NVIDIA RTX 6000 Ada Generation",
-         "memory_total": 51527024640, "compute_capability": "8.9"} for i in range(2)]
+NVML = [
+    {
+        "index": i,
+        "uuid": "GPU-%08d-1111-2222-3333-444444444444" % i,
+        "name": "NVIDIA RTX 6000 Ada Generation",
+        "memory_total": 51527024640,
+        "compute_capability": "8.9",
+    }
+    for i in range(2)
+]
 
 
 def base(**kw):
-    args = dict(model_dir=FIXTURE, nvml_gpus=NVML, concurrency=4, kv_cache_dtype="fp8_e4m3",
-                gpu_memory_utilization=0.93, docker_version="24.0.7", kernel="5.15.0")
+    args = dict(
+        model_dir=FIXTURE,
+        nvml_gpus=NVML,
+        concurrency=4,
+        kv_cache_dtype="fp8_e4m3",
+        gpu_memory_utilization=0.93,
+        docker_version="24.0.7",
+        kernel="5.15.0",
+    )
     args.update(kw)
     return args
 
@@ -36,21 +52,25 @@ def test_nvml_facts_replace_budget_and_capability(run_module):
 
 
 def test_selection_tensor_parallel_and_extras(run_module):
-    r = run_module(M, **base(gpus=["0", "1"], extra_args=["--seed", "7"],
-                             extra_docker_options=["--ulimit", "memlock=-1"]))
+    r = run_module(
+        M, **base(gpus=["0", "1"], extra_args=["--seed", "7"], extra_docker_options=["--ulimit", "memlock=-1"])
+    )
     assert r["gpus"]["tensor_parallel_size"] == 2
     assert r["docker_options"][:2] == ["--gpus", '"device=0,1"']
     assert r["argv"][-2:] == ["--seed", "7"] and r["docker_options"][-2:] == ["--ulimit", "memlock=-1"]
     assert P.plan(r["inputs"])["argv"] == r["argv"]
 
 
-@pytest.mark.parametrize("kw,match", [
-    (dict(extra_args=["--max-num-seqs", "8"]), "duplicates the planned --max-num-seqs 4"),
-    (dict(extra_args=["--api-key", "sk-x"]), "vllm_service_api_keys"),
-    (dict(gpus=["0"], tensor_parallel_size=2), "does not fit"),
-    (dict(gpus=["5"]), "NVML does not list"),
-    (dict(log_max_size="huge"), "log_max_size"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(extra_args=["--max-num-seqs", "8"]), "duplicates the planned --max-num-seqs 4"),
+        (dict(extra_args=["--api-key", "sk-x"]), "vllm_service_api_keys"),
+        (dict(gpus=["0"], tensor_parallel_size=2), "does not fit"),
+        (dict(gpus=["5"]), "NVML does not list"),
+        (dict(log_max_size="huge"), "log_max_size"),
+    ],
+)
 def test_refusals_are_clean_failures(run_module, kw, match):
     r = run_module(M, **base(**kw))
     assert r["failed"] and match in r["msg"]

@@ -3,6 +3,7 @@
 The stand-in records every call, so the tests see the real argv the module sends: the bench at the
 planned concurrency, the API key only in the environment, the result read back, thresholds and failures.
 """
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -23,8 +24,17 @@ from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck as L
 from ansible_collections.airgap.vllm.plugins.modules import vllm_load_check as M
 
 KEY = "sk-load-check-0123456789"
-ARGS = ["/opt/airgap-vllm/models/qwen3-tiny", "--served-model-name", "qwen3-tiny", "--port", "8000",
-        "--max-num-seqs", "4", "--config", "/etc/airgap-vllm/vllm/keys.yaml"]
+ARGS = [
+    "/opt/airgap-vllm/models/qwen3-tiny",
+    "--served-model-name",
+    "qwen3-tiny",
+    "--port",
+    "8000",
+    "--max-num-seqs",
+    "4",
+    "--config",
+    "/etc/airgap-vllm/vllm/keys.yaml",
+]
 
 FAKE_DOCKER = r'''#!{python}
 import json, os, sys, time
@@ -81,10 +91,22 @@ sys.exit(2)
 
 
 def bench_result(**kw):
-    r = {"completed": 32, "failed": 0, "duration": 10.0, "output_throughput": 200.0,
-         "request_throughput": 3.2, "max_concurrent_requests": 4, "errors": [""] * 32,
-         "p50_ttft_ms": 80.0, "p95_ttft_ms": 120.0, "p50_tpot_ms": 20.0, "p95_tpot_ms": 30.0,
-         "ttfts": [0.1] * 32, "itls": [[0.02] * 63] * 32, "generated_texts": ["x" * 64] * 32}
+    r = {
+        "completed": 32,
+        "failed": 0,
+        "duration": 10.0,
+        "output_throughput": 200.0,
+        "request_throughput": 3.2,
+        "max_concurrent_requests": 4,
+        "errors": [""] * 32,
+        "p50_ttft_ms": 80.0,
+        "p95_ttft_ms": 120.0,
+        "p50_tpot_ms": 20.0,
+        "p95_tpot_ms": 30.0,
+        "ttfts": [0.1] * 32,
+        "itls": [[0.02] * 63] * 32,
+        "generated_texts": ["x" * 64] * 32,
+    }
     r.update(kw)
     return r
 
@@ -131,12 +153,10 @@ def test_check_mode_sends_nothing(run_module, docker):
     assert docker.calls() == []
 
 
-def test_bench_runs_at_the_containers_concurrency_with_the_key_only_in_its_environment(run_module, docker,
-                                                                                       tmp_path):
+def test_bench_runs_at_the_containers_concurrency_with_the_key_only_in_its_environment(run_module, docker, tmp_path):
     saved = tmp_path / "report" / "loadcheck.json"
     saved.parent.mkdir()
-    r = run_module(M, container="vllm", docker_bin=docker.bin, keys_file=keys_file(tmp_path),
-                   result_path=str(saved))
+    r = run_module(M, container="vllm", docker_bin=docker.bin, keys_file=keys_file(tmp_path), result_path=str(saved))
     assert "failed" not in r, r.get("msg")
     assert r["changed"] is False
     assert r["figures"]["p95_ttft_ms"] == 120.0 and r["warnings_list"] == []
@@ -147,7 +167,7 @@ def test_bench_runs_at_the_containers_concurrency_with_the_key_only_in_its_envir
     assert argv[argv.index("--tokenizer") + 1] == ARGS[0]
     assert call["key"] == KEY, "the bench gets the first key through its environment"
     assert not any(KEY in a for a in argv), "the key is never on a command line"
-    assert ["-e", "OPENAI_API_KEY"] == argv[argv.index("OPENAI_API_KEY") - 1:argv.index("OPENAI_API_KEY") + 1]
+    assert ["-e", "OPENAI_API_KEY"] == argv[argv.index("OPENAI_API_KEY") - 1 : argv.index("OPENAI_API_KEY") + 1]
     assert "HF_HUB_OFFLINE=1" in argv
     assert KEY not in json.dumps(r), "the key is not in the result"
     data = json.loads(saved.read_text())
@@ -184,8 +204,9 @@ def test_a_failed_bench_fails_with_its_output(run_module, docker):
 
 
 def test_failed_requests_fail_the_check_with_the_servers_error(run_module, docker):
-    (docker.dir / "result.json").write_text(json.dumps(bench_result(
-        completed=30, failed=2, errors=[""] * 30 + ["HTTP 500 boom", ""])))
+    (docker.dir / "result.json").write_text(
+        json.dumps(bench_result(completed=30, failed=2, errors=[""] * 30 + ["HTTP 500 boom", ""]))
+    )
     r = run_module(M, container="vllm", docker_bin=docker.bin)
     assert r["failed"] and "2 of 32 requests failed: HTTP 500 boom" in r["msg"]
 
@@ -208,8 +229,10 @@ def test_a_threshold_warns_and_fails_only_when_asked(run_module, docker):
 def test_the_peak_of_running_requests_is_sampled_from_metrics(run_module, docker, monkeypatch):
     class Metrics(BaseHTTPRequestHandler):
         def do_GET(self):
-            body = ('vllm:num_requests_running{engine="0",model_name="qwen3-tiny"} 3.0\n'
-                    'vllm:num_requests_running{engine="1",model_name="qwen3-tiny"} 1.0\n').encode()
+            body = (
+                'vllm:num_requests_running{engine="0",model_name="qwen3-tiny"} 3.0\n'
+                'vllm:num_requests_running{engine="1",model_name="qwen3-tiny"} 1.0\n'
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -224,8 +247,12 @@ def test_the_peak_of_running_requests_is_sampled_from_metrics(run_module, docker
     thread.start()
     monkeypatch.setenv("FAKE_BENCH_SLEEP", "1.0")
     try:
-        r = run_module(M, container="vllm", docker_bin=docker.bin,
-                       metrics_url="http://127.0.0.1:%d/metrics" % server.server_address[1])
+        r = run_module(
+            M,
+            container="vllm",
+            docker_bin=docker.bin,
+            metrics_url="http://127.0.0.1:%d/metrics" % server.server_address[1],
+        )
     finally:
         server.shutdown()
     assert "failed" not in r, r.get("msg")
@@ -246,7 +273,11 @@ def test_the_bench_runs_under_the_timeout_in_the_container(run_module, docker):
     assert "failed" not in r, r.get("msg")
     argv = docker.bench_call()["argv"]
     at = argv.index("timeout")
-    assert argv[at:at + 3] == ["timeout", "--kill-after=30", "77"] and argv[at + 3:at + 6] == ["vllm", "bench", "serve"]
+    assert argv[at : at + 3] == ["timeout", "--kill-after=30", "77"] and argv[at + 3 : at + 6] == [
+        "vllm",
+        "bench",
+        "serve",
+    ]
 
 
 def test_a_bench_over_its_timeout_fails_saying_so(run_module, docker, monkeypatch):
@@ -255,17 +286,20 @@ def test_a_bench_over_its_timeout_fails_saying_so(run_module, docker, monkeypatc
     assert r["failed"] and "did not finish within timeout (1s)" in r["msg"]
 
 
-@pytest.mark.parametrize("args, word", [
-    (dict(num_prompts=0), "num_prompts"),
-    (dict(num_prompts=-3), "num_prompts"),
-    (dict(timeout=0), "timeout"),
-    (dict(concurrency=0), "concurrency"),
-    (dict(input_len=0), "input_len"),
-    (dict(ttft_p95_max_ms=float("nan")), "ttft_p95_max_ms"),
-    (dict(ttft_p95_max_ms="nan"), "ttft_p95_max_ms"),
-    (dict(tpot_p95_max_ms=float("inf")), "tpot_p95_max_ms"),
-    (dict(tpot_p95_max_ms=-1), "tpot_p95_max_ms"),
-])
+@pytest.mark.parametrize(
+    "args, word",
+    [
+        (dict(num_prompts=0), "num_prompts"),
+        (dict(num_prompts=-3), "num_prompts"),
+        (dict(timeout=0), "timeout"),
+        (dict(concurrency=0), "concurrency"),
+        (dict(input_len=0), "input_len"),
+        (dict(ttft_p95_max_ms=float("nan")), "ttft_p95_max_ms"),
+        (dict(ttft_p95_max_ms="nan"), "ttft_p95_max_ms"),
+        (dict(tpot_p95_max_ms=float("inf")), "tpot_p95_max_ms"),
+        (dict(tpot_p95_max_ms=-1), "tpot_p95_max_ms"),
+    ],
+)
 def test_settings_that_would_pass_without_checking_are_refused_before_docker(run_module, docker, args, word):
     r = run_module(M, container="vllm", docker_bin=docker.bin, **args)
     assert r["failed"] and r["msg"].startswith("load check settings refused") and word in r["msg"], r
@@ -275,19 +309,41 @@ def test_settings_that_would_pass_without_checking_are_refused_before_docker(run
 def test_profiles_write_the_promises_into_the_report(run_module, docker, tmp_path):
     report_dir = tmp_path / "report"
     report_dir.mkdir()
-    report = {"verdict": "confirmed", "restart": False, "is_replan": False,
-              "planned": {"kv_cache_memory_bytes": 1 << 30, "num_gpu_blocks": 2048, "block_size": 128,
-                          "kv_cache_size_tokens": 262144, "weights_bytes": 0, "max_model_len": 16384,
-                          "concurrency": 4, "max_concurrency": 16.0},
-              "measured": {"budget_bytes": 1 << 30, "source": ["metrics"], "enable_prefix_caching": True},
-              "delta": {}, "replan": None, "final": {"max_model_len": 16384, "concurrency": 4,
-                                                     "max_concurrency_at_len": 16.0},
-              "memory": {}, "tradeoff": None, "notes": [], "ledger": {"num_speculative_tokens": 0}}
+    report = {
+        "verdict": "confirmed",
+        "restart": False,
+        "is_replan": False,
+        "planned": {
+            "kv_cache_memory_bytes": 1 << 30,
+            "num_gpu_blocks": 2048,
+            "block_size": 128,
+            "kv_cache_size_tokens": 262144,
+            "weights_bytes": 0,
+            "max_model_len": 16384,
+            "concurrency": 4,
+            "max_concurrency": 16.0,
+        },
+        "measured": {"budget_bytes": 1 << 30, "source": ["metrics"], "enable_prefix_caching": True},
+        "delta": {},
+        "replan": None,
+        "final": {"max_model_len": 16384, "concurrency": 4, "max_concurrency_at_len": 16.0},
+        "memory": {},
+        "tradeoff": None,
+        "notes": [],
+        "ledger": {"num_speculative_tokens": 0},
+    }
     (report_dir / "report.json").write_text(json.dumps(report))
-    (docker.dir / "args.json").write_text(json.dumps(ARGS + ["--enable-auto-tool-choice", "--tool-call-parser",
-                                                             "qwen3_coder"]))
-    r = run_module(M, container="vllm", docker_bin=docker.bin, profiles=["random", "tools"],
-                   report_dir=str(report_dir), promise_thresholds={"tool_call_parse_rate": 0.5})
+    (docker.dir / "args.json").write_text(
+        json.dumps(ARGS + ["--enable-auto-tool-choice", "--tool-call-parser", "qwen3_coder"])
+    )
+    r = run_module(
+        M,
+        container="vllm",
+        docker_bin=docker.bin,
+        profiles=["random", "tools"],
+        report_dir=str(report_dir),
+        promise_thresholds={"tool_call_parse_rate": 0.5},
+    )
     assert "failed" not in r, r.get("msg")
     rows = dict((row["key"], row) for row in r["promises"])
     assert rows["tool_call_parse_rate"]["status"] == "MET" and "8 of 8" in rows["tool_call_parse_rate"]["measured"]
@@ -312,8 +368,9 @@ def test_an_unknown_threshold_or_profile_setting_is_refused(run_module, docker):
 
 def test_api_profiles_time_their_streams(run_module, docker):
     (docker.dir / "args.json").write_text(json.dumps(ARGS + ["--max-model-len", "4096"]))
-    r = run_module(M, container="vllm", docker_bin=docker.bin,
-                   profiles=["long-context", "shared-prefix", "single-stream"])
+    r = run_module(
+        M, container="vllm", docker_bin=docker.bin, profiles=["long-context", "shared-prefix", "single-stream"]
+    )
     assert "failed" not in r, r.get("msg")
     lc = r["profiles"]["long-context"]["figures"]
     assert lc["completed"] == 1 and lc["mean_prompt_tokens"] == 4096 - 16 - 64
@@ -361,10 +418,20 @@ def test_the_client_times_each_streams_first_and_last_token(tmp_path):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Streamer)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        job = {"path": "/v1/completions", "port": server.server_address[1], "concurrency": 2,
-               "bodies": [{"prompt": [1, 2, 3], "max_tokens": 5, "stream": True}] * 2}
-        out = subprocess.run([sys.executable, "-c", M.CLIENT], input=json.dumps(job), capture_output=True,
-                             text=True, timeout=60, check=True)
+        job = {
+            "path": "/v1/completions",
+            "port": server.server_address[1],
+            "concurrency": 2,
+            "bodies": [{"prompt": [1, 2, 3], "max_tokens": 5, "stream": True}] * 2,
+        }
+        out = subprocess.run(
+            [sys.executable, "-c", M.CLIENT],
+            input=json.dumps(job),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
     finally:
         server.shutdown()
     got = json.loads(out.stdout)

@@ -6,6 +6,7 @@ guard's composition must render the unit BYTE-IDENTICAL to the old one for the s
 the module with the arguments the role's guard.yml gives it, renders the old expressions (kept verbatim below, as
 they were in roles/vllm_service/vars/main.yml at c6ffc11) on the same inputs, and renders vllm.service.j2 with both.
 """
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -57,9 +58,15 @@ __vllm_service_mount_ro: >-
                  or (vllm_service_selinux_relabel == 'auto' and __vllm_service_selinux_enabled | bool)) else ':ro' }}
 """
 # Resolution order of the old definitions (each reads only those before it).
-OLD_ORDER = ("__vllm_service_selinux_enabled", "__vllm_service_mount_ro", "__vllm_service_container_port",
-             "__vllm_service_served_name", "__vllm_service_container_logging", "__vllm_service_has_keys",
-             "__vllm_service_run_argv")
+OLD_ORDER = (
+    "__vllm_service_selinux_enabled",
+    "__vllm_service_mount_ro",
+    "__vllm_service_container_port",
+    "__vllm_service_served_name",
+    "__vllm_service_container_logging",
+    "__vllm_service_has_keys",
+    "__vllm_service_run_argv",
+)
 OMIT = "__omit_place_holder__"
 
 
@@ -102,9 +109,14 @@ def _unit(ctx, run_argv, served_name):
     with open(os.path.join(ROLE, "templates", "vllm.service.j2")) as f:
         env = jinja2.Environment(keep_trailing_newline=True, trim_blocks=True)
         env.filters["comment"] = lambda s: "#\n# %s\n#" % s
-        return env.from_string(f.read()).render(dict(ctx, ansible_managed="Ansible managed",
-                                                     __vllm_service_run_argv=run_argv,
-                                                     __vllm_service_served_name=served_name))
+        return env.from_string(f.read()).render(
+            dict(
+                ctx,
+                ansible_managed="Ansible managed",
+                __vllm_service_run_argv=run_argv,
+                __vllm_service_served_name=served_name,
+            )
+        )
 
 
 MODEL = "/srv/models/Qwen3 \"8B\" 100%$HOME"
@@ -114,19 +126,41 @@ ARGVS = [
     [MODEL, "--port", "8001", "--config", "/etc/vllm/other.yaml", "--gpu-memory-utilization", 0.9],
     [MODEL, "--served-model-name", "a", "b", "--enable-prefix-caching", "--kv-cache-dtype", "fp8"],
 ]
-DOCKER_OPTIONS = [[], ["--gpus", "all", "--shm-size", "16g", "--security-opt", "seccomp=unconfined"],
-                  ["--runtime", "nvidia", "--ipc", "host", "--log-opt", "max-size=50m"]]
+DOCKER_OPTIONS = [
+    [],
+    ["--gpus", "all", "--shm-size", "16g", "--security-opt", "seccomp=unconfined"],
+    ["--runtime", "nvidia", "--ipc", "host", "--log-opt", "max-size=50m"],
+]
 KEYS = ([], ["sk-one", "sk-two"])
 # (relabel, SELinux fact (None: facts not gathered), API keys, model version, argv, docker options, seccomp, host):
 # every relabel choice x SELinux state x keys x version, the rest rotated; then every argv x keys x docker options.
-CASES = ([(relabel, selinux, keys, version, i % len(ARGVS), i % len(DOCKER_OPTIONS), ("profile", "docker_default")[i % 2],
-           (i // 2) % 2)
-          for i, (relabel, selinux, keys, version) in enumerate(itertools.product(
-              ("auto", "always", "never"), (None, "enabled", "disabled"), KEYS, ("", "20250101-abc")))]
-         + [("auto", "enabled" if i % 2 else None, keys, "" if i % 3 else "v2", argv_i, opts_i,
-             ("profile", "docker_default")[i % 2], (i // 3) % 2)
-            for i, (argv_i, keys, opts_i) in enumerate(
-                itertools.product(range(len(ARGVS)), KEYS, range(len(DOCKER_OPTIONS))))])
+CASES = [
+    (
+        relabel,
+        selinux,
+        keys,
+        version,
+        i % len(ARGVS),
+        i % len(DOCKER_OPTIONS),
+        ("profile", "docker_default")[i % 2],
+        (i // 2) % 2,
+    )
+    for i, (relabel, selinux, keys, version) in enumerate(
+        itertools.product(("auto", "always", "never"), (None, "enabled", "disabled"), KEYS, ("", "20250101-abc"))
+    )
+] + [
+    (
+        "auto",
+        "enabled" if i % 2 else None,
+        keys,
+        "" if i % 3 else "v2",
+        argv_i,
+        opts_i,
+        ("profile", "docker_default")[i % 2],
+        (i // 3) % 2,
+    )
+    for i, (argv_i, keys, opts_i) in enumerate(itertools.product(range(len(ARGVS)), KEYS, range(len(DOCKER_OPTIONS))))
+]
 HOSTS = [("127.0.0.1", 8000, "vllm", False), ("10.20.0.15", 18001, "vllm.b-2", True)]
 
 
@@ -135,30 +169,50 @@ def _ctx(relabel, selinux, keys, version, argv_i, opts_i, seccomp, host_i):
     argv = ARGVS[argv_i]
     service_dir = "/etc/airgap-vllm/" + name
     return dict(
-        ansible_facts={} if selinux is None else {"selinux": {"status": selinux}}, omit=OMIT,
-        vllm_service_selinux_relabel=relabel, vllm_service_api_keys=keys, vllm_service_model_version=version,
-        vllm_service_argv=argv, __vllm_service_argv=argv, vllm_service_docker_options=DOCKER_OPTIONS[opts_i],
-        vllm_service_seccomp=seccomp, vllm_service_host=host, vllm_service_port=port, vllm_service_name=name,
-        vllm_service_expose_to_network=expose, vllm_service_docker_bin="/usr/bin/docker",
-        vllm_service_image="sha256:" + "ab" * 32, vllm_service_model_dir=MODEL, vllm_service_config_dir="/etc/airgap-vllm",
-        __vllm_service_dir=service_dir, __vllm_service_seccomp_profile=service_dir + "/seccomp.json",
-        vllm_service_api_keys_container_path="/etc/vllm/keys.yaml", vllm_service_env={"HF_HUB_OFFLINE": "1"},
-        vllm_service_extra_env={}, vllm_service_allow_docker_options=["--ipc"], vllm_service_allow_env_names=[],
-        __vllm_service_host={"docker": {"security_options": None if seccomp == "profile" else ["name=seccomp"]}})
+        ansible_facts={} if selinux is None else {"selinux": {"status": selinux}},
+        omit=OMIT,
+        vllm_service_selinux_relabel=relabel,
+        vllm_service_api_keys=keys,
+        vllm_service_model_version=version,
+        vllm_service_argv=argv,
+        __vllm_service_argv=argv,
+        vllm_service_docker_options=DOCKER_OPTIONS[opts_i],
+        vllm_service_seccomp=seccomp,
+        vllm_service_host=host,
+        vllm_service_port=port,
+        vllm_service_name=name,
+        vllm_service_expose_to_network=expose,
+        vllm_service_docker_bin="/usr/bin/docker",
+        vllm_service_image="sha256:" + "ab" * 32,
+        vllm_service_model_dir=MODEL,
+        vllm_service_config_dir="/etc/airgap-vllm",
+        __vllm_service_dir=service_dir,
+        __vllm_service_seccomp_profile=service_dir + "/seccomp.json",
+        vllm_service_api_keys_container_path="/etc/vllm/keys.yaml",
+        vllm_service_env={"HF_HUB_OFFLINE": "1"},
+        vllm_service_extra_env={},
+        vllm_service_allow_docker_options=["--ipc"],
+        vllm_service_allow_env_names=[],
+        __vllm_service_host={"docker": {"security_options": None if seccomp == "profile" else ["name=seccomp"]}},
+    )
 
 
 def test_the_old_expressions_here_are_the_roles_own_at_the_last_commit_that_had_them():
     try:
-        text = subprocess.check_output(["git", "-C", ROOT, "show", OLD_COMMIT + ":roles/vllm_service/vars/main.yml"],
-                                       stderr=subprocess.DEVNULL).decode("utf-8")
+        text = subprocess.check_output(
+            ["git", "-C", ROOT, "show", OLD_COMMIT + ":roles/vllm_service/vars/main.yml"], stderr=subprocess.DEVNULL
+        ).decode("utf-8")
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("no git history with %s here" % OLD_COMMIT)
     old = yaml.safe_load(text)
     assert yaml.safe_load(OLD_VARS) == dict((k, old[k]) for k in OLD_ORDER)
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(str(x) if x != [] else "nokeys" for x in c)
-                         .replace("['sk-one', 'sk-two']", "keys"))
+@pytest.mark.parametrize(
+    "case",
+    CASES,
+    ids=lambda c: "-".join(str(x) if x != [] else "nokeys" for x in c).replace("['sk-one', 'sk-two']", "keys"),
+)
 def test_the_guards_run_argv_renders_the_unit_byte_identical_to_the_old_jinja(run_module, case):
     relabel, selinux, keys, version, argv_i, opts_i, seccomp, host_i = case
     ctx = _ctx(relabel, selinux, keys, version, argv_i, opts_i, seccomp, host_i)
@@ -172,8 +226,9 @@ def test_the_guards_run_argv_renders_the_unit_byte_identical_to_the_old_jinja(ru
     assert new["served_model_name"] == str(old["__vllm_service_served_name"])
     assert new["container_port"] == str(old["__vllm_service_container_port"])
     # The role's definitions now read the guard's result; the unit rendered from them is the old unit, byte for byte.
-    now = _render_vars(new_vars, ["__vllm_service_run_argv", "__vllm_service_served_name"],
-                       dict(ctx, __vllm_service_guard=new))
+    now = _render_vars(
+        new_vars, ["__vllm_service_run_argv", "__vllm_service_served_name"], dict(ctx, __vllm_service_guard=new)
+    )
     before = _unit(ctx, old["__vllm_service_run_argv"], old["__vllm_service_served_name"])
     after = _unit(ctx, now["__vllm_service_run_argv"], now["__vllm_service_served_name"])
     assert after == before
@@ -190,5 +245,6 @@ def test_the_old_and_new_mount_suffix_agree_case_by_case():
         old = _render_vars(yaml.safe_load(OLD_VARS), OLD_ORDER[:2], ctx)["__vllm_service_mount_ro"]
         seen.add(old)
         from ansible_collections.airgap.vllm.plugins.module_utils._service_guard import mount_suffix
+
         assert mount_suffix(relabel, ctx["__vllm_service_selinux_enabled"]) == old
     assert seen == {":ro", ":ro,z"}

@@ -1,4 +1,5 @@
 """vllm_source_patch as Ansible runs it: the catalogue and the madvise decision (no root: reads nothing)."""
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -15,13 +16,16 @@ def test_catalogue_only_says_nothing_about_the_decision(run_module):
     assert r["catalogue"][0]["name"] == "madvise_populate_write"
 
 
-@pytest.mark.parametrize("offload,kernel,needed", [
-    (True, "4.19.90-52.22.v2207.ky10.x86_64", True),
-    (True, "5.15.0", False),
-    (False, "4.19.90", False),
-    (True, None, True),
-    (True, "garbage", True),
-])
+@pytest.mark.parametrize(
+    "offload,kernel,needed",
+    [
+        (True, "4.19.90-52.22.v2207.ky10.x86_64", True),
+        (True, "5.15.0", False),
+        (False, "4.19.90", False),
+        (True, None, True),
+        (True, "garbage", True),
+    ],
+)
 def test_the_decision_is_the_planners_rule(run_module, offload, kernel, needed):
     args = dict(kv_offloading=offload)
     if kernel is not None:

@@ -1,4 +1,5 @@
 """Stand-in for vllm.logging_utils: the formatter class names vLLM's logging configs refer to."""
+
 import logging
 
 

@@ -1,4 +1,5 @@
 """`python3 -m vllm.entrypoints.openai.api_server ...` = `vllm serve ...` (same parser)."""
+
 import sys
 
 from vllm.entrypoints.cli.main import main

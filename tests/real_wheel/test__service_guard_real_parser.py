@@ -3,6 +3,7 @@
 Every prefix of --api-key / --api_key / --host (with a separate value and with `=`) is parsed by the real
 parser (the cached CPU venv of tests/vllm_parser/setup-venv.sh) and by the guard: they must agree.
 """
+
 import json
 import os
 import subprocess
@@ -38,8 +39,14 @@ with open(sys.argv[1], "w") as f:
 @pytest.fixture(scope="module")
 def venv_python():
     try:
-        proc = subprocess.run(["bash", SETUP], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              universal_newlines=True, timeout=3600, check=False)
+        proc = subprocess.run(
+            ["bash", SETUP],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            universal_newlines=True,
+            timeout=3600,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         pytest.skip("vLLM 0.27.1 venv could not be built, the REAL PARSER check did NOT run: %s" % exc)
     if proc.returncode != 0:
@@ -49,8 +56,15 @@ def venv_python():
 
 def _parse(venv_python, tmp_path, argvs):
     out = tmp_path / "parsed.json"
-    subprocess.run([venv_python, "-c", PARSE, str(out)], input=json.dumps(argvs), universal_newlines=True,
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
+    subprocess.run(
+        [venv_python, "-c", PARSE, str(out)],
+        input=json.dumps(argvs),
+        universal_newlines=True,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=600,
+    )
     return json.loads(out.read_text())
 
 
@@ -60,7 +74,9 @@ def _prefixes(option):
 
 def test_guard_flags_exactly_the_api_key_spellings_the_real_parser_accepts(venv_python, tmp_path):
     cands = []
-    for spelled in _prefixes("--api-key") + _prefixes("--api_key") + ["--API-KEY", "-api-key", "--api-key-", "--apikey"]:
+    for spelled in (
+        _prefixes("--api-key") + _prefixes("--api_key") + ["--API-KEY", "-api-key", "--api-key-", "--apikey"]
+    ):
         cands.append([MODEL, spelled, "sk-1"])
         cands.append([MODEL, spelled + "=sk-1"])
     parsed = _parse(venv_python, tmp_path, cands)

@@ -1,4 +1,5 @@
 """The range reader behind the real-wheel tests, against a local server (with and without Range support)."""
+
 import base64
 import hashlib
 import http.server
@@ -18,8 +19,7 @@ def _record_line(name, data):
 
 @pytest.fixture
 def wheel(tmp_path):
-    members = {"vllm/v1/kv_offload/cpu/shared_offload_region.py": b"x = 1\n" * 5000,
-               "vllm/other.py": os.urandom(70000)}
+    members = {"vllm/v1/kv_offload/cpu/shared_offload_region.py": b"x = 1\n" * 5000, "vllm/other.py": os.urandom(70000)}
     record = "\n".join(_record_line(n, d) for n, d in members.items()) + "\nvllm-9.9.9.dist-info/RECORD,,\n"
     path = tmp_path / "vllm-9.9.9-py3-none-any.whl"
     with zipfile.ZipFile(str(path), "w", zipfile.ZIP_DEFLATED) as zf:

@@ -9,6 +9,7 @@ checked before a file is used. Extracted files are cached under
 re-checked against the cached RECORD on every use. When the server ignores Range (answers 200),
 the whole wheel is downloaded once into ``.../wheels/`` and read locally.
 """
+
 import base64
 import hashlib
 import json
@@ -111,22 +112,24 @@ class RangeZip(object):
         if eocd < 0:
             raise AssertionError("%s: no end-of-central-directory record" % self.url)
         (_sig, _d, _dcd, _n_here, n_total, cd_size, cd_offset, _clen) = struct.unpack(
-            "<IHHHHIIH", tail[eocd:eocd + 22])
+            "<IHHHHIIH", tail[eocd : eocd + 22]
+        )
         if cd_offset == 0xFFFFFFFF or n_total == 0xFFFF:  # zip64
             loc = tail.rfind(b"PK\x06\x07", 0, eocd)
-            (_s, _disk, z64_off, _disks) = struct.unpack("<IIQI", tail[loc:loc + 20])
+            (_s, _disk, z64_off, _disks) = struct.unpack("<IIQI", tail[loc : loc + 20])
             rec = self._range(z64_off, z64_off + 56)
             (_s, _sz, _v1, _v2, _d1, _d2, _n1, n_total, cd_size, cd_offset) = struct.unpack("<IQHHIIQQQQ", rec)
         cd = self._range(cd_offset, cd_offset + cd_size)
         members = {}
         pos = 0
         for _index in range(n_total):
-            (sig, _vm, _vn, _flags, method, _t, _dt, crc, csize, usize, nlen, xlen, clen, _dn, _ia, _ea,
-             off) = struct.unpack("<IHHHHHHIIIHHHHHII", cd[pos:pos + 46])
+            (sig, _vm, _vn, _flags, method, _t, _dt, crc, csize, usize, nlen, xlen, clen, _dn, _ia, _ea, off) = (
+                struct.unpack("<IHHHHHHIIIHHHHHII", cd[pos : pos + 46])
+            )
             if sig != 0x02014B50:
                 raise AssertionError("%s: bad central directory entry at %d" % (self.url, pos))
-            name = cd[pos + 46:pos + 46 + nlen].decode("utf-8")
-            extra = cd[pos + 46 + nlen:pos + 46 + nlen + xlen]
+            name = cd[pos + 46 : pos + 46 + nlen].decode("utf-8")
+            extra = cd[pos + 46 + nlen : pos + 46 + nlen + xlen]
             if 0xFFFFFFFF in (csize, usize, off):
                 vals = _zip64_extra(extra)
                 if usize == 0xFFFFFFFF:
@@ -161,9 +164,9 @@ class RangeZip(object):
 def _zip64_extra(extra):
     pos = 0
     while pos + 4 <= len(extra):
-        hid, hlen = struct.unpack("<HH", extra[pos:pos + 4])
+        hid, hlen = struct.unpack("<HH", extra[pos : pos + 4])
         if hid == 1:
-            return list(struct.unpack("<%dQ" % (hlen // 8), extra[pos + 4:pos + 4 + hlen]))
+            return list(struct.unpack("<%dQ" % (hlen // 8), extra[pos + 4 : pos + 4 + hlen]))
         pos += 4 + hlen
     return []
 
@@ -182,7 +185,7 @@ def parse_record(text):
     for line in text.splitlines():
         parts = line.rsplit(",", 2)
         if len(parts) == 3 and parts[1].startswith("sha256="):
-            b64 = parts[1][len("sha256="):]
+            b64 = parts[1][len("sha256=") :]
             out[parts[0]] = base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
     return out
 

@@ -9,6 +9,7 @@ and backend order equal that release's (tests/vllm_parser/release_compare.py, ru
 that the planner's rules hold for a release it plans with (_plan_common.KNOWN_RELEASES). Skips only when docker
 or an image is absent (AIRGAP_ENGINE_IMAGE / AIRGAP_NEXT_ENGINE_IMAGE name others). Importing vLLM in a fresh
 container takes 10-20 s on 2 shared cores."""
+
 import json
 import os
 import shutil
@@ -31,14 +32,18 @@ import release_compare as R  # noqa: E402
 
 SCRIPT = os.path.join(ROOT, "roles", "vllm_service", "files", "parse_argv.py")
 # Each engine image of the test world and the release it holds (tests/world/build.sh).
-IMAGES = ((os.environ.get("AIRGAP_ENGINE_IMAGE", "vllm/vllm-openai:v0.27.1"), "0.27.1"),
-          (os.environ.get("AIRGAP_NEXT_ENGINE_IMAGE", "vllm/vllm-openai:v0.30.0"), "0.30.0"))
+IMAGES = (
+    (os.environ.get("AIRGAP_ENGINE_IMAGE", "vllm/vllm-openai:v0.27.1"), "0.27.1"),
+    (os.environ.get("AIRGAP_NEXT_ENGINE_IMAGE", "vllm/vllm-openai:v0.30.0"), "0.30.0"),
+)
 IMAGE = IMAGES[0][0]
 VERSION_SCRIPT = "from importlib.metadata import version; print(version('vllm'))"
 
 
 def docker(*args, **kw):
-    return subprocess.run(["docker"] + list(args), capture_output=True, text=True, timeout=900, check=kw.pop("check", False), **kw)
+    return subprocess.run(
+        ["docker"] + list(args), capture_output=True, text=True, timeout=900, check=kw.pop("check", False), **kw
+    )
 
 
 def _image_present(image):
@@ -66,8 +71,9 @@ def python_in(image, mounts=()):
 
 
 def run_python(*args, stdin=None, mounts=(), image=IMAGE):
-    return subprocess.run(python_in(image, mounts) + list(args), capture_output=True, text=True, timeout=900,
-                          check=False, input=stdin)
+    return subprocess.run(
+        python_in(image, mounts) + list(args), capture_output=True, text=True, timeout=900, check=False, input=stdin
+    )
 
 
 @pytest.fixture(scope="module", params=IMAGES[1:], ids=[v for _i, v in IMAGES[1:]])
@@ -99,9 +105,14 @@ def test_every_generated_argv_is_read_as_planned_by_the_release(later_engine, tm
     plans = R.generated_plans()
     keys = tmp_path / "keys.yaml"
     keys.write_text(R.KEYS_YAML)
-    got = R.run_script(python_in(engine[0], ((R.HERE, R.HERE + ":ro"), (ROOT + "/roles", ROOT + "/roles:ro"),
-                                             (str(tmp_path), str(tmp_path)))),
-                       R.PARSE_ARGV, R.argv_cases(plans, str(keys)), tmp_path)
+    got = R.run_script(
+        python_in(
+            engine[0], ((R.HERE, R.HERE + ":ro"), (ROOT + "/roles", ROOT + "/roles:ro"), (str(tmp_path), str(tmp_path)))
+        ),
+        R.PARSE_ARGV,
+        R.argv_cases(plans, str(keys)),
+        tmp_path,
+    )
     R.check_parsed({r["id"]: r for r in got}, plans)
 
 
@@ -115,13 +126,31 @@ def test_the_planner_sizes_the_kv_cache_as_the_release_does(later_engine, tmp_pa
 
 
 def test_the_parser_judges_each_argv(engine, tmp_path):
-    cases = [{"id": "good", "argv": ["/models/m", "--max-model-len", "8192", "--max-num-seqs", "4",
-                                     "--kv-cache-dtype", "fp8_e4m3", "--enable-prefix-caching"]},
-             {"id": "swap", "argv": ["/models/m", "--swap-space", "4"]},
-             {"id": "invented", "argv": ["/models/m", "--no-such-flag"]}]
+    cases = [
+        {
+            "id": "good",
+            "argv": [
+                "/models/m",
+                "--max-model-len",
+                "8192",
+                "--max-num-seqs",
+                "4",
+                "--kv-cache-dtype",
+                "fp8_e4m3",
+                "--enable-prefix-caching",
+            ],
+        },
+        {"id": "swap", "argv": ["/models/m", "--swap-space", "4"]},
+        {"id": "invented", "argv": ["/models/m", "--no-such-flag"]},
+    ]
     os.chmod(str(tmp_path), 0o777)
-    r = run_python("/s.py", "/out/parsed.json", stdin=json.dumps(cases),
-                   mounts=((SCRIPT, "/s.py:ro"), (str(tmp_path), "/out")), image=engine[0])
+    r = run_python(
+        "/s.py",
+        "/out/parsed.json",
+        stdin=json.dumps(cases),
+        mounts=((SCRIPT, "/s.py:ro"), (str(tmp_path), "/out")),
+        image=engine[0],
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     got = {c["id"]: c for c in json.loads((tmp_path / "parsed.json").read_text())}
     assert got["good"]["ok"], got["good"]["error"]
@@ -143,16 +172,34 @@ def test_the_step_the_role_runs(engine, tmp_path, release, image_id):
     """_argv_check.check as the vllm_argv_check module calls it (python3 -c parse_argv.py, the real Docker CLI):
     a refused flag named with the release, an accepted argv cached so the second call starts no container."""
     from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli
+
     script = open(SCRIPT).read()
     cache = str(tmp_path / "argv-check.json")
     cli = DockerCli("docker")
-    bad = A.check(cli, engine[0], ["/models/m", "--swap-space", "4", "--config", "/etc/vllm/keys.yaml"], script,
-                  cache_path=cache, docker_options=["--security-opt", "no-new-privileges"])
+    bad = A.check(
+        cli,
+        engine[0],
+        ["/models/m", "--swap-space", "4", "--config", "/etc/vllm/keys.yaml"],
+        script,
+        cache_path=cache,
+        docker_options=["--security-opt", "no-new-privileges"],
+    )
     assert bad["ok"] is False and bad["flags"] == ["--swap-space"] and bad["release"] == release["version"], bad
     assert "vLLM %s+cpu" % engine[1] in bad["message"] and not bad["cache_written"]
-    good = A.check(cli, image_id, ["/models/m", "--max-model-len", "8192", "--config", "/etc/vllm/keys.yaml"], script,
-                   release=release["version"], cache_path=cache)
-    assert good["ok"] and good["checked"] and good["cache_written"] and good["argv"] == ["/models/m", "--max-model-len", "8192"]
+    good = A.check(
+        cli,
+        image_id,
+        ["/models/m", "--max-model-len", "8192", "--config", "/etc/vllm/keys.yaml"],
+        script,
+        release=release["version"],
+        cache_path=cache,
+    )
+    assert (
+        good["ok"]
+        and good["checked"]
+        and good["cache_written"]
+        and good["argv"] == ["/models/m", "--max-model-len", "8192"]
+    )
     runs = []
 
     class Counting(DockerCli):
@@ -167,10 +214,13 @@ def test_the_step_the_role_runs(engine, tmp_path, release, image_id):
 STANDIN = os.environ.get("AIRGAP_STANDIN_IMAGE", "airgap-test/vllm-standin:v0.27.1")
 
 
-@pytest.mark.skipif(docker("image", "inspect", STANDIN).returncode != 0 if shutil.which("docker") else True,
-                    reason="needs the stand-in image " + STANDIN)
+@pytest.mark.skipif(
+    docker("image", "inspect", STANDIN).returncode != 0 if shutil.which("docker") else True,
+    reason="needs the stand-in image " + STANDIN,
+)
 def test_an_image_without_the_parser_is_unchecked(tmp_path):
     from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli
+
     r = A.check(DockerCli("docker"), STANDIN, ["/models/m", "--swap-space", "4"], open(SCRIPT).read())
     assert r["ok"] is None and not r["checked"] and "NOT checked" in r["message"], r
 
@@ -190,11 +240,25 @@ def test_the_later_release_serves_the_plan_and_confirms_it(later_engine, tmp_pat
     from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm as PC
     from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm_report as PR
     from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
+
     image, version = later_engine
-    plan = P.plan(dict(model_dir=TINY, model_path="/models/qwen3-tiny", served_model_name="qwen3-tiny",
-                       gpu_total_bytes=80 * C.GIB, compute_capability="9.0", concurrency=4, context=16384,
-                       kv_cache_dtype="auto", enforce_eager=True, port=8000, reasoning_parser="qwen3",
-                       tool_call_parser="qwen3_coder", vllm_version=version + "+cpu"))
+    plan = P.plan(
+        dict(
+            model_dir=TINY,
+            model_path="/models/qwen3-tiny",
+            served_model_name="qwen3-tiny",
+            gpu_total_bytes=80 * C.GIB,
+            compute_capability="9.0",
+            concurrency=4,
+            context=16384,
+            kv_cache_dtype="auto",
+            enforce_eager=True,
+            port=8000,
+            reasoning_parser="qwen3",
+            tool_call_parser="qwen3_coder",
+            vllm_version=version + "+cpu",
+        )
+    )
     env = {"VLLM_CPU_KVCACHE_SPACE": "1"}
     # The plan's container options and environment as the service runs them, less the GPU request (none here).
     opts, skip = [], False
@@ -206,8 +270,20 @@ def test_the_later_release_serves_the_plan_and_confirms_it(later_engine, tmp_pat
     assert "--shm-size" in opts  # 0.30.0 refuses a /dev/shm under 160 MiB (Docker's default is 64 MiB)
     name = "airgap-release-%s-%d" % (version, os.getpid())
     envs = [x for k, v in sorted(dict(plan["env"], **env).items()) for x in ("-e", "%s=%s" % (k, v))]
-    run = docker("run", "-d", "--name", name, "--network", "none", *opts, *envs,
-                 "-v", "%s:/models/qwen3-tiny:ro" % TINY, image, *plan["argv"])
+    run = docker(
+        "run",
+        "-d",
+        "--name",
+        name,
+        "--network",
+        "none",
+        *opts,
+        *envs,
+        "-v",
+        "%s:/models/qwen3-tiny:ro" % TINY,
+        image,
+        *plan["argv"],
+    )
     assert run.returncode == 0, run.stderr
     try:
         health = None

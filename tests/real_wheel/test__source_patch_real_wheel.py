@@ -1,8 +1,9 @@
 """vllm_source_patch logic on the real files of every vLLM release 0.27.1..0.33.0.
 
 Only the two patched files (and RECORD, to check their sha256) are read from each PyPI wheel, by HTTP
-range requests (tests/integration_wheel/wheel_files.py); they are cached outside the repository.
+range requests (tests/real_wheel/wheel_files.py); they are cached outside the repository.
 """
+
 import difflib
 import glob
 import os
@@ -44,7 +45,7 @@ def _release_files(version):
         found = wheel_files.wheel_files(version, ["/" + rel for rel in SPEC.files])
     except wheel_files.Unreachable as exc:
         pytest.skip("PyPI UNREACHABLE, the real-wheel test of vLLM %s did NOT run: %s" % (version, exc))
-    out = dict((name[len("vllm/"):], path) for name, path in found.items())
+    out = dict((name[len("vllm/") :], path) for name, path in found.items())
     assert sorted(out) == sorted(SPEC.files), "vLLM %s moved the files: %s" % (version, sorted(found))
     return out
 
@@ -67,8 +68,9 @@ def test_every_release_patches_exactly_the_unfixed_files(version, tmp_path):
     # The image stage's question (roles/vllm_image/tasks/patch.yml): does this release need a derived image at all?
     assert sp.upstream_fixed(planned) == all(st == "upstream_fixed" for st in RELEASES[version].values())
     written = sp.apply_tree(planned)
-    assert sorted(written) == sorted(os.path.join(root, rel) for rel, st in RELEASES[version].items()
-                                     if st == "patched")
+    assert sorted(written) == sorted(
+        os.path.join(root, rel) for rel, st in RELEASES[version].items() if st == "patched"
+    )
     for rel, state in RELEASES[version].items():
         after = open(os.path.join(root, rel), "rb").read()
         if state == "upstream_fixed":
@@ -80,7 +82,8 @@ def test_every_release_patches_exactly_the_unfixed_files(version, tmp_path):
     again = sp.plan_tree(root, [SPEC.name])
     assert sp.apply_tree(again) == []
     assert {p["relpath"]: p["state"] for p in again} == {
-        rel: ("already_patched" if st == "patched" else st) for rel, st in RELEASES[version].items()}
+        rel: ("already_patched" if st == "patched" else st) for rel, st in RELEASES[version].items()
+    }
 
 
 @pytest.mark.parametrize("version", ["0.28.0", "0.33.0"])
@@ -114,8 +117,9 @@ def _interpreters():
     """Other Pythons to check with: 3.7 (Kylin's module runtime) and 3.12 (the image's)."""
     found = {}
     for ver in ("3.7", "3.12"):
-        cands = [shutil.which("python" + ver)] + sorted(glob.glob(os.path.expanduser(
-            "~/.pyenv/versions/%s.*/bin/python%s" % (ver, ver))))
+        cands = [shutil.which("python" + ver)] + sorted(
+            glob.glob(os.path.expanduser("~/.pyenv/versions/%s.*/bin/python%s" % (ver, ver)))
+        )
         for cand in cands:
             if cand and subprocess.call([cand, "-c", "pass"], stderr=subprocess.DEVNULL) == 0:
                 found[ver] = cand
@@ -139,11 +143,13 @@ def test_real_files_patched_guarded_compiled_and_idempotent(wheel, tmp_path):
         analysis = sp.analyse(after, SPEC, path)
         assert len(analysis.sites) == len(EXPECTED_SITES[rel]) and all(s.guarded for s in analysis.sites)
         # Only wrapping, re-indenting and the helper: every original line's code is still there, in order.
-        diff = list(difflib.ndiff([x.strip() for x in originals[rel].splitlines()],
-                                  [x.strip() for x in after.splitlines()]))
+        diff = list(
+            difflib.ndiff([x.strip() for x in originals[rel].splitlines()], [x.strip() for x in after.splitlines()])
+        )
         assert not [d for d in diff if d.startswith("- ") and d[2:].strip()], "original code lines changed"
-        print("\n".join(difflib.unified_diff(originals[rel].splitlines(), after.splitlines(), rel, rel,
-                                             n=1, lineterm="")))
+        print(
+            "\n".join(difflib.unified_diff(originals[rel].splitlines(), after.splitlines(), rel, rel, n=1, lineterm=""))
+        )
 
     patched_bytes = {rel: open(os.path.join(root, rel), "rb").read() for rel in SPEC.files}
     again = sp.plan_tree(root, [SPEC.name])

@@ -1,6 +1,7 @@
 """A stand-in for firewall-cmd and firewall-offline-cmd (test only, never shipped in a role): what tasks/expose_removal.yml calls, answered the way
 firewalld 0.8/0.9 answers it (exit codes: 0 yes / 1 no for --query-*, 252 not running, 112 INVALID_ZONE,
 122 INVALID_RULE, 2 for an option it does not know). Every call is logged as one JSON line."""
+
 import json
 import os
 import re

@@ -9,6 +9,7 @@ recorded rules (runtime + permanent; an operator's own rule stays), the record a
 to docs/monitoring.md; a second run calls nothing; firewalld stopped: firewall-offline-cmd removes them from the
 permanent configuration; the include uninstall.yml makes. Needs docker and the test world's airgap-test/kylin:v10sp3
 image."""
+
 import json
 import os
 import re
@@ -48,12 +49,25 @@ def host():
             assert docker("exec", name, *cmd).returncode == 0
         r = docker("cp", os.path.join(CASE, "fake_firewall_cmd.py"), name + ":/usr/local/sbin/fake_firewall_cmd.py")
         assert r.returncode == 0, r.stderr
-        r = docker("exec", "-i", name, "sh", "-c", "cat > /usr/local/sbin/firewall-cmd && chmod 755 /usr/local/sbin/firewall-cmd",
-                   input='#!/bin/sh\nexec python3 /usr/local/sbin/fake_firewall_cmd.py "$@"\n')
+        r = docker(
+            "exec",
+            "-i",
+            name,
+            "sh",
+            "-c",
+            "cat > /usr/local/sbin/firewall-cmd && chmod 755 /usr/local/sbin/firewall-cmd",
+            input='#!/bin/sh\nexec python3 /usr/local/sbin/fake_firewall_cmd.py "$@"\n',
+        )
         assert r.returncode == 0, r.stderr
-        r = docker("exec", "-i", name, "sh", "-c",
-                   "cat > /usr/local/sbin/firewall-offline-cmd && chmod 755 /usr/local/sbin/firewall-offline-cmd",
-                   input='#!/bin/sh\nexec python3 /usr/local/sbin/fake_firewall_cmd.py --offline "$@"\n')
+        r = docker(
+            "exec",
+            "-i",
+            name,
+            "sh",
+            "-c",
+            "cat > /usr/local/sbin/firewall-offline-cmd && chmod 755 /usr/local/sbin/firewall-offline-cmd",
+            input='#!/bin/sh\nexec python3 /usr/local/sbin/fake_firewall_cmd.py --offline "$@"\n',
+        )
         assert r.returncode == 0, r.stderr
         address = docker("inspect", "-f", "{{.NetworkSettings.IPAddress}}", name).stdout.strip()
         assert address, "the container has no address on the default bridge"
@@ -63,18 +77,32 @@ def host():
 
 
 def set_firewalld(host, running=True, rules=None):
-    state = {"running": running, "default_zone": "internal", "zones": ["internal", "public", "trusted", "docker"],
-             "interfaces": {"public": ["eth0"], "docker": ["docker0"]},
-             "rules": rules or {"runtime": {}, "permanent": {}}}
-    r = docker("exec", "-i", host["name"], "sh", "-c", "cat > /etc/fake-firewalld/state.json; : > /var/log/fake-firewall-cmd.log",
-               input=json.dumps(state))
+    state = {
+        "running": running,
+        "default_zone": "internal",
+        "zones": ["internal", "public", "trusted", "docker"],
+        "interfaces": {"public": ["eth0"], "docker": ["docker0"]},
+        "rules": rules or {"runtime": {}, "permanent": {}},
+    }
+    r = docker(
+        "exec",
+        "-i",
+        host["name"],
+        "sh",
+        "-c",
+        "cat > /etc/fake-firewalld/state.json; : > /var/log/fake-firewall-cmd.log",
+        input=json.dumps(state),
+    )
     assert r.returncode == 0, r.stderr
 
 
 def firewalld(host):
     state = json.loads(docker("exec", host["name"], "cat", "/etc/fake-firewalld/state.json").stdout)
-    calls = [json.loads(line) for line in
-             docker("exec", host["name"], "cat", "/var/log/fake-firewall-cmd.log").stdout.splitlines() if line]
+    calls = [
+        json.loads(line)
+        for line in docker("exec", host["name"], "cat", "/var/log/fake-firewall-cmd.log").stdout.splitlines()
+        if line
+    ]
     docker("exec", host["name"], "sh", "-c", ": > /var/log/fake-firewall-cmd.log")
     return state, calls
 
@@ -85,8 +113,9 @@ def changing(calls):
 
 def play(host, tmp_path, playbook="converge.yml", check=False, **extra):
     env = dict(os.environ)
-    env["ANSIBLE_COLLECTIONS_PATH"] = os.pathsep.join([os.path.join(ROOT, "build", "collections"),
-                                                       os.path.expanduser("~/.ansible/collections")])
+    env["ANSIBLE_COLLECTIONS_PATH"] = os.pathsep.join(
+        [os.path.join(ROOT, "build", "collections"), os.path.expanduser("~/.ansible/collections")]
+    )
     env["ANSIBLE_FORCE_COLOR"] = "0"
     env["ANSIBLE_NOCOLOR"] = "1"
     env["ANSIBLE_STDOUT_CALLBACK"] = "default"
@@ -94,8 +123,9 @@ def play(host, tmp_path, playbook="converge.yml", check=False, **extra):
     env["ANSIBLE_LOCAL_TEMP"] = str(tmp_path / "ansible-local")
     # The connection is the host's (an inventory variable): the scrape target is delegated to localhost.
     inventory = tmp_path / "inventory.ini"
-    inventory.write_text("%s ansible_connection=community.docker.docker ansible_python_interpreter=/usr/bin/python3\n"
-                         % host["name"])
+    inventory.write_text(
+        "%s ansible_connection=community.docker.docker ansible_python_interpreter=/usr/bin/python3\n" % host["name"]
+    )
     variables = {"vllm_service_report_fetch_dir": str(tmp_path / "reports")}
     variables.update(extra)
     varfile = tmp_path / "vars.json"
@@ -169,8 +199,15 @@ def test_check_run_real_run_and_second_run(host, tmp_path):
     ], calls
     assert state["rules"] == {"runtime": {"public": [mine]}, "permanent": {"public": [mine]}}, "the operator's stays"
     assert not has_record(host) and not target_file(tmp_path, host).exists()
-    for text in ("Removed:", "vllm_service_metrics_expose", "vllm_front_metrics_port", "vllm_front_metrics_sources",
-                 "vllm_front_metrics_tokens", "docs/monitoring.md", str(target_file(tmp_path, host))):
+    for text in (
+        "Removed:",
+        "vllm_service_metrics_expose",
+        "vllm_front_metrics_port",
+        "vllm_front_metrics_sources",
+        "vllm_front_metrics_tokens",
+        "docs/monitoring.md",
+        str(target_file(tmp_path, host)),
+    ):
         assert said(text, r), text
 
     # Second run: nothing recorded, nothing asked.
@@ -183,16 +220,25 @@ def test_firewalld_stopped_the_rule_goes_by_firewall_offline_cmd(host, tmp_path)
     r = play(host, tmp_path)
     assert r["rc"] == 0 and r["changed"] > 0, r["out"][-3000:]
     state, calls = firewalld(host)
-    assert calls == [["--state"], ["--offline", "--zone=public", "--query-rich-rule=" + rule()],
-                     ["--offline", "--zone=public", "--remove-rich-rule=" + rule()]], calls
+    assert calls == [
+        ["--state"],
+        ["--offline", "--zone=public", "--query-rich-rule=" + rule()],
+        ["--offline", "--zone=public", "--remove-rich-rule=" + rule()],
+    ], calls
     assert state["rules"]["permanent"] == {"public": []} and not has_record(host)
     assert said("remove (permanent, firewalld stopped) from zone public: " + rule(), r)
 
 
 def test_uninstall_include_removes_the_recorded_rules(host, tmp_path):
     earlier_release(host, tmp_path)
-    r = play(host, tmp_path, playbook="uninstall.yml", rm_name="vllm", rm_dir="/etc/airgap-vllm/vllm",
-             vllm_service_config_dir="/nonexistent")
+    r = play(
+        host,
+        tmp_path,
+        playbook="uninstall.yml",
+        rm_name="vllm",
+        rm_dir="/etc/airgap-vllm/vllm",
+        vllm_service_config_dir="/nonexistent",
+    )
     assert r["rc"] == 0, r["out"][-3000:]
     state, calls = firewalld(host)
     assert len(changing(calls)) == 2 and state["rules"]["permanent"] == {"public": []}
