@@ -22,6 +22,9 @@
   adds one publish on one named host address, refused without API keys (the port is the whole API).
 - Least privilege: Docker's default seccomp profile with ``clone3`` answering ENOSYS (glibc then
   falls back to ``clone``) instead of ``seccomp=unconfined``; ``no-new-privileges`` always.
+- The one composer of the unit's ``docker run`` command (``run_argv``): the role's publish, env file, logging
+  configuration, read-only binds (``:ro,z`` when SELinux wants a relabel), the model-version label, the key file
+  and its ``--config``, the options decided above, the image and the argv. The unit template only formats it.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -30,6 +33,7 @@ __metaclass__ = type
 
 import copy
 import json
+import posixpath
 
 from ansible_collections.airgap.vllm.plugins.module_utils._container_allowlist import (
     DOCKER_VAR,
@@ -59,6 +63,14 @@ ALL_INTERFACES = ("0.0.0.0", "::", "[::]", "", "*", "0")
 LOOPBACK = ("127.0.0.1", "::1", "[::1]", "localhost")
 SECCOMP_MODES = ("profile", "unconfined", "docker_default")
 ENOSYS = 38
+# vLLM's own default port; the argv's --port moves it.
+CONTAINER_PORT = 8000
+# vLLM logs its non-default arguments, API keys included: the role's logging.json, mounted here, silences that line.
+CONTAINER_LOGGING = "/etc/vllm/logging.json"
+MODEL_VERSION_LABEL = "org.airgap.vllm.model-version"
+SELINUX_RELABEL = ("auto", "always", "never")
+# The unit's words run_argv takes from the caller as they are (checked for control characters).
+UNIT_WORDS = ("docker_bin", "name", "service_dir", "model_dir", "image", "model_version", "api_keys_container_path")
 CLONE3_RULES = (
     {
         "names": ["clone3"],
@@ -262,8 +274,10 @@ def guard(
     api_keys=None,
     mount_roots=(),
     unit_values=None,
+    unit=None,
 ):
-    """All checks; returns {'docker_options', 'secrets', 'warnings'} or raises GuardError listing every problem.
+    """All checks; returns {'docker_options', 'secrets', 'warnings', 'container_port', 'served_model_name'} (and
+    'run_argv' with `unit`) or raises GuardError listing every problem.
 
     `secrets` are the API key values found in argv (for the caller to mask in its output).
     `metrics`: the opt-in Prometheus exposure (module_utils/_expose.py) - {'expose', 'address', 'port',
@@ -274,11 +288,18 @@ def guard(
     the plan's environment and the operator's extras (values checked, never repeated); `api_keys`: the keys
     (a list of strings; never repeated); `mount_roots`: the host directories a read-only bind may show;
     `unit_values`: the role's own words of the unit ({variable: value}: image, model directory, ...).
+    `unit`: the unit's own inputs, for the composed `run_argv` ({'docker_bin', 'name', 'publish_port', 'service_dir',
+    'model_dir', 'image', 'model_version', 'api_keys_container_path', 'selinux_relabel', 'selinux_enabled'}; the
+    publish address is `publish_host`, whether there are keys `api_keys` (else metrics' 'has_api_keys')).
     Never raises anything but GuardError, whatever the input.
     """
     argv_words, _argv_problems = words(argv, "vllm_service_argv")
     secrets = [v for _i, _n, values in api_key_args(argv_words) for v in values]
     metrics = metrics if isinstance(metrics, dict) else {}
+    unit = unit if isinstance(unit, dict) else None
+    if unit is not None and unit_values is None:
+        # No names of the caller's own: the unit's words are checked under the module's option names.
+        unit_values = dict((k, unit[k]) for k in UNIT_WORDS if unit.get(k) is not None)
     key_problems = api_key_problems(api_keys)
     if api_keys is not None and not key_problems:
         metrics = dict(metrics, has_api_keys=len(api_keys) > 0)
@@ -320,20 +341,138 @@ def guard(
             "option is passed" % (security_options,)
         )
     options = effective_docker_options(words(docker_options, DOCKER_VAR)[0], seccomp, profile_path, supported)
+    port = str(metrics["container_port"]) if metrics.get("container_port") else container_port(argv_words)
     try:
         binding = publish_binding(
             metrics.get("expose"),
             metrics.get("address"),
             metrics.get("port"),
-            metrics.get("container_port") or 8000,
+            port,
             publish_host,
-            metrics.get("publish_port") or 8000,
+            metrics.get("publish_port") or (unit or {}).get("publish_port") or 8000,
         )
     except ExposeError as e:
         raise GuardError("refused: %s" % e)
     if binding:
         options = ["--publish", binding] + options
-    return {"docker_options": options, "secrets": secrets, "warnings": warnings}
+    out = {
+        "docker_options": options,
+        "secrets": secrets,
+        "warnings": warnings,
+        "container_port": port,
+        "served_model_name": served_model_name(argv_words, (unit or {}).get("model_dir")),
+    }
+    if unit is not None:
+        out["run_argv"] = run_argv(
+            unit.get("docker_bin") or "/usr/bin/docker",
+            unit.get("name"),
+            publish_host,
+            unit.get("publish_port") or 8000,
+            unit.get("service_dir"),
+            unit.get("model_dir"),
+            unit.get("image"),
+            argv_words,
+            options,
+            port=port,
+            model_version=unit.get("model_version") or "",
+            has_api_keys=bool(metrics.get("has_api_keys")),
+            api_keys_container_path=unit.get("api_keys_container_path") or "/etc/vllm/keys.yaml",
+            selinux_relabel=unit.get("selinux_relabel") or "auto",
+            selinux_enabled=unit.get("selinux_enabled"),
+        )
+    return out
+
+
+# ---------------------------------------------------------------- the unit's docker run command
+
+
+def _option_value(argv, name):
+    """The word after the first exact ``name`` in argv (the way the unit has always read it), or None."""
+    if name not in argv:
+        return None
+    i = argv.index(name)
+    if i + 1 >= len(argv):
+        raise GuardError("refused: vllm_service_argv ends with %s: give its value" % name)
+    return argv[i + 1]
+
+
+def container_port(argv):
+    """The port vLLM listens on inside the container: the argv's ``--port`` (its text), else 8000."""
+    value = _option_value(words(argv, "vllm_service_argv")[0], "--port")
+    return str(CONTAINER_PORT) if value is None else value
+
+
+def served_model_name(argv, model_dir):
+    """The name clients ask for: the argv's first ``--served-model-name``, else the model directory's base name."""
+    value = _option_value(words(argv, "vllm_service_argv")[0], "--served-model-name")
+    return posixpath.basename(model_dir or "") if value is None else value
+
+
+def mount_suffix(relabel="auto", selinux_enabled=False):
+    """``:ro,z`` (Docker relabels the bind, a label shared by containers) or ``:ro``.
+
+    With SELinux enabled on the host the container may read a bind mount only once Docker relabels it;
+    ``z`` is the shared label, as one model may be served by more than one service.
+    """
+    if relabel not in SELINUX_RELABEL:
+        raise GuardError(
+            "refused: vllm_service_selinux_relabel must be one of %s, not %r" % (", ".join(SELINUX_RELABEL), relabel)
+        )
+    return ":ro,z" if relabel == "always" or (relabel == "auto" and bool(selinux_enabled)) else ":ro"
+
+
+def run_argv(
+    docker_bin,
+    name,
+    publish_host,
+    publish_port,
+    service_dir,
+    model_dir,
+    image,
+    argv,
+    docker_options,
+    model_version="",
+    has_api_keys=False,
+    api_keys_container_path="/etc/vllm/keys.yaml",
+    selinux_relabel="auto",
+    selinux_enabled=False,
+    port=None,
+):
+    """The unit's ``docker run`` command, one word per item (no shell involved; the template quotes each word).
+
+    ``docker_options``: the guard's own (seccomp and no-new-privileges applied); ``argv``: everything after
+    ``vllm serve``; ``service_dir``: the service's configuration directory on the host (container.env,
+    logging.json, keys.yaml); ``port``: the container port (default: the argv's, see container_port). The order is
+    the unit's since issue 12: changing it rewrites every unit and restarts every service once.
+    """
+    argv = words(argv, "vllm_service_argv")[0]
+    ro = mount_suffix(selinux_relabel, selinux_enabled)
+    model_dir = str(model_dir)
+    out = [
+        str(docker_bin),
+        "run",
+        "--rm",
+        "--name",
+        str(name),
+        "--publish",
+        "%s:%s:%s" % (publish_host, publish_port, port or container_port(argv)),
+        "--env-file",
+        "%s/container.env" % service_dir,
+        "--env",
+        "VLLM_LOGGING_CONFIG_PATH=" + CONTAINER_LOGGING,
+        "--volume",
+        "%s/logging.json:%s%s" % (service_dir, CONTAINER_LOGGING, ro),
+        "--volume",
+        "%s:%s%s" % (model_dir, model_dir, ro),
+    ]
+    if model_version:
+        out += ["--label", "%s=%s" % (MODEL_VERSION_LABEL, model_version)]
+    if has_api_keys:
+        out += ["--volume", "%s/keys.yaml:%s%s" % (service_dir, api_keys_container_path, ro)]
+    out += list(docker_options) + [str(image)] + argv
+    if has_api_keys and "--config" not in argv:
+        out += ["--config", str(api_keys_container_path)]
+    return out
 
 
 # ---------------------------------------------------------------- seccomp profile

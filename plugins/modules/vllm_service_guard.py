@@ -37,6 +37,11 @@ description:
   - Least privilege - returns O(docker_options) with the seccomp choice applied (O(seccomp=profile) replaces any
     C(seccomp=...) option, such as the planner's C(unconfined) for kernel 4.19 + Docker < 20.10.10, with
     O(seccomp_profile)) and C(--security-opt no-new-privileges) added.
+  - The unit's command - with O(image), O(name), O(model_dir) and O(service_dir), returns the whole C(docker run)
+    command the systemd unit runs (RV(run_argv)), composed here and nowhere else - the role's publish, the
+    container environment file, the logging configuration, the read-only binds (C(:ro,z) when SELinux wants a
+    relabel, see O(selinux_relabel)), the model-version label, the API key file and its C(--config), the options
+    decided above, the image and O(argv).
 author:
   - airgap.vllm maintainers (@airgap-vllm)
 options:
@@ -79,6 +84,7 @@ options:
     description:
       - The role's own words of the unit (C(vllm_service_image), C(vllm_service_model_dir), ...) as a mapping of
         variable name to value; each must be a one-line string (a control character would split the unit file).
+      - Omitted - the unit's own options (O(name), O(image), O(model_dir), ...) are checked under their option names.
     type: dict
   mount_roots:
     description: Host directories a C(--volume)/C(--mount) may bind, read-only (the model and the service's config directory).
@@ -133,9 +139,49 @@ options:
     type: int
     default: 8000
   container_port:
-    description: The port vLLM listens on inside the container.
+    description:
+      - The port vLLM listens on inside the container, for the Prometheus publish (O(metrics_expose)).
+      - Omitted - the O(argv)'s C(--port), else C(8000) (RV(container_port)).
     type: int
-    default: 8000
+  docker_bin:
+    description: The Docker CLI the unit runs (first word of RV(run_argv)).
+    type: str
+    default: /usr/bin/docker
+  name:
+    description: The service's name - the container's C(--name) (and the unit's). Needed for RV(run_argv).
+    type: str
+  image:
+    description: The image the unit runs (an image ID or reference). Needed for RV(run_argv).
+    type: str
+  model_dir:
+    description:
+      - The model directory on the host, bound read-only at the same path. Needed for RV(run_argv).
+      - Its base name is the served model name when O(argv) has no C(--served-model-name).
+    type: str
+  model_version:
+    description: The model version, given to the container as the label C(org.airgap.vllm.model-version); empty - no label.
+    type: str
+    default: ""
+  service_dir:
+    description:
+      - The service's configuration directory on the host (C(container.env), C(logging.json), C(keys.yaml)). Needed
+        for RV(run_argv).
+    type: str
+  api_keys_container_path:
+    description: Where the API key file is bound in the container (read with C(--config)) when there are API keys.
+    type: str
+    default: /etc/vllm/keys.yaml
+  selinux_relabel:
+    description:
+      - V(always) binds read-only with Docker's C(z) option (C(:ro,z)), V(never) with C(:ro), V(auto) with C(:ro,z)
+        only when O(selinux_enabled).
+    type: str
+    choices: [auto, always, never]
+    default: auto
+  selinux_enabled:
+    description: Whether SELinux is enabled on the host (the role reads it from the host's facts).
+    type: bool
+    default: false
   has_api_keys:
     description: Whether the service has API keys (C(vllm_service_api_keys) is not empty).
     type: bool
@@ -160,6 +206,23 @@ EXAMPLES = r"""
     seccomp_profile: /etc/airgap-vllm/vllm/seccomp.json
   register: __vllm_service_guard
 
+- name: The same, also composing the unit's docker run command (returned as run_argv)
+  airgap.vllm.vllm_service_guard:
+    argv: ["/srv/models/qwen3", "--served-model-name", "qwen3"]
+    api_keys: "{{ vllm_service_api_keys }}"
+    seccomp_profile: /etc/airgap-vllm/vllm/seccomp.json
+    docker_bin: /usr/bin/docker
+    name: vllm
+    image: vllm/vllm-openai:v0.27.1
+    model_dir: /srv/models/qwen3
+    model_version: "20250101"
+    service_dir: /etc/airgap-vllm/vllm
+    publish_host: 127.0.0.1
+    publish_port: 8000
+    selinux_relabel: auto
+    selinux_enabled: "{{ ansible_facts['selinux']['status'] == 'enabled' }}"
+  register: __vllm_service_guard
+
 - name: The same, with Prometheus access to /metrics on a LAN address (API keys set)
   airgap.vllm.vllm_service_guard:
     argv: "{{ vllm_service_argv }}"
@@ -180,6 +243,28 @@ docker_options:
   elements: str
   sample: ["--publish", "10.20.0.15:8000:8000", "--gpus", "all", "--security-opt",
            "seccomp=/etc/airgap-vllm/vllm/seccomp.json", "--security-opt", "no-new-privileges"]
+container_port:
+  description: The port vLLM listens on inside the container - O(container_port), else the O(argv)'s C(--port), else 8000.
+  returned: success
+  type: str
+  sample: "8000"
+served_model_name:
+  description: The model name clients ask for - the O(argv)'s C(--served-model-name), else the base name of O(model_dir).
+  returned: success
+  type: str
+  sample: qwen3
+run_argv:
+  description:
+    - The systemd unit's C(docker run) command, one word per item (no shell involved; the role's template quotes each
+      word and adds its own C(org.airgap.vllm.service) label after C(run)).
+  returned: when O(image), O(name), O(model_dir) and O(service_dir) are given
+  type: list
+  elements: str
+  sample: ["/usr/bin/docker", "run", "--rm", "--name", "vllm", "--publish", "127.0.0.1:8000:8000", "--env-file",
+           "/etc/airgap-vllm/vllm/container.env", "--env", "VLLM_LOGGING_CONFIG_PATH=/etc/vllm/logging.json",
+           "--volume", "/etc/airgap-vllm/vllm/logging.json:/etc/vllm/logging.json:ro", "--volume",
+           "/srv/models/qwen3:/srv/models/qwen3:ro", "--security-opt", "no-new-privileges",
+           "vllm/vllm-openai:v0.27.1", "/srv/models/qwen3", "--served-model-name", "qwen3"]
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -187,6 +272,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airgap.vllm.plugins.module_utils._container_allowlist import words
 from ansible_collections.airgap.vllm.plugins.module_utils._service_guard import (
     SECCOMP_MODES,
+    SELINUX_RELABEL,
     GuardError,
     api_key_args,
     guard,
@@ -218,8 +304,17 @@ def main():
             metrics_address=dict(type="str", default=""),
             metrics_port=dict(type="int", default=8000),
             publish_port=dict(type="int", default=8000),
-            container_port=dict(type="int", default=8000),
+            container_port=dict(type="int"),
             has_api_keys=dict(type="bool", default=False),
+            docker_bin=dict(type="str", default="/usr/bin/docker"),
+            name=dict(type="str"),
+            image=dict(type="str"),
+            model_dir=dict(type="str"),
+            model_version=dict(type="str", default=""),
+            service_dir=dict(type="str"),
+            api_keys_container_path=dict(type="str", default="/etc/vllm/keys.yaml", no_log=False),
+            selinux_relabel=dict(type="str", choices=list(SELINUX_RELABEL), default="auto"),
+            selinux_enabled=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -245,6 +340,20 @@ def main():
             "container_port": p["container_port"],
             "has_api_keys": p["has_api_keys"],
         }
+        unit_keys = (
+            "docker_bin",
+            "name",
+            "publish_port",
+            "service_dir",
+            "model_dir",
+            "image",
+            "model_version",
+            "api_keys_container_path",
+            "selinux_relabel",
+            "selinux_enabled",
+        )
+        composed = all(p[k] for k in ("name", "image", "model_dir", "service_dir"))
+        unit = dict((k, p[k]) for k in unit_keys) if composed else None
         result = guard(
             p["argv"],
             p["docker_options"],
@@ -262,12 +371,16 @@ def main():
             api_keys=p["api_keys"],
             mount_roots=p["mount_roots"],
             unit_values=p["unit_values"],
+            unit=unit,
         )
     except GuardError as e:
         module.fail_json(msg=str(e), invocation=invocation)
     for w in result["warnings"]:
         module.warn(w)
-    module.exit_json(changed=False, docker_options=result["docker_options"], invocation=invocation)
+    out = dict(
+        (k, result[k]) for k in ("docker_options", "container_port", "served_model_name", "run_argv") if k in result
+    )
+    module.exit_json(changed=False, invocation=invocation, **out)
 
 
 if __name__ == "__main__":

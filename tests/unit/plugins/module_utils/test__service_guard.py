@@ -7,7 +7,6 @@ __metaclass__ = type
 import json
 import os
 
-import jinja2
 import pytest
 import yaml
 
@@ -132,10 +131,22 @@ def test_files_holding_secrets_are_root_only_and_never_shown_by_diff_or_verbose(
 
 
 def test_guard_runs_before_anything_is_written_whatever_the_tags():
-    tasks = _role_tasks("preflight.yml")
+    tasks = _role_tasks("guard.yml")
     guard = [t for t in tasks if "airgap.vllm.vllm_service_guard" in t]
     assert len(guard) == 1 and "always" in guard[0]["tags"]
     assert guard[0]["register"] == "__vllm_service_guard"
+    # preflight.yml imports it (tagged always) before configure.yml writes anything.
+    imports = [t for t in _role_tasks("preflight.yml") if t.get("ansible.builtin.import_tasks") == "guard.yml"]
+    assert len(imports) == 1 and "always" in imports[0]["tags"]
+
+
+def test_a_replanned_unit_is_composed_and_checked_by_the_guard_again():
+    """The unit's run_argv is the guard's: the re-plan runs the guard on the new argv before configure.yml."""
+    tasks = _role_tasks("replan.yml")
+    files = [t.get("ansible.builtin.include_tasks") for t in tasks]
+    assert files.index("guard.yml") < files.index("configure.yml")
+    args = _role_tasks("guard.yml")[0]["airgap.vllm.vllm_service_guard"]
+    assert args["argv"] == "{{ __vllm_service_argv }}"
 
 
 # ---------------------------------------------------------------- 3. the loopback promise
@@ -335,33 +346,121 @@ def test_generator_on_a_docker_20_10_7_shaped_profile_adds_the_rules_after_clone
 def test_unit_runs_the_guards_docker_options_and_the_installed_profile_is_root_only():
     with open(os.path.join(ROLE, "vars", "main.yml")) as f:
         role_vars = yaml.safe_load(f)
-    expr = role_vars["__vllm_service_run_argv"]
-    assert "vllm_service_docker_options" not in expr and "__vllm_service_guard.docker_options" in expr
-    env = jinja2.Environment()
-    guard = accepted(docker_options=PLANNER_OLD_DOCKER)
-    ctx = dict(
-        vllm_service_docker_bin="/usr/bin/docker",
-        vllm_service_name="vllm",
-        vllm_service_host="127.0.0.1",
-        vllm_service_port=8000,
-        __vllm_service_container_port=8000,
-        __vllm_service_dir="/etc/airgap-vllm/vllm",
-        __vllm_service_container_logging="/etc/vllm/logging.json",
-        vllm_service_model_dir=MODEL,
-        __vllm_service_has_keys=False,
-        vllm_service_api_keys_container_path="/etc/vllm/keys.yaml",
-        __vllm_service_guard=guard,
-        vllm_service_image="vllm/vllm-openai:v0.27.1",
-        vllm_service_argv=[MODEL],
-        __vllm_service_argv=[MODEL],
-        vllm_service_docker_options=PLANNER_OLD_DOCKER,
+    assert role_vars["__vllm_service_run_argv"] == "{{ __vllm_service_guard.run_argv }}"
+    out = accepted(docker_options=PLANNER_OLD_DOCKER, unit=UNIT)
+    assert (
+        out["run_argv"][out["run_argv"].index("vllm/vllm-openai:v0.27.1") - len(out["docker_options"]) :][
+            : len(out["docker_options"])
+        ]
+        == out["docker_options"]
     )
-    rendered = env.from_string(expr).render(**ctx)
-    assert "seccomp=unconfined" not in rendered and "no-new-privileges" in rendered
-    assert "seccomp=/etc/airgap-vllm/vllm/seccomp.json" in rendered
+    assert "seccomp=unconfined" not in out["run_argv"] and "no-new-privileges" in out["run_argv"]
+    assert "seccomp=/etc/airgap-vllm/vllm/seccomp.json" in out["run_argv"]
     install = [t for t in _role_tasks("configure.yml") if "ansible.builtin.copy" in t][0]["ansible.builtin.copy"]
     assert install["src"] == "seccomp-clone3-enosys.json" and install["mode"] == "0600"
     assert role_vars["__vllm_service_seccomp_profile"].startswith("{{ __vllm_service_dir }}/")
+
+
+# ---------------------------------------------------------------- the unit's docker run command (issue 32 item 2)
+
+UNIT = dict(
+    docker_bin="/usr/bin/docker",
+    name="vllm",
+    publish_port=8000,
+    service_dir="/etc/airgap-vllm/vllm",
+    model_dir=MODEL,
+    image="vllm/vllm-openai:v0.27.1",
+    model_version="",
+    selinux_relabel="never",
+)
+
+
+def test_run_argv_is_the_whole_docker_run_command_in_the_units_order():
+    out = accepted(
+        argv=[MODEL, "--max-model-len", 8192], docker_options=["--gpus", "all"], seccomp="docker_default", unit=UNIT
+    )
+    assert out["run_argv"] == [
+        "/usr/bin/docker",
+        "run",
+        "--rm",
+        "--name",
+        "vllm",
+        "--publish",
+        "127.0.0.1:8000:8000",
+        "--env-file",
+        "/etc/airgap-vllm/vllm/container.env",
+        "--env",
+        "VLLM_LOGGING_CONFIG_PATH=/etc/vllm/logging.json",
+        "--volume",
+        "/etc/airgap-vllm/vllm/logging.json:/etc/vllm/logging.json:ro",
+        "--volume",
+        MODEL + ":" + MODEL + ":ro",
+        "--gpus",
+        "all",
+        "--security-opt",
+        "no-new-privileges",
+        "vllm/vllm-openai:v0.27.1",
+        MODEL,
+        "--max-model-len",
+        "8192",
+    ]
+    assert out["container_port"] == "8000" and out["served_model_name"] == "qwen"
+    assert "run_argv" not in accepted()
+
+
+def test_run_argv_binds_the_key_file_reads_it_with_config_and_labels_the_model_version():
+    out = accepted(
+        argv=[MODEL, "--port", 9000, "--served-model-name", "q"],
+        seccomp="docker_default",
+        api_keys=["k1"],
+        unit=dict(UNIT, model_version="v7", selinux_relabel="always"),
+    )
+    argv = out["run_argv"]
+    assert "127.0.0.1:8000:9000" in argv and out["container_port"] == "9000" and out["served_model_name"] == "q"
+    assert argv[argv.index("--label") + 1] == "org.airgap.vllm.model-version=v7"
+    assert "/etc/airgap-vllm/vllm/keys.yaml:/etc/vllm/keys.yaml:ro,z" in argv
+    assert argv[-2:] == ["--config", "/etc/vllm/keys.yaml"]
+    # An argv that reads its own --config keeps it; no keys, no key file.
+    own = accepted(argv=[MODEL, "--config", "/x.yaml"], seccomp="docker_default", api_keys=["k1"], unit=UNIT)
+    assert own["run_argv"].count("--config") == 1
+    assert not any("keys.yaml" in w for w in accepted(seccomp="docker_default", api_keys=[], unit=UNIT)["run_argv"])
+
+
+@pytest.mark.parametrize(
+    "relabel,enabled,suffix",
+    [
+        ("always", False, ":ro,z"),
+        ("always", True, ":ro,z"),
+        ("auto", True, ":ro,z"),
+        ("auto", False, ":ro"),
+        ("never", True, ":ro"),
+        ("never", False, ":ro"),
+    ],
+)
+def test_read_only_binds_are_relabelled_for_selinux_by_the_choice_and_the_host(relabel, enabled, suffix):
+    assert g.mount_suffix(relabel, enabled) == suffix
+    out = accepted(seccomp="docker_default", unit=dict(UNIT, selinux_relabel=relabel, selinux_enabled=enabled))
+    assert MODEL + ":" + MODEL + suffix in out["run_argv"]
+    with pytest.raises(g.GuardError):
+        g.mount_suffix("sometimes", True)
+
+
+def test_port_and_served_name_are_read_as_the_unit_always_read_them():
+    assert g.container_port([MODEL]) == "8000" and g.container_port([MODEL, "--port", 8001]) == "8001"
+    # Only the exact option, as before (the unit must not change for a working configuration).
+    assert g.container_port([MODEL, "--port=9000"]) == "8000"
+    assert g.served_model_name([MODEL, "--served-model-name", "a", "b"], MODEL) == "a"
+    assert g.served_model_name([MODEL], "/srv/models/qwen3") == "qwen3"
+    with pytest.raises(g.GuardError):
+        g.container_port([MODEL, "--port"])
+
+
+def test_the_units_words_are_checked_when_the_caller_names_none():
+    err = refused(seccomp="docker_default", unit=dict(UNIT, image="img\nExecStartPost=/bin/evil"))
+    assert "image holds the control character" in str(err)
+    # The role names its own variables (unit_values): those are the names in the refusal.
+    err = refused(seccomp="docker_default", unit=dict(UNIT, image="img\n"), unit_values={"vllm_service_image": "img\n"})
+    assert "vllm_service_image holds" in str(err) and "; image holds" not in str(err)
 
 
 @pytest.mark.parametrize(

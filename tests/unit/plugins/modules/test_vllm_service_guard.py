@@ -125,3 +125,46 @@ def test_refused_options_name_the_opt_in_and_the_opt_in_allows_them(run_module):
         mount_roots=["/models/qwen3"],
     )
     assert "failed" not in r
+
+
+# ---------------------------------------------------------------- issue 32 item 2: the unit's docker run command
+
+UNIT_ARGS = dict(
+    name="vllm",
+    image="img:1",
+    model_dir="/models/qwen3",
+    service_dir="/etc/airgap-vllm/vllm",
+    publish_port=8001,
+    seccomp="docker_default",
+)
+
+
+def test_the_unit_arguments_return_the_whole_docker_run_command(run_module):
+    r = run_module(
+        M,
+        argv=ARGV,
+        api_keys=["sk-key-number-one"],
+        selinux_relabel="auto",
+        selinux_enabled=True,
+        model_version="v1",
+        **UNIT_ARGS,
+    )
+    assert "failed" not in r, r
+    argv = r["run_argv"]
+    assert argv[:7] == ["/usr/bin/docker", "run", "--rm", "--name", "vllm", "--publish", "127.0.0.1:8001:8000"]
+    assert "/models/qwen3:/models/qwen3:ro,z" in argv and "org.airgap.vllm.model-version=v1" in argv
+    assert argv[argv.index("img:1") + 1 :] == ARGV + ["--config", "/etc/vllm/keys.yaml"]
+    assert r["served_model_name"] == "qwen3" and r["container_port"] == "8000"
+    assert "sk-key-number-one" not in json.dumps(r)
+
+
+def test_without_the_unit_arguments_no_command_is_composed(run_module):
+    r = run_module(M, argv=ARGV, seccomp="docker_default", model_dir="/models/qwen3")
+    assert "run_argv" not in r and r["container_port"] == "8000"
+    r = run_module(M, argv=ARGV, seccomp="docker_default", container_port=9000)
+    assert r["container_port"] == "9000"
+
+
+def test_a_control_character_in_the_units_words_is_refused(run_module):
+    r = run_module(M, argv=ARGV, **dict(UNIT_ARGS, name="vllm\nExecStartPre=/bin/evil"))
+    assert r["failed"] and "name holds the control character" in r["msg"]
