@@ -117,19 +117,7 @@ def fingerprint_checksums(
     return sums
 
 
-def config_fingerprint(
-    converged,
-    files,
-    secret=(),
-    seccomp='',
-    seccomp_profile='',
-    probe_paths=None,
-    written=None,
-    secret_written=(),
-    seccomp_written=None,
-):
-    """SHA-256 (hex) of fingerprint_checksums joined with ',' - the value the last good record keeps."""
-    sums = fingerprint_checksums(
-        converged, files, secret, seccomp, seccomp_profile, probe_paths, written, secret_written, seccomp_written
-    )
-    return hashlib.sha256(','.join(sums).encode('utf-8')).hexdigest()
+def config_fingerprint(*args, **kwargs):
+    """SHA-256 (hex) of fingerprint_checksums (same arguments) joined with ',' - the value the last good record
+    keeps."""
+    return hashlib.sha256(','.join(fingerprint_checksums(*args, **kwargs)).encode('utf-8')).hexdigest()
