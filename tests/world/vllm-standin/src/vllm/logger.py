@@ -1,6 +1,5 @@
 """vLLM-style logging ("INFO 11-30 04:45:00 [file.py:12] message" on stdout), configured like
 vllm/logger.py: vLLM's default config, or the JSON dictConfig named by VLLM_LOGGING_CONFIG_PATH."""
-
 import json
 import logging
 import logging.config
@@ -13,17 +12,10 @@ _configured = False
 def _default_config():
     level = os.environ.get("VLLM_LOGGING_LEVEL", "INFO").upper()
     return {
-        "formatters": {
-            "vllm": {"class": "vllm.logging_utils.NewLineFormatter", "datefmt": "%m-%d %H:%M:%S", "format": _FMT}
-        },
-        "handlers": {
-            "vllm": {
-                "class": "logging.StreamHandler",
-                "formatter": "vllm",
-                "level": level,
-                "stream": "ext://sys.stdout",
-            }
-        },
+        "formatters": {"vllm": {"class": "vllm.logging_utils.NewLineFormatter",
+                                "datefmt": "%m-%d %H:%M:%S", "format": _FMT}},
+        "handlers": {"vllm": {"class": "logging.StreamHandler", "formatter": "vllm", "level": level,
+                              "stream": "ext://sys.stdout"}},
         "loggers": {"vllm": {"handlers": ["vllm"], "level": level, "propagate": False}},
         "version": 1,
         "disable_existing_loggers": False,

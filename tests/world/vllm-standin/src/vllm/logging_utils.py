@@ -1,5 +1,4 @@
 """Stand-in for vllm.logging_utils: the formatter class names vLLM's logging configs refer to."""
-
 import logging
 
 

@@ -4,7 +4,6 @@ The table is produced by gen_flags.py from the real parser; the pre-processing b
 vllm/utils/argparse_utils.py (FlexibleArgumentParser.parse_args / _pull_args_from_config /
 load_config_file) and the converters follow vllm/engine/arg_utils.py.
 """
-
 import argparse
 import json
 import os
@@ -16,7 +15,8 @@ from vllm._standin import miniyaml
 from vllm.logger import init_logger
 
 logger = init_logger("vllm.utils.argparse_utils")
-FLAGS_JSON = os.environ.get("VLLM_STANDIN_FLAGS_JSON", os.path.join(os.path.dirname(__file__), "flags.json"))
+FLAGS_JSON = os.environ.get("VLLM_STANDIN_FLAGS_JSON",
+                            os.path.join(os.path.dirname(__file__), "flags.json"))
 
 
 def load_table():
@@ -37,8 +37,7 @@ def human_readable_int(value):
         except ValueError:
             raise argparse.ArgumentTypeError(
                 "Decimals are not allowed with binary suffixes like %s. Did you mean to use "
-                "%s%s instead?" % (suffix, number, suffix.lower())
-            )
+                "%s%s instead?" % (suffix, number, suffix.lower()))
     return int(value)
 
 
@@ -55,7 +54,6 @@ def _parse(fn, label):
             return fn(val)
         except ValueError:
             raise argparse.ArgumentTypeError("Value %s cannot be converted to %s." % (val, label))
-
     _parse_type.__name__ = label
     return _parse_type
 
@@ -64,7 +62,6 @@ def _expand_human_numbers(val):
     # JSON configs accept "80g"-style numbers (arg_utils._expand_json_human_readable_numbers).
     def repl(m):
         return str(human_readable_int(m.group(1)))
-
     return re.sub(r'(?<=[:\[,\s])\s*"?(\d+(?:\.\d+)?[kKmMgGtT])"?(?=\s*[,}\]])', repl, val)
 
 
@@ -89,7 +86,6 @@ def optional(fn, label):
         if val == "" or val == "None":
             return None
         return _parse(fn, label)(val)
-
     return _optional_type
 
 
@@ -112,42 +108,23 @@ def comma_list(s):
 
 
 _BASE = {
-    "lower_underscore": lower_underscore,
-    "comma_list": comma_list,
-    "str": str,
-    "int": int,
-    "float": float,
-    "json": json.loads,
+    "lower_underscore": lower_underscore, "comma_list": comma_list,
+    "str": str, "int": int, "float": float, "json": json.loads,
     "human_readable_int": human_readable_int,
     "human_readable_int_or_auto": human_readable_int_or_auto,
-    "union_dict_and_str": union_dict_and_str,
-    "json_dataclass": json_dataclass,
+    "union_dict_and_str": union_dict_and_str, "json_dataclass": json_dataclass,
     "check_port": check_port,
 }
 
 
 def converter(spec):
     if spec.startswith("optional:"):
-        inner = spec[len("optional:") :]
+        inner = spec[len("optional:"):]
         return optional(_BASE[inner], inner)
     fn = _BASE[spec]
-    return (
-        fn
-        if fn
-        in (
-            str,
-            int,
-            float,
-            check_port,
-            lower_underscore,
-            comma_list,
-            human_readable_int,
-            human_readable_int_or_auto,
-            union_dict_and_str,
-            json_dataclass,
-        )
-        else _parse(fn, spec)
-    )
+    return fn if fn in (str, int, float, check_port, lower_underscore, comma_list, human_readable_int,
+                        human_readable_int_or_auto, union_dict_and_str,
+                        json_dataclass) else _parse(fn, spec)
 
 
 class ConfigDefault(object):
@@ -161,20 +138,16 @@ class ConfigDefault(object):
 
 
 _ACTIONS = {
-    "_StoreTrueAction": "store_true",
-    "_StoreFalseAction": "store_false",
-    "_StoreConstAction": "store_const",
-    "_CountAction": "count",
+    "_StoreTrueAction": "store_true", "_StoreFalseAction": "store_false",
+    "_StoreConstAction": "store_const", "_CountAction": "count",
     "BooleanOptionalAction": argparse.BooleanOptionalAction,
-    "_StoreAction": "store",
-    "_AppendAction": "append",
+    "_StoreAction": "store", "_AppendAction": "append",
 }
 
 
 def build_serve_parser(subparsers, table):
-    p = subparsers.add_parser(
-        "serve", usage="vllm serve [model_tag] [options]", description="Launch a local OpenAI-compatible API server."
-    )
+    p = subparsers.add_parser("serve", usage="vllm serve [model_tag] [options]",
+                              description="Launch a local OpenAI-compatible API server.")
     for a in table["actions"]:
         if a["action"] in ("_HelpAction", "_VersionAction"):
             continue
@@ -246,16 +219,15 @@ def pull_args_from_config(args):
         raise ValueError("No config file specified! Please check your command-line arguments.")
     config_args = load_config_file(args[index + 1])
     if args[0].startswith("-"):
-        return config_args + args[0:index] + args[index + 2 :]
+        return config_args + args[0:index] + args[index + 2:]
     if args[0] == "serve":
         model_in_cli = len(args) > 1 and not args[1].startswith("-")
         if not model_in_cli and "--model" not in config_args:
-            raise ValueError(
-                "No model specified! Please specify model either as a positional argument or in a config file."
-            )
+            raise ValueError("No model specified! Please specify model either "
+                             "as a positional argument or in a config file.")
         if model_in_cli:
-            return [args[0], args[1]] + config_args + args[2:index] + args[index + 2 :]
-    return [args[0]] + config_args + args[1:index] + args[index + 2 :]
+            return [args[0], args[1]] + config_args + args[2:index] + args[index + 2:]
+    return [args[0]] + config_args + args[1:index] + args[index + 2:]
 
 
 def preprocess(args):
@@ -263,26 +235,19 @@ def preprocess(args):
     if args and args[0] == "serve":
         idx = next((i for i, a in enumerate(args) if re.match(r"^--model(=.+|$)", a)), None)
         if idx is not None:
-            logger.warning(
-                "With `vllm serve`, you should provide the model as a positional "
-                "argument or in a config file instead of via the `--model` option. "
-                "The `--model` option will be removed in a future version."
-            )
+            logger.warning("With `vllm serve`, you should provide the model as a positional "
+                           "argument or in a config file instead of via the `--model` option. "
+                           "The `--model` option will be removed in a future version.")
             if args[idx] == "--model":
                 tag, rest = args[idx + 1], idx + 2
             else:
-                tag, rest = args[idx][len("--model=") :], idx + 1
+                tag, rest = args[idx][len("--model="):], idx + 1
             args = ["serve", tag] + args[1:idx] + args[rest:]
-        if (
-            len(args) > 1
-            and args[1].startswith("-")
-            and not any(re.match(r"^--config(=.+|$)", a) for a in args)
-            and any(re.match(r"^--served[-_]model[-_]name(=.+|$)", a) for a in args)
-        ):
-            raise ValueError(
-                "`model` should be provided as the first positional argument when "
-                "using `vllm serve`. i.e. `vllm serve <model> --<arg> <value>`."
-            )
+        if (len(args) > 1 and args[1].startswith("-")
+                and not any(re.match(r"^--config(=.+|$)", a) for a in args)
+                and any(re.match(r"^--served[-_]model[-_]name(=.+|$)", a) for a in args)):
+            raise ValueError("`model` should be provided as the first positional argument when "
+                             "using `vllm serve`. i.e. `vllm serve <model> --<arg> <value>`.")
     if "--config" in args:
         args = pull_args_from_config(args)
 
@@ -290,7 +255,6 @@ def preprocess(args):
 
     def dash(m):
         return m.group(0).replace("_", "-")
-
     out = []
     for i, arg in enumerate(args):
         if arg.startswith("--"):
@@ -351,7 +315,8 @@ def parse(argv, table=None):
 
 def non_default(args, table):
     defaults = {a["dest"]: a.get("default") for a in table["actions"] if "default" in a}
-    return {k: v for k, v in sorted(vars(args).items()) if k in defaults and v != defaults[k] and k != "model_tag"}
+    return {k: v for k, v in sorted(vars(args).items())
+            if k in defaults and v != defaults[k] and k != "model_tag"}
 
 
 def fail(msg, code=1):

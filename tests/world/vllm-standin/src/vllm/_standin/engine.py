@@ -1,6 +1,5 @@
 """The stand-in engine core: sizes the KV cache from config.json + argv, allocates the CPU
 offload region through vLLM's own module, and keeps the counters /metrics reports."""
-
 import hashlib
 import math
 import os
@@ -35,14 +34,14 @@ class Engine:
         tp = args.tensor_parallel_size or 1
         self.tp = tp
         kv_heads = max(1, int(text.get("num_key_value_heads", 1)) // tp)
-        head_dim = int(
-            text.get("head_dim") or int(text.get("hidden_size", 128)) // int(text.get("num_attention_heads", 1))
-        )
+        head_dim = int(text.get("head_dim") or
+                       int(text.get("hidden_size", 128)) // int(text.get("num_attention_heads", 1)))
         dtype = args.kv_cache_dtype or "auto"
         dbytes = 1 if dtype.startswith("fp8") else _DTYPE_BYTES.get(dtype, 2)
         self.block_size = args.block_size or 16
         self.page_bytes = self.block_size * kv_heads * head_dim * 2 * dbytes * self.full_layers
-        pool = args.kv_cache_memory_bytes or int(float(os.environ.get("VLLM_STANDIN_KV_CACHE_GIB", "11.1")) * 2**30)
+        pool = args.kv_cache_memory_bytes or int(float(
+            os.environ.get("VLLM_STANDIN_KV_CACHE_GIB", "11.1")) * 2**30)
         self.num_gpu_blocks = args.num_gpu_blocks_override or pool // self.page_bytes
         self.kv_tokens = self.num_gpu_blocks * self.block_size
         mml = args.max_model_len
@@ -52,8 +51,7 @@ class Engine:
             raise ValueError(
                 "User-specified max_model_len (%d) is greater than the derived max_model_len "
                 "(max_position_embeddings=%d in model's config.json). To allow overriding this "
-                "maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1." % (mml, self.max_position)
-            )
+                "maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1." % (mml, self.max_position))
         self.max_model_len = mml
         if args.enable_prefix_caching is None:
             self.prefix_caching = not self.hybrid
@@ -66,20 +64,10 @@ class Engine:
         self.regions = []
         self.lock = threading.Lock()
         self.seen_blocks = set()
-        self.counters = {
-            k: 0
-            for k in (
-                "prefix_cache_queries",
-                "prefix_cache_hits",
-                "num_preemptions",
-                "prompt_tokens",
-                "generation_tokens",
-                "request_success",
-                "spec_decode_num_drafts",
-                "spec_decode_num_draft_tokens",
-                "spec_decode_num_accepted_tokens",
-            )
-        }
+        self.counters = {k: 0 for k in (
+            "prefix_cache_queries", "prefix_cache_hits", "num_preemptions",
+            "prompt_tokens", "generation_tokens", "request_success", "spec_decode_num_drafts",
+            "spec_decode_num_draft_tokens", "spec_decode_num_accepted_tokens")}
         self.accepted_per_pos = [0] * self.num_spec
         logger.info("Model loading took %.4f GiB memory", weight_bytes / 2**30)
 
@@ -91,14 +79,9 @@ class Engine:
                 "cache is needed, which is larger than the available KV cache memory (%.2f GiB). "
                 "Based on the available memory, the estimated maximum model length is %d. Try "
                 "increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
-                "initializing the engine."
-                % (
-                    self.max_model_len,
-                    self.max_model_len / self.block_size * self.page_bytes / 2**30,
-                    self.num_gpu_blocks * self.page_bytes / 2**30,
-                    self.kv_tokens,
-                )
-            )
+                "initializing the engine." % (
+                    self.max_model_len, self.max_model_len / self.block_size * self.page_bytes / 2**30,
+                    self.num_gpu_blocks * self.page_bytes / 2**30, self.kv_tokens))
         logger.info("GPU KV cache size: %d tokens", self.kv_tokens)
         if self.offload_gib and self.offload_gib > 0 and self.offload_backend == "native":
             self._allocate_offload()
@@ -107,26 +90,18 @@ class Engine:
         # vllm/v1/kv_offload/cpu/spec.py: one SharedOffloadRegion per worker rank, same file.
         from vllm._standin import kernel
         from vllm.v1.kv_offload.cpu.shared_offload_region import SharedOffloadRegion
-
         cpu_page_size = 2 << 20
         row = cpu_page_size * self.tp
         num_blocks = int(self.offload_gib * 2**30) // row
         shm_free = kernel.shm_free_bytes("/dev/shm/x")
         for rank in range(self.tp):
-            self.regions.append(
-                SharedOffloadRegion(
-                    engine_id=self.engine_id,
-                    num_blocks=num_blocks,
-                    rank=rank,
-                    kv_bytes_per_block=row,
-                    cpu_page_size=cpu_page_size,
-                )
-            )
+            self.regions.append(SharedOffloadRegion(
+                engine_id=self.engine_id, num_blocks=num_blocks, rank=rank,
+                kv_bytes_per_block=row, cpu_page_size=cpu_page_size))
         if num_blocks * row > shm_free:
             # Not populated up front (patched code on an old kernel): the first KV write past the
             # tmpfs limit faults and the EngineCore process dies of SIGBUS (exit code -7).
             import sys
-
             sys.stderr.write("Fatal Python error: Bus error\n\n")
             sys.stderr.flush()
             raise EngineCoreDied({"EngineCore_DP0": -7})
@@ -149,7 +124,7 @@ class Engine:
                 c["prefix_cache_queries"] += len(tokens)
                 h = hashlib.sha256()
                 for b in range(len(tokens) // self.block_size):
-                    h.update(" ".join(tokens[b * self.block_size : (b + 1) * self.block_size]).encode())
+                    h.update(" ".join(tokens[b * self.block_size:(b + 1) * self.block_size]).encode())
                     key = h.hexdigest()
                     if key not in self.seen_blocks:
                         self.seen_blocks.add(key)

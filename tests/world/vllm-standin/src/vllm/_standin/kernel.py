@@ -6,7 +6,6 @@ Linux 5.14; older kernels reject unknown advice with EINVAL, which mmap.madvise 
 OSError(22, 'Invalid argument'). On newer kernels a populate that cannot be backed by the tmpfs
 (the container's --shm-size) fails with EFAULT (mm/madvise.c maps VM_FAULT_SIGBUS to -EFAULT).
 """
-
 import errno
 import mmap as _mmap
 import os

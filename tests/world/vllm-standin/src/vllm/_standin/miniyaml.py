@@ -4,7 +4,6 @@ Block mappings (nested by indentation), block lists (`- item`), flow lists/maps 
 `{"k": 1}`), plain/quoted scalars with YAML 1.1 booleans, ints, floats and null, `#` comments.
 Anything else raises ValueError instead of being guessed.
 """
-
 import json
 import re
 
@@ -120,7 +119,8 @@ def _block(lines, pos, indent):
         pos += 1
         if rest:
             out[key] = scalar(rest)
-        elif pos < len(lines) and (lines[pos][0] > indent or (lines[pos][0] == indent and lines[pos][1][:1] == "-")):
+        elif pos < len(lines) and (lines[pos][0] > indent or
+                                   (lines[pos][0] == indent and lines[pos][1][:1] == "-")):
             out[key], pos = _block(lines, pos, lines[pos][0])
         else:
             out[key] = None

@@ -1,5 +1,4 @@
 """Offline checks on the model argument, as vLLM 0.27.1 + transformers meet them at start-up."""
-
 import json
 import os
 import struct
@@ -31,35 +30,26 @@ def _hub_unreachable(model):
             "Cannot find an appropriate cached "
             "snapshot folder for the specified revision on the local disk and outgoing traffic "
             "has been disabled. To enable repo look-ups and downloads online, pass "
-            "'local_files_only=False' as input.\n" + _invalid_repo(model)
-        )
+            "'local_files_only=False' as input.\n" + _invalid_repo(model))
     delay = float(os.environ.get("VLLM_STANDIN_HUB_RETRY_SECONDS", "5"))
     for attempt in range(1, 4):
-        logger.warning(
-            "'(MaxRetryError(\"HTTPSConnectionPool(host='huggingface.co', port=443): "
-            "Max retries exceeded with url: /api/models/%s/revision/main\"))' "
-            "thrown while requesting HEAD https://huggingface.co/%s/resolve/main/"
-            "config.json (attempt %d)",
-            model,
-            model,
-            attempt,
-        )
+        logger.warning("'(MaxRetryError(\"HTTPSConnectionPool(host='huggingface.co', port=443): "
+                       "Max retries exceeded with url: /api/models/%s/revision/main\"))' "
+                       "thrown while requesting HEAD https://huggingface.co/%s/resolve/main/"
+                       "config.json (attempt %d)", model, model, attempt)
         time.sleep(delay / 3)
     raise OSError(
         "We couldn't connect to 'https://huggingface.co' to load the files, and couldn't "
-        "find them in the cached files.\n" + _invalid_repo(model)
-    )
+        "find them in the cached files.\n" + _invalid_repo(model))
 
 
 def _invalid_repo(model):
-    return (
-        "Invalid repository ID or local directory specified: '%s'.\n"
-        "Please verify the following requirements:\n"
-        "1. Provide a valid Hugging Face repository ID.\n"
-        "2. Specify a local directory that contains a recognized configuration file.\n"
-        "   - For Hugging Face models: ensure the presence of a 'config.json'.\n"
-        "   - For Mistral models: ensure the presence of a 'params.json'.\n" % model
-    )
+    return ("Invalid repository ID or local directory specified: '%s'.\n"
+            "Please verify the following requirements:\n"
+            "1. Provide a valid Hugging Face repository ID.\n"
+            "2. Specify a local directory that contains a recognized configuration file.\n"
+            "   - For Hugging Face models: ensure the presence of a 'config.json'.\n"
+            "   - For Mistral models: ensure the presence of a 'params.json'.\n" % model)
 
 
 def read_safetensors_header(path):
@@ -72,7 +62,8 @@ def read_safetensors_header(path):
         data_len = os.fstat(fh.fileno()).st_size - 8 - n
     end = max([v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"] or [0])
     if end != data_len:
-        raise SafetensorError("Error while deserializing header: MetadataIncompleteBuffer (%s)" % path)
+        raise SafetensorError("Error while deserializing header: MetadataIncompleteBuffer (%s)"
+                              % path)
     return header, data_len
 
 
@@ -89,23 +80,23 @@ def check(args):
     tok_dir = args.tokenizer or model
     if not os.path.isdir(tok_dir):
         _hub_unreachable(tok_dir)
-    if not any(os.path.isfile(os.path.join(tok_dir, f)) for f in ("tokenizer.json", "tokenizer.model", "vocab.json")):
+    if not any(os.path.isfile(os.path.join(tok_dir, f))
+               for f in ("tokenizer.json", "tokenizer.model", "vocab.json")):
         raise OSError(
             "Can't load tokenizer for '%s'. If you were trying to load it from "
             "'https://huggingface.co/models', make sure you don't have a local directory with the "
             "same name. Otherwise, make sure '%s' is the correct path to a directory containing "
-            "all relevant files for a Qwen2TokenizerFast tokenizer." % (tok_dir, tok_dir)
-        )
+            "all relevant files for a Qwen2TokenizerFast tokenizer." % (tok_dir, tok_dir))
 
     multimodal = "vision_config" in config
     mm_off = args.language_model_only or _all_zero(args.limit_mm_per_prompt)
-    if multimodal and not mm_off and not os.path.isfile(os.path.join(model, "preprocessor_config.json")):
+    if multimodal and not mm_off and not os.path.isfile(
+            os.path.join(model, "preprocessor_config.json")):
         raise OSError(
             "Can't load image processor for '%s'. If you were trying to load it from "
             "'https://huggingface.co/models', make sure you don't have a local directory with the "
             "same name. Otherwise, make sure '%s' is the correct path to a directory containing "
-            "a preprocessor_config.json file" % (model, model)
-        )
+            "a preprocessor_config.json file" % (model, model))
 
     shards = sorted(f for f in os.listdir(model) if f.endswith(".safetensors"))
     if not shards:
@@ -128,12 +119,9 @@ def check(args):
 
 
 def _all_zero(limit):
-    return (
-        isinstance(limit, dict)
-        and limit
-        and all((v if isinstance(v, int) else (v or {}).get("count", 1)) == 0 for v in limit.values())
+    return isinstance(limit, dict) and limit and all(
+        (v if isinstance(v, int) else (v or {}).get("count", 1)) == 0 for v in limit.values()) \
         and {"image", "video"} <= set(limit)
-    )
 
 
 def chat_template(args):

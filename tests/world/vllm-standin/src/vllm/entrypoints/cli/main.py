@@ -1,12 +1,10 @@
 """`vllm` console script (stand-in): only the `serve` sub-command exists in this image."""
-
 import sys
 import traceback
 
 
 def main(argv=None):
     from vllm._standin import cli, server
-
     argv = sys.argv[1:] if argv is None else argv
     try:
         parser, args, table = cli.parse(argv)

@@ -1,5 +1,4 @@
 """`python3 -m vllm.entrypoints.openai.api_server ...` = `vllm serve ...` (same parser)."""
-
 import sys
 
 from vllm.entrypoints.cli.main import main

@@ -18,7 +18,9 @@ def _wait_for_file_size(fd: int, expected_size: int, timeout: float = 30.0) -> N
     deadline = time.monotonic() + timeout
     while os.fstat(fd).st_size < expected_size:
         if time.monotonic() > deadline:
-            raise TimeoutError(f"Timed out waiting for mmap file to reach {expected_size} bytes")
+            raise TimeoutError(
+                f"Timed out waiting for mmap file to reach {expected_size} bytes"
+            )
         time.sleep(0.005)
 
 
@@ -47,7 +49,9 @@ class SharedOffloadRegion:
         self._creator = False
         self.rank = rank
         try:
-            self.fd: int | None = os.open(self.mmap_path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+            self.fd: int | None = os.open(
+                self.mmap_path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600
+            )
             os.ftruncate(self.fd, self.total_size_bytes)
             self._creator = True
             logger.info(
@@ -79,7 +83,9 @@ class SharedOffloadRegion:
                 aligned_offset = (raw_offset // page_size) * page_size
                 end = raw_offset + cpu_page_size
                 aligned_length = end - aligned_offset
-                self.mmap_obj.madvise(_MADV_POPULATE_WRITE, aligned_offset, aligned_length)
+                self.mmap_obj.madvise(
+                    _MADV_POPULATE_WRITE, aligned_offset, aligned_length
+                )
             logger.debug(
                 "MADV_POPULATE_WRITE loop: %d blocks in %.3f s",
                 num_blocks,
@@ -89,7 +95,9 @@ class SharedOffloadRegion:
             # No rank — populate the entire shared region in one call.
             _t0 = time.perf_counter()
             self.mmap_obj.madvise(_MADV_POPULATE_WRITE, 0, self.total_size_bytes)
-            logger.debug("MADV_POPULATE_WRITE entire region: %.3f s", time.perf_counter() - _t0)
+            logger.debug(
+                "MADV_POPULATE_WRITE entire region: %.3f s", time.perf_counter() - _t0
+            )
 
     def cleanup(self) -> None:
         if self.mmap_obj is not None:

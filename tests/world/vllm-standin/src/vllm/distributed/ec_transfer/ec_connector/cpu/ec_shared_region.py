@@ -28,7 +28,9 @@ class ECSharedRegion:
         self._is_creator = False
 
         try:
-            self._fd: int | None = os.open(self._mmap_path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+            self._fd: int | None = os.open(
+                self._mmap_path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600
+            )
             os.ftruncate(self._fd, total_size_bytes)
             self._is_creator = True
             logger.info(
