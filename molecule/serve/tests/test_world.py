@@ -34,7 +34,7 @@ def test_no_network_reaches_out(host):
     ), links
     # Docker 20.10 gives an internal network a gateway address but drops every packet that would leave it.
     internal = subprocess.run(
-        ["docker", "network", "inspect", "-f", "{{.Internal}}", "airgap-default-lan"],
+        ["docker", "network", "inspect", "-f", "{{.Internal}}", "airgap-serve-lan"],
         stdout=subprocess.PIPE,
         universal_newlines=True,
         check=False,

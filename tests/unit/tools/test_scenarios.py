@@ -1,0 +1,61 @@
+"""tests/scenarios.yml, the one map of which scenario proves which file (tests/lanes.py; issue 40)."""
+
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", ".."))
+sys.path.insert(0, os.path.join(HERE, "..", ".."))
+
+import lanes  # noqa: E402
+
+
+def test_the_map_covers_every_scenario_role_playbook_and_module():
+    assert lanes.check() == []
+
+
+def test_a_scenario_missing_from_the_map_and_a_role_left_uncovered_are_named():
+    smap = lanes.load_map()
+    del smap["front"]
+    problems = lanes.check(smap)
+    assert "molecule/front is in no entry of tests/scenarios.yml" in problems
+    assert any(p.startswith("roles/vllm_front/templates/vllm-front.service.j2 is covered by no scenario") for p in problems)
+    assert any(p.startswith("plugins/modules/vllm_front_config.py is called by no file") for p in problems)
+
+
+def test_a_role_folder_selects_its_scenarios_and_unit_tests():
+    tests, scenarios = lanes.select(["roles/vllm_front"])
+    assert scenarios == ["front"]
+    assert "tests/unit/plugins/modules/test_vllm_front_config.py" in tests
+    tests, scenarios = lanes.select(["roles/vllm_service/"])
+    assert scenarios == ["day2", "serve"]
+
+
+def test_a_helper_selects_the_scenarios_of_the_roles_calling_its_nearest_users():
+    tests, scenarios = lanes.select(["plugins/module_utils/_front.py"])
+    assert "front" in scenarios and "serve" not in scenarios
+    assert "tests/unit/plugins/module_utils/test__front.py" in tests
+
+
+def test_a_test_file_selects_itself():
+    tests, scenarios = lanes.select(["tests/unit/tools/test_budget.py"])
+    assert tests == ["tests/unit/tools/test_budget.py"] and scenarios == []
+
+
+def test_the_pool_starts_serve_first_then_the_longest():
+    smap = lanes.load_map()
+    pool = lanes.Pool(["front", "preflight", "serve", "release"], smap, 2, None, "/tmp")
+    assert pool.queue[0] == "serve" and pool.queue[1] == "release" and pool.queue[-1] == "preflight"
+
+
+def test_a_served_scenario_waits_for_serve_when_there_is_no_served_host(monkeypatch):
+    smap = lanes.load_map()
+    monkeypatch.setattr(lanes, "have_served", lambda: False)
+    pool = lanes.Pool(["front", "preflight", "serve"], smap, 2, None, "/tmp")
+    assert pool._next() == "serve"
+    pool.running.add("serve")
+    assert pool._next() == "preflight"  # front must wait
+    assert pool._next() is None
+    pool.running.discard("serve")  # serve ended without a served host: front runs and fails with the reason
+    assert pool._next() == "front"
+    assert pool._next() == ""

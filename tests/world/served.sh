@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# The served host: a snapshot of the simulated Kylin host as molecule serve leaves it (site.yml converged, the real
+# CPU engine serving behind the front door), so that the scenarios of day 2 (molecule day2, release, front,
+# observe, uninstall) each start from a served host of their own without converging one (issue 40).
+#
+# A snapshot is three parts, kept under $AIRGAP_TEST_CACHE/served/<hash>/ (written to a temporary folder and
+# renamed when whole: a cut save leaves no snapshot):
+#   image   the host container committed as $SERVED_IMAGE (its root file system: the driver, the units, the staged
+#           bundle, the models, our records), labelled with the hash;
+#   docker  the host's /var/lib/docker (an anonymous volume, not part of a commit): the images and containers of the
+#           host's own Docker, copied with the host stopped;
+#   control the control node's side: its SSH key, the site CA and the reports (pki/, reports/, ssh/ of the scenario's
+#           ephemeral folder), and the bundle (bundle/, read-only, shared by link: nothing writes to a built bundle).
+#
+# The hash is of what the converged host is made of apart from the collection's own code: the world's images, the
+# simulated inventory, the bundle settings, the login script, molecule serve and this script. The roles and modules
+# are left out on purpose: each scenario's prepare runs site.yml once on the restored host, so it serves the
+# current code (as a site does after upgrading the collection), and molecule serve proves the bare converge.
+#
+# Usage: bash tests/world/served.sh hash
+#        bash tests/world/served.sh have                       (exit 0 when the snapshot of this hash is whole)
+#        bash tests/world/served.sh save CONTAINER EPHEMERAL   (molecule serve, at its end; no-op when it is there)
+#        bash tests/world/served.sh restore CONTAINER EPHEMERAL
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+CACHE=${AIRGAP_TEST_CACHE:-/var/cache/airgap-test}
+SERVED_IMAGE=airgap-test/kylin-served:v10sp3
+LABEL=org.airgap-test.served-hash
+# The world's images the converged host holds or was made from (tests/world/build.sh).
+WORLD_IMAGES="airgap-test/kylin:v10sp3 vllm/vllm-openai:v0.27.1 haproxy:2.6"
+
+log() { printf '[served.sh %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+
+served_hash() {
+  {
+    local i
+    for i in $WORLD_IMAGES; do printf '%s %s\n' "$i" "$(docker image inspect -f '{{.Id}}' "$i" 2>/dev/null || echo absent)"; done
+    (cd "$REPO" && find inventories/simulated molecule/serve tests/world/bundle-vars.yml \
+      tests/site-login.sh tests/world/served.sh -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+  } | sha256sum | cut -c1-16
+}
+
+dir_of() { echo "$CACHE/served/$1"; }
+
+have() { # HASH
+  local d
+  d=$(dir_of "$1")
+  [[ -f $d/complete ]] && [[ $(docker image inspect -f "{{index .Config.Labels \"$LABEL\"}}" "$SERVED_IMAGE" 2>/dev/null) == "$1" ]]
+}
+
+volume_of() { # CONTAINER -> the host path of its /var/lib/docker
+  docker inspect -f '{{range .Mounts}}{{if eq .Destination "/var/lib/docker"}}{{.Source}}{{end}}{{end}}' "$1"
+}
+
+save() { # CONTAINER EPHEMERAL
+  local c=$1 eph=$2 h d tmp src
+  h=$(served_hash)
+  if have "$h"; then log "served host $h is there already"; return 0; fi
+  d=$(dir_of "$h"); tmp="$d.tmp.$$"
+  src=$(volume_of "$c")
+  [[ -n $src && -d $src ]] || { echo "served.sh: $c has no /var/lib/docker volume" >&2; exit 1; }
+  rm -rf "$tmp" && mkdir -p "$tmp/control"
+  log "stopping $c (its systemd stops the engine and its Docker cleanly)"
+  docker stop -t 120 "$c" >/dev/null
+  log "committing $c as $SERVED_IMAGE ($h)"
+  docker commit --change "LABEL $LABEL=$h" --change 'CMD ["/lib/systemd/systemd"]' "$c" "$SERVED_IMAGE" >/dev/null
+  # Linked, not copied: the stopped host's volume is never used again (molecule destroys it next).
+  log "keeping its Docker data ($(du -sh "$src" | cut -f1))"
+  cp -al "$src" "$tmp/docker"
+  local part
+  for part in ssh pki reports; do [[ -d $eph/$part ]] && cp -a "$eph/$part" "$tmp/control/$part"; done
+  cp -al "$eph/bundle" "$tmp/control/bundle"
+  touch "$tmp/complete"
+  rm -rf "$d" && mv "$tmp" "$d"
+  # Older snapshots: only the one the image holds is of use.
+  find "$CACHE/served" -mindepth 1 -maxdepth 1 ! -name "$h" -exec rm -rf {} +
+  log "served host $h saved in $d"
+}
+
+restore() { # CONTAINER EPHEMERAL
+  local c=$1 eph=$2 h d dst part
+  h=$(served_hash)
+  if ! have "$h"; then
+    echo "served.sh: no served host for this world ($h): run \`molecule test -s serve\` first (tests/prove and" \
+      "tests/run-all do)" >&2
+    exit 1
+  fi
+  d=$(dir_of "$h")
+  dst=$(volume_of "$c")
+  [[ -n $dst && -d $dst ]] || { echo "served.sh: $c has no /var/lib/docker volume" >&2; exit 1; }
+  log "restoring served host $h into $c"
+  # The host stopped while its Docker data is put back; started again it boots as a served host does after a power
+  # cycle (docker, the engine's unit, the front door's unit).
+  docker stop -t 60 "$c" >/dev/null
+  find "$dst" -mindepth 1 -maxdepth 1 -exec rm -rf {} +
+  cp -a "$d/docker/." "$dst/"
+  mkdir -p "$eph"
+  for part in ssh pki reports; do
+    rm -rf "${eph:?}/$part"
+    [[ -d $d/control/$part ]] && cp -a "$d/control/$part" "$eph/$part"
+  done
+  rm -rf "$eph/bundle" && ln -s "$d/control/bundle" "$eph/bundle"
+  docker start "$c" >/dev/null
+}
+
+case ${1:-} in
+  hash) served_hash ;;
+  have) have "$(served_hash)" ;;
+  save) [[ $# -eq 3 ]] || { echo "usage: served.sh save CONTAINER EPHEMERAL" >&2; exit 2; }; save "$2" "$3" ;;
+  restore) [[ $# -eq 3 ]] || { echo "usage: served.sh restore CONTAINER EPHEMERAL" >&2; exit 2; }; restore "$2" "$3" ;;
+  *) sed -n '2,23p' "$0" >&2; exit 2 ;;
+esac
