@@ -3,7 +3,7 @@
 # node's key, the login user `ops` with that key in its authorized_keys, the sudoers line
 # `ops ALL=(root) NOPASSWD: ALL` (/etc/sudoers.d/ops) and the host's own host key in a known_hosts file of the
 # control node (read on the host itself: no other key is accepted). Each step finds what is done and keeps it.
-# Used by tests/simulate and molecule default's prepare (both then reach the host over SSH as ops, root through sudo).
+# Used by tests/simulate and molecule serve's prepare (both then reach the host over SSH as ops, root through sudo).
 # Usage: bash tests/site-login.sh CONTAINER ADDRESS SSH_DIR
 #   writes SSH_DIR/id_ed25519 (made once, 0600) and SSH_DIR/known_hosts-CONTAINER (ADDRESS and the host key, 0600)
 set -euo pipefail

@@ -1,4 +1,4 @@
-"""The rules and the dashboard against a real Prometheus that scrapes a real deployment (molecule/default/observe.yml).
+"""The rules and the dashboard against a real Prometheus that scrapes a real deployment (molecule/shared/observe.yml).
 
     live_check.py start  --config prometheus.yml --data DIR --state STATE.json   # Prometheus on a free loopback port
     live_check.py stop   --state STATE.json                                      # that process, and only it

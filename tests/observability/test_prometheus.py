@@ -240,7 +240,7 @@ def test_every_alert_expression_evaluates_on_series_that_exist(prometheus):
 
 
 def test_live_check_against_this_prometheus(prometheus, capsys):
-    """live_check.py (molecule/default/observe.yml's judge of the real deployment) passes here, and names what it
+    """live_check.py (molecule/shared/observe.yml's judge of the real deployment) passes here, and names what it
     cannot find: an expression over a series nobody writes fails with that series; vLLM's speculative-decoding
     families are n/a only for an engine started without --speculative-config."""
     import live_check

@@ -32,7 +32,7 @@ build_rootfs() { # SUITE ROOTFS
     rm -rf "$r/var/cache/apt/archives/"*.deb "$r/var/lib/apt/lists/"*
 }
 
-# One build at a time on this machine (the offline-control step and molecule default's side_effect may ask at once).
+# One build at a time on this machine (the offline-control step and molecule serve's side_effect may ask at once).
 mkdir -p "$CACHE"
 exec 9>"$CACHE/.controller-images.lock"
 flock 9

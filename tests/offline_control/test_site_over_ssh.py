@@ -9,8 +9,8 @@
    7, 8 and 9 as the page writes them (control_node_script; step 7's `vi` edits are the inventory written instead):
    the checksums, `sh setup-controller.sh`, the inventory copied off the disk, the login proof, then site.yml with
    --check and twice for real, as the ordinary user ops with root through sudo. The host must be converged: tests/
-   simulate's (the test skips with the reason otherwise), or molecule default's (its side_effect runs this test first,
-   with this file's environment variables pointed at its host: molecule/default/control_node.yml). The control node
+   simulate's (the test skips with the reason otherwise), or molecule serve's (its side_effect runs this test first,
+   with this file's environment variables pointed at its host: molecule/shared/control_node.yml). The control node
    starts with the site CA of the machine that converged it (its ~/.airgap-vllm/pki, moved along as docs/operations.md
    says; a new CA would re-issue the host's certificate) and no reports: the first run fetches them into
    ~/.airgap-vllm/reports and changes nothing else; the second is changed=0. No file under the bundle was written (it
@@ -47,7 +47,7 @@ BUNDLE = os.environ.get("AIRGAP_TEST_BUNDLE") or os.path.join(ROOT, "build", "si
 CACHE = os.environ.get("AIRGAP_TEST_CACHE") or "/var/cache/airgap-test"
 SUITES = {"bookworm": "3.11", "trixie": "3.13"}
 RUN_SUITES = (os.environ.get("AIRGAP_OFFLINE_SSH_SUITES") or "bookworm").split()
-# The host's inventory name: the container's (tests/simulate's airgap-kylin-sim; molecule default's kylin-target, whose
+# The host's inventory name: the container's (tests/simulate's airgap-kylin-sim; molecule serve's kylin-serve, whose
 # side_effect runs this test against its converged host): the copy of inventories/simulated is renamed to it.
 HOST = NAME
 KYLIN_IMAGE = "airgap-test/kylin:v10sp3"
@@ -271,7 +271,7 @@ def readme_production_blocks(path=README):
 def test_every_readme_production_command_is_run_as_written_by_a_test():
     """Each line of the README's production section is one a test runs as written: the bundle build block
     (test_usb_disk, the whole block), the control node's (docs/site-setup.md's steps 3, 7 and 9: the same lines; the
-    `vi` is the inventory written instead), the day-2 block (molecule default, above) and the plan block
+    `vi` is the inventory written instead), the day-2 block (molecule release, above) and the plan block
     (tests/first_hour runs the whole block from a fresh clone)."""
     steps = site_setup_steps()
     page = set(cmd for n in (3, 7, 9) for cmd in steps[n])
@@ -400,7 +400,7 @@ def sections(out):
 def test_site_from_a_read_only_bundle_over_ssh(sim, images, bundle, suite, tmp_path):
     before = files_of(bundle)
     # The page's steps, then the README's "a new image release" line: the bundle's image is the one serving, so it
-    # changes nothing (the release walk itself is molecule default's day2.yml, through the same stages).
+    # changes nothing (the release walk itself is molecule release's day2.yml, through the same stages).
     out, home, t0 = run_control_node(
         sim, images, bundle, suite, tmp_path, control_node_script(site_setup_steps(), readme=("a new image release",))
     )
@@ -453,7 +453,7 @@ def engine_starts():
 
 def test_readme_change_a_setting_over_ssh(sim, images, bundle, tmp_path):
     """The README's "change a setting" line, as written, from the control node: one restart, the new setting serves.
-    molecule default's day2.yml runs it first (then the host serves at concurrency 8 until the next plan)."""
+    molecule release's day2.yml runs it first (then the host serves at concurrency 8 until the next plan)."""
     suite = RUN_SUITES[0]
     started, banners = engine_starts()
     # The site's inventory may trim the load check a restart runs (the line itself stays as written): the first
@@ -480,7 +480,7 @@ def test_readme_change_a_setting_over_ssh(sim, images, bundle, tmp_path):
 
 def test_readme_hand_a_server_back_over_ssh(sim_host, images, bundle, tmp_path):
     """The README's "hand a server back" line, as written, from the control node: the uninstall runs green and
-    nothing of our services is left. molecule default's side_effect runs it in its uninstall play, as the operator's
+    nothing of our services is left. molecule uninstall runs it, as the operator's
     run after the damaged record the first uninstall set aside was looked at (docs/operations.md); it skips
     elsewhere: it would remove tests/simulate's service unless AIRGAP_SIM_UNINSTALL=1 says that is wanted."""
     if os.environ.get("AIRGAP_SIM_UNINSTALL") != "1":

@@ -72,7 +72,7 @@ def test_nothing_one_per_host_is_given_per_service():
 def test_a_number_given_per_service_is_never_tested_for_truth_as_text():
     """A listed service's numbers reach the role through a template, and Ansible's templating makes them text
     ("0" is true): a number's `or omit` / `if` in the roles' tasks must go through | int or | float first
-    (molecule default's two services: ttft_p95_max_ms "0" reached the load check as a threshold of 0)."""
+    (molecule uninstall's two services: ttft_p95_max_ms "0" reached the load check as a threshold of 0)."""
     import glob
     import re
 

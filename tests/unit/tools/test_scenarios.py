@@ -59,3 +59,14 @@ def test_a_served_scenario_waits_for_serve_when_there_is_no_served_host(monkeypa
     pool.running.discard("serve")  # serve ended without a served host: front runs and fails with the reason
     assert pool._next() == "front"
     assert pool._next() == ""
+
+
+def test_the_readmes_dry_run_line_says_what_it_would_run():
+    import re
+    import subprocess
+
+    root = os.path.join(HERE, "..", "..", "..")
+    readme = open(os.path.join(root, "README.md")).read()
+    line = re.search(r"^bash tests/prove --dry-run \S+", readme, re.M).group(0)
+    out = subprocess.run(line, shell=True, cwd=root, stdout=subprocess.PIPE, universal_newlines=True, check=True)
+    assert "scenarios:  day2 serve" in out.stdout, out.stdout
