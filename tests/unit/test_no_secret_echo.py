@@ -16,6 +16,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import ast
 import glob
 import os
 import re
@@ -27,6 +28,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._secrets import (
     PUBLIC_FIELDS,
     SECRET_CARRIERS,
     SECRET_VARIABLES,
+    is_secret_name,
 )
 
 HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -127,14 +129,29 @@ def _secret_refs(expr, carriers):
     return found
 
 
+def _module_options(path):
+    """{option: (type, no_log)} of every dict(...) entry of a module's argument_spec (read with ast, not run)."""
+    with open(path) as handle:
+        tree = ast.parse(handle.read())
+    out = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "dict"):
+            continue
+        for keyword in node.keywords:
+            value = keyword.value
+            if keyword.arg and isinstance(value, ast.Call) and getattr(value.func, "id", None) == "dict":
+                spec = dict((k.arg, getattr(k.value, "value", None)) for k in value.keywords if k.arg)
+                if "type" in spec or "no_log" in spec or "required" in spec or "default" in spec:
+                    out[keyword.arg] = (spec.get("type"), spec.get("no_log") is True)
+    return out
+
+
 def _no_log_options(module):
     """The options an airgap.vllm module declares no_log=True in its argument_spec."""
     path = os.path.join(ROOT, "plugins", "modules", module.split(".")[-1] + ".py")
     if not module.startswith("airgap.vllm.") or not os.path.exists(path):
         return frozenset()
-    with open(path) as handle:
-        text = handle.read()
-    return frozenset(re.findall(r"\b(\w+)=dict\((?:[^()]|\([^()]*\))*?no_log=True", text))
+    return frozenset(name for name, (_type, no_log) in _module_options(path).items() if no_log)
 
 
 def _action(task):
@@ -307,7 +324,40 @@ def test_what_counts_as_printing_a_secret(expr, leaks_):
     assert bool(_secret_refs(expr, carriers)) is leaks_
 
 
+def test_every_module_option_that_holds_a_secret_is_no_log():
+    """A module taking a secret declares it no_log (Ansible then masks it wherever the task's output repeats it)."""
+    missing = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "plugins", "modules", "*.py"))):
+        for name, (kind, no_log) in sorted(_module_options(path).items()):
+            if is_secret_name(name) and kind not in ("bool", "int", "float") and not no_log:
+                missing.append("%s: %s" % (os.path.basename(path), name))
+    assert missing == []
+
+
 def test_modules_declare_their_secret_options_no_log():
     assert {"api_keys", "extra_env", "env"} <= _no_log_options("airgap.vllm.vllm_service_guard")
     assert "engine_keys" in _no_log_options("airgap.vllm.vllm_front_config")
     assert "token" in _no_log_options("airgap.vllm.bundle_peer_fetch")
+
+
+def _spec_leaks(where, name, spec):
+    """The options of an argument_specs entry that hold a secret and are not no_log (their sub-options checked)."""
+    if spec.get("no_log") is True or spec.get("type") in ("bool", "int", "float"):
+        return []
+    if spec.get("options"):
+        out = []
+        for sub, sub_spec in sorted(spec["options"].items()):
+            out.extend(_spec_leaks("%s.%s" % (where, name), sub, sub_spec or {}))
+        return out
+    return ["%s.%s" % (where, name)] if is_secret_name(name) or name in SECRET_VARIABLES else []
+
+
+def test_every_role_option_that_holds_a_secret_is_no_log():
+    """Role argument validation and the validate play hide what a no_log option holds (and only that)."""
+    missing = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "roles", "*", "meta", "argument_specs.yml"))):
+        role = path.split(os.sep)[-3]
+        for entry, data in sorted((_load(path) or {}).get("argument_specs", {}).items()):
+            for name, spec in sorted((data.get("options") or {}).items()):
+                missing.extend(_spec_leaks("%s/%s" % (role, entry), name, spec or {}))
+    assert missing == []
