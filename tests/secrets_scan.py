@@ -8,7 +8,8 @@ Usage:
 The secrets are read from the inventory's group_vars/ and host_vars/ (files and directories of files, YAML) and the
 inline vars of its hosts file(s): every value the collection's rule calls secret (plugins/module_utils/_secrets.py:
 vllm_service_api_keys, vllm_service_extra_env's values, the front door's client keys and metrics tokens, and any
-variable or field whose name says key, token, secret or password, at any depth, airgap_vllm_services included).
+variable or field whose name ends in key, token, secret or password - HF_TOKEN, ansible_become_password - at any
+depth, airgap_vllm_services included).
 --secret-file adds values of your own, one a line (a registry password, an SSH key's passphrase), named after the
 file and the line. Each value is looked for as written, base64-encoded (at its three alignments) and JSON- or
 URL-escaped.

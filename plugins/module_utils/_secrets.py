@@ -4,9 +4,9 @@
 """Which variables hold secrets, and their values redacted: the one home of the rule.
 
 - SECRET_VARIABLES: the collection's variables whose values are secret (engine API keys, the container
-  environment, the front door's client keys and metrics tokens). Any other variable whose name says key, token,
-  secret or password is secret too (is_secret_name), unless its name says it holds a path, a digest or a count
-  (a key file's path, a key's SHA-256, max_tokens).
+  environment, the front door's client keys and metrics tokens). Any other variable or field whose name ends in
+  key, token, secret or password (HF_TOKEN, ansible_become_password) is secret too (is_secret_name), unless its
+  name says it holds a path, a digest or a count (a key file's path, a key's SHA-256, max_tokens).
 - redact(): a secret variable's value with every secret in it replaced by REDACTED, its shape kept (the names of
   an environment and of the clients stay, so a summary still says what is set).
 - redacted(): any structure (a resolved list of services with their settings) with what its secret names hold
@@ -42,7 +42,11 @@ NOT_SECRET_VARIABLES = frozenset(
         "nvidia_toolkit_gpg_key",
     )
 )
+# A name that may hold a secret, for hiding a value in a message (broad: better one value too many hidden).
 SECRET_WORDS = re.compile(r"key|token|secret|passw", re.I)
+# A name that holds a secret: its last word says so (HF_TOKEN, registry_password, api_keys, ansible_ssh_pass), not
+# a word inside it (attn_bytes_per_token_per_layer, tokenizer).
+SECRET_NAME = re.compile(r"(?:^|_)(?:api_?)?(?:keys?|tokens?|secrets?|passwords?|passwd|pass)$", re.I)
 NOT_SECRET_SUFFIX = re.compile(r"(_path|_paths|_dir|_file|_files|_sha256|_container_path|_tokens|_len|_size)$", re.I)
 # Fields of a secret variable's records that name or limit, never hold, the secret (a client's name and limits).
 LABEL_FIELDS = frozenset(("name", "max_concurrent", "rate_per_minute", "key_sha256"))
@@ -56,7 +60,7 @@ def is_secret_name(name):
         return True
     if name in NOT_SECRET_VARIABLES or NOT_SECRET_SUFFIX.search(name):
         return False
-    return bool(SECRET_WORDS.search(name))
+    return bool(SECRET_NAME.search(name))
 
 
 def _public_field(field, public=()):

@@ -39,6 +39,12 @@ CLIENTS = [
         ("vllm_plan_num_speculative_tokens", False),
         ("vllm_service_smoke_max_tokens", False),
         ("vllm_service_name", False),
+        ("ansible_ssh_pass", True),
+        ("api_key", True),
+        ("attn_bytes_per_token_per_layer", False),
+        ("tokenizer", False),
+        ("api_key_config", False),
+        ("keyword", False),
     ],
 )
 def test_which_names_hold_secrets(name, secret):
@@ -96,6 +102,9 @@ def test_redacted_walks_any_structure():
     }
     assert out["variables"] == ["vllm_service_api_keys"] and out["services"][0]["port"] == 8000
     assert "sk-front-alice" not in repr(out)
+    # A plan's figures are not secrets because a word of their name is "token".
+    plan = {"ledger": {"attn_bytes_per_token_per_layer": 8192, "tokenizer": "/m"}, "api_key_config": None}
+    assert redacted({"vllm_service_plan": plan}) == {"vllm_service_plan": plan}
 
 
 def test_secret_vars_are_those_named_as_secrets_or_holding_one():
