@@ -32,22 +32,37 @@ options:
       - The plan of each service by name (the vllm_service role); each service then gets C(plan), its own plan
         (for the host's one service its C(vllm_service_plan) when none is named), else a skipped result.
     type: dict
+  part:
+    description:
+      - V(public), each service's C(vars) with every secret redacted (the rule of module_utils/_secrets.py, the API
+        keys, the container environment, client keys and metrics tokens, and any variable named like a key, token,
+        secret or password), so the result may be printed, at any verbosity, and looped over.
+      - V(secret), a mapping of each service's name to its secret variables alone, as given; take it in a
+        C(no_log) task.
+      - V(all), every value as given (never set a fact from it in a task that is not C(no_log)).
+    type: str
+    choices: [public, secret, all]
+    default: public
 '''
 
 EXAMPLES = r'''
 instances: >-
   {{ airgap_vllm_services | airgap.vllm.service_vars(
        dict(names | zip(query('ansible.builtin.vars', *names))), vllm_service_plans) }}
+# In a no_log task: the secret variables of each service, by its name.
+secrets: >-
+  {{ airgap_vllm_services | airgap.vllm.service_vars(
+       dict(names | zip(query('ansible.builtin.vars', *names))), part='secret') }}
 '''
 
 RETURN = r'''
 _value:
   description:
     - One item per service, in order - C(name), C(listed) (the service is one of C(airgap_vllm_services)),
-      C(vars) (every variable given, with the service's own over them and C(vllm_service_name) its name) and,
-      with O(plans), C(plan).
-  type: list
-  elements: dict
+      C(vars) (every variable given, with the service's own over them and C(vllm_service_name) its name; secrets
+      redacted unless O(part=all)) and, with O(plans), C(plan).
+    - With O(part=secret), a mapping of each service's name to its secret variables.
+  type: raw
 '''
 
 from ansible.errors import AnsibleFilterError
@@ -55,9 +70,9 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.airgap.vllm.plugins.module_utils._services import instances
 
 
-def _service_vars(services, host_vars, plans=None):
+def _service_vars(services, host_vars, plans=None, part="public"):
     try:
-        return instances(services or [], host_vars or {}, plans)
+        return instances(services or [], host_vars or {}, plans, part=part)
     except ValueError as exc:
         raise AnsibleFilterError("airgap_vllm_services does not hold: %s" % exc)
 

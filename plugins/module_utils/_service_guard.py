@@ -387,17 +387,27 @@ def guard(
 
 
 def _option_value(argv, name):
-    """The word after the first exact ``name`` in argv (the way the unit has always read it), or None."""
-    if name not in argv:
-        return None
-    i = argv.index(name)
-    if i + 1 >= len(argv):
-        raise GuardError("refused: vllm_service_argv ends with %s: give its value" % name)
-    return argv[i + 1]
+    """The value vLLM's parser takes for the long option ``name``: ``name VALUE`` or ``name=VALUE``, ``_`` spelled
+    for ``-`` (vLLM's FlexibleArgumentParser reads both), the last occurrence winning (argparse); None when absent.
+    """
+    value = None
+    for i, word in enumerate(argv):
+        given = str(word)
+        option, eq, rest = given.partition("=")
+        if not option.startswith("--") or "--" + option[2:].replace("_", "-") != name:
+            continue
+        if eq:
+            value = rest
+        elif i + 1 >= len(argv):
+            raise GuardError("refused: vllm_service_argv ends with %s: give its value" % given)
+        else:
+            value = argv[i + 1]
+    return value
 
 
 def container_port(argv):
-    """The port vLLM listens on inside the container: the argv's ``--port`` (its text), else 8000."""
+    """The port vLLM listens on inside the container, the one the unit publishes: the argv's ``--port`` as vLLM reads
+    it (``--port 9000``, ``--port=9000``, the last one given; its text), else 8000."""
     value = _option_value(words(argv, "vllm_service_argv")[0], "--port")
     return str(CONTAINER_PORT) if value is None else value
 

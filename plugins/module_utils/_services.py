@@ -28,6 +28,7 @@ import re
 from ansible.module_utils.six import string_types
 
 from ansible_collections.airgap.vllm.plugins.module_utils._names import service_name_problem
+from ansible_collections.airgap.vllm.plugins.module_utils._secrets import SECRET_WORDS, redact_vars, secret_vars
 from ansible_collections.airgap.vllm.plugins.module_utils._stage_state import DEFAULT_INSTANCE
 from ansible_collections.airgap.vllm.plugins.module_utils._validate import (
     Problem,
@@ -72,13 +73,10 @@ HOST_WIDE = frozenset(
 )
 
 
-_SECRET_WORDS = re.compile(r"key|token|secret|passw", re.I)
-
-
 def _got(key, value, options):
     """describe_got, hiding what a no_log option or a secret-sounding name holds."""
     spec = (options or {}).get(key) or {}
-    return describe_got(value, secret=bool(spec.get("no_log")) or bool(_SECRET_WORDS.search(str(key))))
+    return describe_got(value, secret=bool(spec.get("no_log")) or bool(SECRET_WORDS.search(str(key))))
 
 
 def _where(index, key=None):
@@ -326,13 +324,22 @@ def instance_plan(name, plans, own_plan, listed, own_argv=None):
     return _skipped_plan(name)
 
 
-def instances(services, host_vars, plans=None):
+PARTS = ("public", "secret", "all")
+
+
+def instances(services, host_vars, plans=None, part="all"):
     """What a role that runs every service of the host loops over: [{'name', 'vars', 'listed'[, 'plan']}].
 
     services: airgap_vllm_services (empty: the host's one service, from host_vars alone); host_vars: the role's
     variables as the role sees them ({name: value}, its defaults included); plans: {service name: plan} (the
     vllm_service role; None for the vllm_plan role). 'vars' is host_vars with the service's own settings over
-    them and vllm_service_name set to the service's name. Raises ValueError with every problem of the list."""
+    them and vllm_service_name set to the service's name. Raises ValueError with every problem of the list.
+
+    part: 'all', every value as given; 'public', the secrets in 'vars' redacted (_secrets.redact: what a task may
+    print, a loop item included); 'secret', {service name: {variable: value}} of the secret variables alone (what
+    a no_log task takes, for the variables the public part hides)."""
+    if part not in PARTS:
+        raise ValueError("part: got %r; wants one of %s" % (part, ", ".join(PARTS)))
     host_vars = dict(host_vars or {})
     resolved = resolve(services or [], dict((k, host_vars.get(k)) for k in HOST_VALUES))
     listed = bool(services)
@@ -341,13 +348,18 @@ def instances(services, host_vars, plans=None):
         variables = dict(host_vars)
         variables.update(service["settings"])
         variables["vllm_service_name"] = service["name"]
+        if part == "public":
+            variables = redact_vars(variables)
+        elif part == "secret":
+            out.append((service["name"], secret_vars(variables)))
+            continue
         item = dict(name=service["name"], vars=variables, listed=listed)
         if plans is not None:
             item["plan"] = instance_plan(
                 service["name"], plans, host_vars.get("vllm_service_plan"), listed, host_vars.get("vllm_service_argv")
             )
         out.append(item)
-    return out
+    return dict(out) if part == "secret" else out
 
 
 def recorded_plans(plan_records):

@@ -141,7 +141,8 @@ options:
   container_port:
     description:
       - The port vLLM listens on inside the container, for the Prometheus publish (O(metrics_expose)).
-      - Omitted - the O(argv)'s C(--port), else C(8000) (RV(container_port)).
+      - Omitted - the O(argv)'s C(--port) as vLLM reads it (C(--port 9000) or C(--port=9000), the last given), else
+        C(8000) (RV(container_port)).
     type: int
   docker_bin:
     description: The Docker CLI the unit runs (first word of RV(run_argv)).
@@ -244,7 +245,9 @@ docker_options:
   sample: ["--publish", "10.20.0.15:8000:8000", "--gpus", "all", "--security-opt",
            "seccomp=/etc/airgap-vllm/vllm/seccomp.json", "--security-opt", "no-new-privileges"]
 container_port:
-  description: The port vLLM listens on inside the container - O(container_port), else the O(argv)'s C(--port), else 8000.
+  description:
+    - The port vLLM listens on inside the container, the one the unit publishes - O(container_port), else the O(argv)'s
+      C(--port) as vLLM reads it (C(--port 9000) or C(--port=9000), the last given), else 8000.
   returned: success
   type: str
   sample: "8000"

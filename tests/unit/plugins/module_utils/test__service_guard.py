@@ -447,10 +447,33 @@ def test_read_only_binds_are_relabelled_for_selinux_by_the_choice_and_the_host(r
 
 def test_port_and_served_name_are_read_as_the_unit_always_read_them():
     assert g.container_port([MODEL]) == "8000" and g.container_port([MODEL, "--port", 8001]) == "8001"
-    # Only the exact option, as before (the unit must not change for a working configuration).
-    assert g.container_port([MODEL, "--port=9000"]) == "8000"
     assert g.served_model_name([MODEL, "--served-model-name", "a", "b"], MODEL) == "a"
     assert g.served_model_name([MODEL], "/srv/models/qwen3") == "qwen3"
+    with pytest.raises(g.GuardError):
+        g.container_port([MODEL, "--port"])
+
+
+@pytest.mark.parametrize(
+    "argv,port",
+    [
+        ([MODEL, "--port=9000"], "9000"),
+        ([MODEL, "--port", "8001", "--port=9000"], "9000"),
+        ([MODEL, "--port=9000", "--port", "8001"], "8001"),
+        ([MODEL, "--port", "9000"], "9000"),
+        ([MODEL, "--portable", "x"], "8000"),
+        ([MODEL, "--port-x=1"], "8000"),
+    ],
+)
+def test_the_published_port_follows_the_engines_port_as_vllm_reads_it(argv, port):
+    """Issue 42 left-over: --port=9000 in vllm_plan_extra_args published 8000 while the engine listened on 9000."""
+    assert g.container_port(argv) == port
+    out = accepted(argv=argv, seccomp="docker_default", unit=UNIT)
+    assert "%s:%s:%s" % ("127.0.0.1", UNIT["publish_port"], port) in out["run_argv"]
+
+
+def test_the_served_name_is_read_as_vllm_reads_it():
+    assert g.served_model_name([MODEL, "--served-model-name=chat"], MODEL) == "chat"
+    assert g.served_model_name([MODEL, "--served_model_name", "chat"], MODEL) == "chat"
     with pytest.raises(g.GuardError):
         g.container_port([MODEL, "--port"])
 

@@ -212,3 +212,44 @@ def test_recorded_plans_by_service_leave_out_records_without_a_plan():
     records = {"vllm": {"facts": {"vllm_plan_result": {"argv": ["/m"]}}}, "b": {"facts": {}}, "c": None, "d": "x"}
     assert recorded_plans(records) == {"vllm": {"argv": ["/m"]}}
     assert recorded_plans(None) == {}
+
+
+# part: what the roles may print (public) and what they take apart, no_log (secret) - issue 42.
+SECRET_SERVICES = [
+    {
+        "vllm_service_name": "a",
+        "vllm_plan_gpus": ["0"],
+        "vllm_service_api_keys": ["sk-service-a-0123456789"],
+        "vllm_service_extra_env": {"HF_TOKEN": "hf_service_a_0123456789", "VLLM_CPU_KVCACHE_SPACE": "1"},
+    },
+    {"vllm_service_name": "b", "vllm_plan_gpus": ["1"], "vllm_service_port": 8001},
+]
+
+
+def test_the_public_part_holds_no_secret_value_but_says_what_is_set():
+    a, b = instances(SECRET_SERVICES, HOST_VARS, {}, part="public")
+    assert "sk-service-a" not in repr(a) and "hf_service_a" not in repr(a) and "sk-host" not in repr(b)
+    assert a["vars"]["vllm_service_api_keys"] == ["(hidden)"]
+    assert a["vars"]["vllm_service_extra_env"] == {"HF_TOKEN": "(hidden)", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    assert a["vars"]["vllm_plan_concurrency"] == 4 and a["plan"]["skipped"] is True
+    assert b["vars"]["vllm_service_api_keys"] == ["(hidden)"] and b["vars"]["vllm_service_port"] == 8001
+
+
+def test_the_secret_part_is_each_services_secret_variables_by_name_as_given():
+    secrets = instances(SECRET_SERVICES, HOST_VARS, {}, part="secret")
+    assert secrets == {
+        "a": {
+            "vllm_service_api_keys": ["sk-service-a-0123456789"],
+            "vllm_service_extra_env": {"HF_TOKEN": "hf_service_a_0123456789", "VLLM_CPU_KVCACHE_SPACE": "1"},
+        },
+        "b": {"vllm_service_api_keys": ["sk-host"]},
+    }
+    # Unset or empty, a secret variable is still given (the role's include reads it by name).
+    assert instances([], dict(HOST_VARS, vllm_service_api_keys=[]), part="secret") == {
+        "vllm": {"vllm_service_api_keys": []}
+    }
+
+
+def test_a_part_that_is_not_known_is_refused():
+    with pytest.raises(ValueError):
+        instances([], HOST_VARS, part="some")
