@@ -3,14 +3,19 @@
 # CPU engine serving behind the front door), so that the scenarios of day 2 (molecule day2, release, front,
 # observe, uninstall) each start from a served host of their own without converging one (issue 40).
 #
-# A snapshot is three parts, kept under $AIRGAP_TEST_CACHE/served/<hash>/ (written to a temporary folder and
-# renamed when whole: a cut save leaves no snapshot):
+# A snapshot is three parts (each written to a temporary folder and renamed when whole; the `complete` mark last: a
+# cut save leaves no snapshot):
 #   image   the host container committed as $SERVED_IMAGE (its root file system: the driver, the units, the staged
 #           bundle, the models, our records), labelled with the hash;
 #   docker  the host's /var/lib/docker (an anonymous volume, not part of a commit): the images and containers of the
-#           host's own Docker, copied with the host stopped;
-#   control the control node's side: its SSH key, the site CA and the reports (pki/, reports/, ssh/ of the scenario's
-#           ephemeral folder), and the bundle (bundle/, read-only, shared by link: nothing writes to a built bundle).
+#           host's own Docker, taken with the host stopped, kept in <Docker's root>/airgap-test-served/<hash> (the
+#           volumes' own file system: hard links cannot cross a mount point, and the volumes' folder often is one);
+#   control the control node's side under $AIRGAP_TEST_CACHE/served/<hash>/control: its SSH key, the site CA and the
+#           reports (ssh/, pki/, reports/ of the scenario's ephemeral folder) and the bundle (bundle/, read-only,
+#           shared by link: nothing writes to a built bundle).
+# Taken by hard links (the host's volume and bundle are never used again: molecule destroys them next); restored by
+# copying, except the image layers' folders, which Docker never writes to (overlayfs' lower layers) and only ever
+# removes: those are hard links again, so a restore copies the containers' own layers and Docker's databases only.
 #
 # The hash is of what the converged host is made of apart from the collection's own code: the world's images, the
 # simulated inventory, the bundle settings, the login script, molecule serve and this script. The roles and modules
@@ -42,11 +47,29 @@ served_hash() {
 }
 
 dir_of() { echo "$CACHE/served/$1"; }
+docker_dir_of() { echo "$(docker info -f '{{.DockerRootDir}}')/airgap-test-served/$1"; }
 
 have() { # HASH
   local d
   d=$(dir_of "$1")
-  [[ -f $d/complete ]] && [[ $(docker image inspect -f "{{index .Config.Labels \"$LABEL\"}}" "$SERVED_IMAGE" 2>/dev/null) == "$1" ]]
+  [[ -f $d/complete && -d $(docker_dir_of "$1") ]] \
+    && [[ $(docker image inspect -f "{{index .Config.Labels \"$LABEL\"}}" "$SERVED_IMAGE" 2>/dev/null) == "$1" ]]
+}
+
+# cp that reports its first errors only (a failed cp of thousands of files would print a line for each).
+copy() { # CP-ARGS...
+  local err
+  err=$(mktemp)
+  if ! cp "$@" 2>"$err"; then
+    echo "served.sh: cp $* failed:" >&2; head -n 5 "$err" >&2; rm -f "$err"; exit 1
+  fi
+  rm -f "$err"
+}
+
+# Stop a systemd container as its own poweroff does (systemd halts on SIGRTMIN+3; SIGTERM it ignores).
+halt() { # CONTAINER
+  docker kill --signal SIGRTMIN+3 "$1" >/dev/null 2>&1 || true
+  timeout 120 docker wait "$1" >/dev/null 2>&1 || docker kill "$1" >/dev/null 2>&1 || true
 }
 
 volume_of() { # CONTAINER -> the host path of its /var/lib/docker
@@ -54,28 +77,29 @@ volume_of() { # CONTAINER -> the host path of its /var/lib/docker
 }
 
 save() { # CONTAINER EPHEMERAL
-  local c=$1 eph=$2 h d tmp src
+  local c=$1 eph=$2 h d dd tmp dtmp src part
   h=$(served_hash)
   if have "$h"; then log "served host $h is there already"; return 0; fi
   d=$(dir_of "$h"); tmp="$d.tmp.$$"
+  dd=$(docker_dir_of "$h"); dtmp="$dd.tmp.$$"
   src=$(volume_of "$c")
   [[ -n $src && -d $src ]] || { echo "served.sh: $c has no /var/lib/docker volume" >&2; exit 1; }
-  rm -rf "$tmp" && mkdir -p "$tmp/control"
+  rm -rf "$tmp" "$dtmp" && mkdir -p "$tmp/control" "$(dirname "$dtmp")"
   log "stopping $c (its systemd stops the engine and its Docker cleanly)"
-  docker stop -t 120 "$c" >/dev/null
+  halt "$c"
   log "committing $c as $SERVED_IMAGE ($h)"
   docker commit --change "LABEL $LABEL=$h" --change 'CMD ["/lib/systemd/systemd"]' "$c" "$SERVED_IMAGE" >/dev/null
-  # Linked, not copied: the stopped host's volume is never used again (molecule destroys it next).
-  log "keeping its Docker data ($(du -sh "$src" | cut -f1))"
-  cp -al "$src" "$tmp/docker"
-  local part
-  for part in ssh pki reports; do [[ -d $eph/$part ]] && cp -a "$eph/$part" "$tmp/control/$part"; done
-  cp -al "$eph/bundle" "$tmp/control/bundle"
-  touch "$tmp/complete"
-  rm -rf "$d" && mv "$tmp" "$d"
+  log "keeping its Docker data ($(du -sh "$src" | cut -f1), linked)"
+  copy -al "$src" "$dtmp"
+  for part in ssh pki reports; do
+    if [[ -d $eph/$part ]]; then copy -a "$eph/$part" "$tmp/control/$part"; fi
+  done
+  copy -al "$eph/bundle" "$tmp/control/bundle"
   # Older snapshots: only the one the image holds is of use.
-  find "$CACHE/served" -mindepth 1 -maxdepth 1 ! -name "$h" -exec rm -rf {} +
-  log "served host $h saved in $d"
+  find "$CACHE/served" "$(dirname "$dd")" -mindepth 1 -maxdepth 1 ! -name "$h" ! -name "*.tmp.$$" -exec rm -rf {} +
+  rm -rf "$dd" "$d" && mv "$dtmp" "$dd" && mv "$tmp" "$d"
+  touch "$d/complete"
+  log "served host $h saved in $d and $dd"
 }
 
 restore() { # CONTAINER EPHEMERAL
@@ -86,15 +110,27 @@ restore() { # CONTAINER EPHEMERAL
       "tests/run-all do)" >&2
     exit 1
   fi
-  d=$(dir_of "$h")
+  d=$(dir_of "$h"); dd=$(docker_dir_of "$h")
   dst=$(volume_of "$c")
   [[ -n $dst && -d $dst ]] || { echo "served.sh: $c has no /var/lib/docker volume" >&2; exit 1; }
   log "restoring served host $h into $c"
   # The host stopped while its Docker data is put back; started again it boots as a served host does after a power
   # cycle (docker, the engine's unit, the front door's unit).
-  docker stop -t 60 "$c" >/dev/null
+  halt "$c"
   find "$dst" -mindepth 1 -maxdepth 1 -exec rm -rf {} +
-  cp -a "$d/docker/." "$dst/"
+  # The containers' own layers (read-write, and their init layers) are copied; every other layer is an image's.
+  local rw=" " id f
+  for f in "$dd"/image/overlay2/layerdb/mounts/*/mount-id "$dd"/image/overlay2/layerdb/mounts/*/init-id; do
+    [[ -f $f ]] && rw+="$(cat "$f") "
+  done
+  mkdir -p "$dst/overlay2"
+  for f in "$dd"/*; do
+    [[ $(basename "$f") == overlay2 ]] || copy -a "$f" "$dst/"
+  done
+  for f in "$dd"/overlay2/*; do
+    id=$(basename "$f")
+    if [[ $id == l || $rw == *" $id "* ]]; then copy -a "$f" "$dst/overlay2/"; else copy -al "$f" "$dst/overlay2/"; fi
+  done
   mkdir -p "$eph"
   for part in ssh pki reports; do
     rm -rf "${eph:?}/$part"
