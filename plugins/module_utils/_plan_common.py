@@ -75,6 +75,14 @@ SIZING_RULES = {
     # 126464 for Gemma 3 at 12 GiB; 160000 where 0.27.1 says 160800 for Qwen3.x bf16 at 11.1 GiB). 0.27.1 and
     # 0.28.0 check every block.
     "start_check_keeps_null_block": "0.29.0",
+    # The newer ("V2") model runner estimates its CUDA graphs before the KV pool only from 0.29.0: in 0.26.0, 0.27.1
+    # and 0.28.0 its profile_cudagraph_memory returns 0 (v1/worker/gpu/model_runner.py: 0.26.0 :705, 0.27.1 :749,
+    # 0.28.0 :843 "It is TBD whether we keep this API or not"; 0.29.0 :896 and 0.30.0 :983 _profile_cudagraph_memory),
+    # so gpu_worker.py determine_available_memory sizes the pool first and the graphs are captured after it, from
+    # the card beyond gpu_memory_utilization. Measured on an H100 with 0.26.0 (issue 43): budget 72.84 - weights
+    # 15.27 - activation 1.29 - non-torch 0.22 = 56.06 GiB ~ the pool's 56.07, the graphs' 0.15 GiB not taken off.
+    # Which models run on it before 0.29.0: _plan_memory.model_runner.
+    "v2_runner_counts_cuda_graphs": "0.29.0",
 }
 
 

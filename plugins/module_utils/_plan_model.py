@@ -336,7 +336,25 @@ def _describe_model(config, layer_layout=None):
         "kv_cache_scheme_dtype": kv_cache_scheme_dtype(quant),
         "fp8_checkpoint": _has_kv_cache_method(quant),
         "vision": vision,
+        # vLLM's ModelConfig.is_moe: any of these in the text config > 0 (transformers_utils/
+        # model_arch_config_convertor.py get_num_experts).
+        "num_experts": num_experts(text),
     }
+
+
+def num_experts(text):
+    """The experts vLLM counts for is_moe (model_arch_config_convertor.py:148 get_num_experts; a list counts by its
+    first entry); 0 for a dense model."""
+    for key in ("num_experts", "moe_num_experts", "n_routed_experts", "num_local_experts"):
+        value = text.get(key)
+        if isinstance(value, list):
+            value = value[0] if value else 0
+        if value:
+            try:
+                return int(value)
+            except (TypeError, ValueError):
+                return 0
+    return 0
 
 
 # Architectures whose attention layers carry sinks (Attention(..., sinks=...)), always or as their
