@@ -17,6 +17,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import (
     TargetsError,
     parse_compute_capability,
     parse_size,
+    release_rules,
 )
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_flags import (
     REASONING_PARSERS,
@@ -161,10 +162,19 @@ def targets(params):
             "kv_cache_dtype %r is not one the planner can size; use one of %s"
             % (t["kv_cache_dtype"], ", ".join(KV_CACHE_DTYPES))
         )
-    for key, valid in (("reasoning_parser", REASONING_PARSERS), ("tool_call_parser", TOOL_CALL_PARSERS)):
+    release, absent = VLLM_VERSION, ()
+    if t["vllm_version"]:
+        try:
+            r = release_rules(str(t["vllm_version"]))
+        except ValueError:  # not a version: 0.27.1's names (release_warnings says so loudly)
+            r = None
+        if r and r["known"] and r["rules"].get("parsers_absent"):
+            release, absent = r["release"], tuple(r["rules"]["parsers_absent"])
+    for key, names in (("reasoning_parser", REASONING_PARSERS), ("tool_call_parser", TOOL_CALL_PARSERS)):
+        valid = names.difference(absent)
         if t[key] and t[key] not in valid:
             raise TargetsError(
-                "%s %r is not registered in vLLM %s; valid: %s" % (key, t[key], VLLM_VERSION, ", ".join(sorted(valid)))
+                "%s %r is not registered in vLLM %s; valid: %s" % (key, t[key], release, ", ".join(sorted(valid)))
             )
     t["concurrency"] = _positive_int(t, "concurrency")
     t["num_spec"] = _positive_int(t, "num_speculative_tokens", 0, value=t["num_speculative_tokens"] or 0)
