@@ -492,6 +492,19 @@ def read_model_dir(path):
     return model["config"], model["weight_bytes"], model["weight_source"]
 
 
+def fp8_skip_list_check(path, config, language_model_only=False):
+    """Refuse (ModelConfigError) an FP8 block checkpoint whose skip list leaves a layer vLLM cannot quantise
+    (_model_fp8.skip_list_problem), before the plan reaches a host."""
+    try:
+        index = _model_dir.read_index(path)
+        shards = _model_dir.shard_files(path, index)
+        problem = _model_dir.fp8_skip_list_problem(path, config, index, shards, language_model_only)
+    except _model_dir.ModelDirError as exc:
+        raise ModelConfigError(str(exc))
+    if problem:
+        raise ModelConfigError(problem)
+
+
 def model_weights(t, config=None, weight_bytes=None, weight_source=None):
     """(shape, weights) for the targets ``t``: config.json read from t["model_dir"] unless given,
     checked against tensor parallelism, MTP and the KV dtype; weights as loaded (vision tower and
@@ -500,6 +513,7 @@ def model_weights(t, config=None, weight_bytes=None, weight_source=None):
         if not t["model_dir"]:
             raise TargetsError("model_dir is required")
         config, weight_bytes, weight_source = read_model_dir(t["model_dir"])
+        fp8_skip_list_check(t["model_dir"], config, t["language_model_only"])
     shape = describe_model(config, t["layer_layout"])
     if shape["num_full_layers"] + shape["num_sliding_layers"] == 0:
         raise ModelConfigError("no attention layers: pure state-space models are not sized")
