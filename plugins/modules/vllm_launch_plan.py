@@ -325,7 +325,9 @@ extras:
   returned: when O(extra_args), O(extra_docker_options) or O(override_flags) is given
   type: dict
 ledger:
-  description: Budget, non-KV components, KV pool, block size, num_gpu_blocks, GPU KV cache tokens, concurrency.
+  description: Budget (C(gpu_memory_utilization) x C(cuda_total_bytes), NVML's total less C(gpu_reserved_bytes)),
+    non-KV components, C(outside_pool) (what vLLM allocates after sizing the pool), KV pool, block size,
+    num_gpu_blocks, GPU KV cache tokens, concurrency.
   returned: success
   type: dict
 ledger_text:

@@ -178,6 +178,10 @@ def test_the_recorded_log_confirms_the_new_plan_part_by_part():
     assert abs(parts["kv_pool"]["error_percent"]) < 1.0
     assert parts["non_torch"]["planned_bytes"] - parts["non_torch"]["measured_bytes"] < 0.05 * CM.GIB
     assert parts["cuda_graphs"]["planned_bytes"] is not None  # planned outside the pool, compared all the same
+    md = c["report_markdown"]
+    assert "## The ledger part by part (the engine's memory summary)" in md
+    assert "| non_torch | 0.26 GiB | 0.22 GiB | +18.2 % |" in md
+    assert c["report"]["parts"] == c["parts"]
 
 
 def test_the_recorded_log_breaks_the_old_plans_promise():
