@@ -273,6 +273,13 @@ def size(t, shape, weights):
             )
             or 0,
         }
+        if t["context"] == "max" and need <= low_blocks < t["concurrency"] * need:
+            # _choose_context found no length that the low end holds for every request (too few blocks).
+            warnings.append(
+                "context max: at the low end of the estimate (%s less pool) only %.2f of the %d requests of %d "
+                "tokens fit at once; the confirm step (vllm_plan_confirm) re-plans from the engine's numbers"
+                % (fmt_gib(ESTIMATE_ERROR_LOW), low_blocks / float(need), t["concurrency"], ctx)
+            )
         if need > low_blocks:
             warnings.append(
                 "estimated budget: if the non-KV memory is %s larger than estimated (the largest "

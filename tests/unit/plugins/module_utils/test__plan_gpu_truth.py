@@ -191,3 +191,18 @@ def test_the_recorded_log_breaks_the_old_plans_promise():
     c = C.confirm(r, journal_text=read(LOG))
     assert c["verdict"] == "replan_needed" and c["measured_concurrency_at_len"] == 15.95
     assert c["replan"]["feasible"] and c["replan"]["max_model_len"] == 25 * 1024
+
+
+def test_max_context_says_so_when_the_low_end_holds_no_length_for_all():
+    """So few blocks at the low end that no length keeps all 64 requests there (fewer than 64 blocks): the
+    central estimate plans it, and the plan says what the low end holds."""
+    seen = 0
+    for mib in range(18 * 1024, 19 * 1024, 16):
+        r = plan(nvml_gpus=None, gpu_total_bytes=mib * CM.MIB, gpu_memory_utilization=0.95, concurrency=64)
+        L = r["ledger"]
+        low, need = L["estimate_band"]["num_gpu_blocks_low"], L["blocks_per_full_request"]
+        assert 64 * need <= low or "low end" not in L["max_model_len_how"]
+        if 0 < low < 64 and need <= low:
+            seen += 1
+            assert any("at the low end of the estimate" in w for w in r["warnings"]), r["warnings"]
+    assert seen
