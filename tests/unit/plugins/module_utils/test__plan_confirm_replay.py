@@ -100,3 +100,41 @@ def test_the_summary_is_not_the_busy_card_refusal():
     )
     j = C.parse_journal(busy)
     assert j["memory_summary"] is None and j["not_free"]["free_gib"] == 20.0
+
+
+def test_the_v1_runner_log_through_the_confirm():
+    """The Qwen3.5-27B FP8 shape, 50 users at 32,768 with MTP 3, text only, on the H100: the plan holds 24.36
+    full-length requests in its pool (804 blocks), the engine's 40.95 GiB held 789 blocks = 23.91 (its own
+    "Maximum concurrency"): the confirm says so and pins the engine's pool, keeping the stated context."""
+    from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm as PC
+    from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
+
+    h100 = {
+        "index": 0,
+        "uuid": "GPU-00000000-1111-2222-3333-444444444444",
+        "name": "NVIDIA H100 80GB HBM3",
+        "memory_total": 81559 << 20,
+        "memory_reserved": 480 << 20,
+        "compute_capability": "9.0",
+    }
+    r = P.plan(
+        dict(
+            model_dir=os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8"),
+            nvml_gpus=[h100],
+            concurrency=50,
+            context=32768,
+            kv_cache_dtype="fp8_e4m3",
+            num_speculative_tokens=3,
+            language_model_only=True,
+            vllm_version="0.26.0",
+        )
+    )
+    c = PC.confirm(r, journal_text=read(HYBRID))
+    assert (c["verdict"], c["measured"]["num_gpu_blocks"], c["measured_concurrency_at_len"]) == (
+        "replan_needed",
+        789,
+        23.91,
+    )
+    assert c["measured"]["weights_bytes"] == int(28.07 * (1 << 30))
+    assert c["replan"]["feasible"] and c["replan"]["max_model_len"] == 32768
+    assert c["parts"] == []  # no memory summary in this log
