@@ -34,7 +34,9 @@ _value:
     C(available_kv_gib), C(model_loading_gib), C(kv_cache_tokens), C(max_concurrency), C(max_concurrency_len),
     C(refusal) (C(max_model_len), C(needed_gib), C(available_gib), C(estimated_max_model_len)) or null,
     C(no_memory), C(not_free), C(argv_refused) (the message of vLLM's argument parser, or null),
-    C(available_kv_gib_by_rank), and C(cause): the sentence a failed start tells the operator from those.
+    C(available_kv_gib_by_rank), C(memory_summary) (the one-line memory summary as numbers in GiB - free_gib,
+    total_gib, utilization, requested_gib, weights_gib, activation_gib, non_torch_gib, consumed_gib, cudagraph_gib,
+    kv_cache_gib - or null), and C(cause): the sentence a failed start tells the operator from those.
   type: dict
 '''
 

@@ -27,6 +27,8 @@ import json
 import os
 import struct
 
+from ansible_collections.airgap.vllm.plugins.module_utils import _model_fp8
+
 CONFIG = "config.json"
 INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"
@@ -106,7 +108,8 @@ def safetensors_payload_bytes(path):
 
 
 def read_index(path):
-    """{'shards': [file names], 'total_size': int or None} from the directory's index, or None without one."""
+    """{'shards': [file names], 'total_size': int or None, 'names': [tensor names]} from the directory's index,
+    or None without one."""
     index_path = os.path.join(path, INDEX)
     if not os.path.exists(index_path):
         return None
@@ -130,7 +133,7 @@ def read_index(path):
             total = int(total)
         except (TypeError, ValueError):
             raise ModelDirError("%s: metadata.total_size %r is not a number of bytes" % (index_path, total))
-    return {"shards": shards, "total_size": total}
+    return {"shards": shards, "total_size": total, "names": sorted(weight_map)}
 
 
 def shard_files(path, index=None):
@@ -155,6 +158,29 @@ def check_shards(path, shards):
             raise ModelDirError("%s: shard %s named in the index is missing" % (path, shard))
         out[shard] = safetensors_payload_bytes(sp)
     return out
+
+
+def tensor_shapes(path, shards):
+    """{tensor name: {"shape", "dtype"}} from the headers of the shards present (a missing shard gives none)."""
+    out = {}
+    for shard in shards:
+        sp = os.path.join(path, shard)
+        if not os.path.isfile(sp):
+            continue
+        for name, meta in safetensors_header(sp).items():
+            if name != "__metadata__" and isinstance(meta, dict) and isinstance(meta.get("shape"), list):
+                out[name] = {"shape": meta["shape"], "dtype": meta.get("dtype")}
+    return out
+
+
+def fp8_skip_list_problem(path, config, index, shards, language_model_only=False):
+    """_model_fp8.skip_list_problem for the model directory at ``path`` (tensor names from the index, else the
+    shards' headers; shapes from the shards present), or None for a checkpoint that is no FP8 block one."""
+    if _model_fp8.block_fp8_config(config)[0] is None:
+        return None
+    tensors = tensor_shapes(path, shards)
+    names = index["names"] if index is not None else sorted(tensors)
+    return _model_fp8.skip_list_problem(config, names, tensors, language_model_only)
 
 
 def read_model_dir(path, verify_shards=True):

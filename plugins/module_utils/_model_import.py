@@ -76,6 +76,11 @@ def validate_model_dir(path, language_model_only=False):
             "%s: preprocessor_config.json missing; vLLM fails 'Can't load image processor' "
             "unless started with --language-model-only" % path
         )
+    # An FP8 block checkpoint whose skip list names unquantised layers by short names: vLLM quantises them and
+    # fails at start (issue 43, _model_fp8).
+    problem = _model_dir.fp8_skip_list_problem(path, config, model["index"], model["shards"], language_model_only)
+    if problem:
+        raise ModelError("%s: %s" % (path, problem))
     if not os.path.isfile(os.path.join(path, "generation_config.json")):
         warnings.append("%s: generation_config.json missing: vLLM's sampling defaults replace the model's" % path)
     total = model["index"]["total_size"] if model["index"] is not None else None

@@ -21,12 +21,35 @@ VLLM_VERSION = "0.27.1"
 
 # The vLLM releases the collection knows, oldest first: the one place that lists them (docs/launch-planning.md
 # "Known releases"). ``planner`` says whose sizing rules, defaults and parser names the planner holds for it:
-# only 0.27.1's are proven against a real engine (the test world); a later known release is planned with them
-# and the engine confirmation re-plans once from the engine's own numbers. ``madvise_upstream``: how much of the
-# madvise(MADV_POPULATE_WRITE) fix (_source_patch.CATALOGUE) the release carries itself: none, partial
-# (ec_shared_region.py guarded, the KV offload region not), complete. ``differs``: what changed from the release
+# 0.27.1's are proven against a real engine (the test world), 0.26.0's on a real H100 (issue 43); a later known
+# release is planned with 0.27.1's and the engine confirmation re-plans once from the engine's own numbers.
+# ``madvise_upstream``: how much of the madvise(MADV_POPULATE_WRITE) fix (_source_patch.CATALOGUE) the release
+# carries itself: none, partial (ec_shared_region.py guarded, the KV offload region not), complete.
+# ``parsers_absent`` (optional): reasoning / tool-call parser names of _plan_flags' registry (0.27.1's) that this
+# release does not register (vLLM exits at start on an unknown name). ``differs``: what changed from the release
 # before it, as far as the collection knows.
 KNOWN_RELEASES = (
+    {
+        # Read from the 0.26.0 wheel (vllm-0.26.0-cp38-abi3-manylinux_2_28_x86_64.whl) and started on an H100 with
+        # the planner's argv (../shared/reference/gpu-device-facts.md): every flag the planner emits is in its
+        # parser (engine/arg_utils.py, config/*.py); the same backend order (platforms/cuda.py
+        # _get_backend_priorities), batched-token defaults (engine/arg_utils.py:2460), KV layout
+        # (v1/kv_cache_interface.py, mamba_utils.py:213 GDN state with num_spec) and start check as 0.27.1 (no
+        # null block); on the H100 the planner's KV layout matched the engine's exactly in five starts.
+        "release": "0.26.0",
+        "planner": "0.26.0",
+        "madvise_upstream": "none",
+        "reasoning_field": "reasoning",
+        "swap_space": False,
+        "parsers_absent": ["kimi_k3"],
+        "differs": [
+            "the V2 model runner (dense models) sizes the KV pool before its CUDA graphs "
+            "(SIZING_RULES v2_runner_counts_cuda_graphs, until 0.29.0; so do 0.27.1 and 0.28.0)",
+            "its memory summary names weights and non-torch memory apart ('... GiB for weight, ... GiB for "
+            "non-torch memory'; 0.27.1: '... GiB for consumed memory (weights + non-torch)')",
+            "no kimi_k3 reasoning or tool-call parser (0.27.1 registers both)",
+        ],
+    },
     {
         "release": "0.27.1",
         "planner": "0.27.1",
@@ -75,6 +98,14 @@ SIZING_RULES = {
     # 126464 for Gemma 3 at 12 GiB; 160000 where 0.27.1 says 160800 for Qwen3.x bf16 at 11.1 GiB). 0.27.1 and
     # 0.28.0 check every block.
     "start_check_keeps_null_block": "0.29.0",
+    # The newer ("V2") model runner estimates its CUDA graphs before the KV pool only from 0.29.0: in 0.26.0, 0.27.1
+    # and 0.28.0 its profile_cudagraph_memory returns 0 (v1/worker/gpu/model_runner.py: 0.26.0 :705, 0.27.1 :749,
+    # 0.28.0 :843 "It is TBD whether we keep this API or not"; 0.29.0 :896 and 0.30.0 :983 _profile_cudagraph_memory),
+    # so gpu_worker.py determine_available_memory sizes the pool first and the graphs are captured after it, from
+    # the card beyond gpu_memory_utilization. Measured on an H100 with 0.26.0 (issue 43): budget 72.84 - weights
+    # 15.27 - activation 1.29 - non-torch 0.22 = 56.06 GiB ~ the pool's 56.07, the graphs' 0.15 GiB not taken off.
+    # Which models run on it before 0.29.0: _plan_memory.model_runner.
+    "v2_runner_counts_cuda_graphs": "0.29.0",
 }
 
 

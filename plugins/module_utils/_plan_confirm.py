@@ -185,6 +185,7 @@ def measured_from(ledger, metrics, journal):
         "budget_bytes": None,
         "budget_how": None,
         "max_model_len": None,
+        "memory_summary": j.get("memory_summary"),
     }
     if info:
         m["source"].append("metrics: vllm:cache_config_info")
@@ -421,6 +422,7 @@ def confirm(
         "measured_concurrency_at_len": round(measured_conc, 2) if measured_conc is not None else None,
         "promised_concurrency_at_len": round(promise, 2),
     }
+    result["parts"] = part_deltas(ledger, m.get("memory_summary"))
     result["pool"] = pool_check(planned, m, (plan_result["ledger"] or {}).get("estimate_band"), engine_env)
     if result["pool"]["note"]:
         notes.append(result["pool"]["note"])
@@ -431,6 +433,51 @@ def confirm(
     result["report_svg"] = render_svg(result["report"])
     result["summary"] = render_summary(dict(result, engine=result["report"]["engine"]))
     return result
+
+
+# The ledger's parts against the engine's one-line memory summary (_plan_confirm_parse.RE_SUMMARY): (part, the
+# summary's key). "budget" is gpu_memory_utilization x the total CUDA reports, "kv_pool" the pool it sized.
+PARTS = (
+    ("budget", "requested_gib"),
+    ("weights", "weights_gib"),
+    ("activation_peak", "activation_gib"),
+    ("non_torch", "non_torch_gib"),
+    ("cuda_graphs", "cudagraph_gib"),
+    ("kv_pool", "kv_cache_gib"),
+)
+
+
+def part_deltas(ledger, summary):
+    """Planned vs engine, part by part, from the engine's memory summary: [{part, planned_bytes, measured_bytes,
+    error_percent ((planned - engine) / engine)}] for each part the summary names ([] without one). A part the
+    ledger keeps outside the pool (``outside_pool``: the CUDA graphs of a model runner that sizes the pool first)
+    is compared all the same."""
+    if not summary:
+        return []
+    planned = {
+        "budget": ledger.get("budget_bytes"),
+        "kv_pool": ledger.get("kv_pool_bytes"),
+    }
+    for c in ledger.get("components", []):
+        planned[c["name"]] = c["bytes"]
+    for c in ledger.get("outside_pool", []) or []:
+        planned[c["name"]] = c["bytes"]
+    out = []
+    for part, key in PARTS:
+        gib = summary.get(key)
+        if gib is None:
+            continue
+        mv = int(round(gib * GIB))
+        pv = planned.get(part)
+        out.append(
+            {
+                "part": part,
+                "planned_bytes": pv,
+                "measured_bytes": mv,
+                "error_percent": round(100.0 * (pv - mv) / float(mv), 1) if (pv is not None and mv) else None,
+            }
+        )
+    return out
 
 
 def measured_tradeoff(plan_result, budget):

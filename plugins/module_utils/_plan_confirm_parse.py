@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The engine confirms the plan, part one: read what vLLM 0.27.1 reports.
+"""The engine confirms the plan, part one: read what vLLM reports (0.26.0 to 0.30.0, every form they print).
 
 Pure functions, stdlib only, Python 3.7-clean. The labels of ``vllm:cache_config_info`` in the server's
 ``/metrics`` (every CacheConfig field as a string, v1/metrics/loggers.py:1076 log_metrics_info,
@@ -19,8 +19,25 @@ __metaclass__ = type
 # --- vLLM 0.27.1 log lines (exact formats) ---------------------------------------------------
 # v1/worker/gpu_worker.py:564  "Available KV cache memory: %s GiB" (format_gib = round(b/GiB, 2))
 RE_AVAILABLE = re.compile(r"Available KV cache memory: (-?[0-9.]+) GiB")
-# v1/worker/gpu_model_runner.py:5406  "Model loading took %s GiB memory and %.6f seconds"
-RE_LOADING = re.compile(r"Model loading took ([0-9.]+) GiB memory")
+# The weights as loaded, in two forms: the V1 model runner (v1/worker/gpu_model_runner.py: 0.26.0 :5348, 0.27.1
+# :5406) "Model loading took %s GiB memory and %.6f seconds"; the newer (V2) runner, the default for dense models
+# (v1/worker/gpu/model_runner.py: 0.26.0 :306, 0.27.1 :330) "Model loading took %s GiB and %.6f seconds" (no word
+# "memory"; measured on vLLM 0.26.0 on an H100: "Model loading took 15.27 GiB and 1.03 seconds").
+RE_LOADING = re.compile(r"Model loading took ([0-9.]+) GiB(?: memory)? and")
+# The one-line memory summary after the CUDA-graph capture (v1/worker/gpu_worker.py, format_gib = round(b/GiB, 2)):
+#   0.26.0 (:836): "Free memory on device (F/T GiB) on startup. Desired GPU memory utilization is (U, R GiB). Actual
+#     usage is W GiB for weight, A GiB for peak activation, N GiB for non-torch memory, and C GiB for CUDAGraph
+#     memory. Replace ... Current kv cache memory in use is K GiB."
+#   0.27.1 (:774) and 0.30.0 (:873): "... Actual usage is X GiB for consumed memory (weights + non-torch), A GiB for
+#     peak activation, and C GiB for CUDAGraph memory. ..." (A there includes the CUDA-graph estimate vLLM took
+#     off before the pool; C is what the capture took, after the pool).
+RE_SUMMARY = re.compile(
+    r"Free memory on device \(([0-9.]+)/([0-9.]+) GiB\) on startup\. Desired GPU memory utilization is "
+    r"\(([0-9.]+), ([0-9.]+) GiB\)\. Actual usage is "
+    r"(?:([0-9.]+) GiB for weight, ([0-9.]+) GiB for peak activation, ([0-9.]+) GiB for non-torch memory, and "
+    r"|([0-9.]+) GiB for consumed memory \(weights \+ non-torch\), ([0-9.]+) GiB for peak activation, and )"
+    r"([0-9.]+) GiB for CUDAGraph memory\.(?:.*?Current kv cache memory in use is (-?[0-9.]+) GiB\.)?"
+)
 # v1/core/kv_cache_utils.py:2235  "GPU KV cache size: %s tokens" (thousands separators)
 RE_KV_TOKENS = re.compile(r"GPU KV cache size: ([0-9,]+) tokens")
 # v1/core/kv_cache_utils.py:2237  "Maximum concurrency for %s tokens per request: %.2fx"
@@ -122,6 +139,7 @@ def parse_journal(text):
         "not_free": None,
         "argv_refused": None,
         "available_kv_gib_by_rank": [],
+        "memory_summary": None,
     }
     ranks = [float(m.group(1)) for m in RE_AVAILABLE.finditer(text)]
     if ranks:
@@ -130,6 +148,12 @@ def parse_journal(text):
     loads = [float(m.group(1)) for m in RE_LOADING.finditer(text)]
     if loads:
         out["model_loading_gib"] = max(loads)
+    summaries = [_summary(m) for m in RE_SUMMARY.finditer(text)]
+    if summaries:
+        # One line per rank: the tightest pool, as vLLM sizes every rank to the smallest.
+        out["memory_summary"] = min(summaries, key=lambda s: (s["kv_cache_gib"] is None, s["kv_cache_gib"]))
+        if out["available_kv_gib"] is None and out["memory_summary"]["kv_cache_gib"] is not None:
+            out["available_kv_gib"] = out["memory_summary"]["kv_cache_gib"]
     for m in RE_KV_TOKENS.finditer(text):
         out["kv_cache_tokens"] = int(m.group(1).replace(",", ""))
     for m in RE_MAX_CONC.finditer(text):
@@ -155,6 +179,30 @@ def parse_journal(text):
     for m in RE_ARGV_REFUSED.finditer(text):
         out["argv_refused"] = m.group(1)
     out["cause"] = failure_cause(out)
+    return out
+
+
+def _summary(m):
+    """RE_SUMMARY's match as numbers (GiB). ``weights_gib``/``non_torch_gib``: None where the release prints their
+    sum alone (``consumed_gib``, 0.27.1 and later)."""
+
+    def num(i):
+        return float(m.group(i)) if m.group(i) is not None else None
+
+    out = {
+        "free_gib": num(1),
+        "total_gib": num(2),
+        "utilization": num(3),
+        "requested_gib": num(4),
+        "weights_gib": num(5),
+        "activation_gib": num(6) if m.group(6) is not None else num(9),
+        "non_torch_gib": num(7),
+        "consumed_gib": num(8),
+        "cudagraph_gib": num(10),
+        "kv_cache_gib": num(11),
+    }
+    if out["consumed_gib"] is None and out["weights_gib"] is not None:
+        out["consumed_gib"] = round(out["weights_gib"] + out["non_torch_gib"], 2)
     return out
 
 

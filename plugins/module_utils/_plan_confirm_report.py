@@ -141,6 +141,7 @@ def deployment_report(plan_result, confirmation, tradeoff_rows=None):
         "planned": confirmation["planned"],
         "measured": confirmation["measured"],
         "delta": confirmation["delta"],
+        "parts": confirmation.get("parts") or [],
         "replan": confirmation.get("replan"),
         "final": {
             "max_model_len": final_ctx,
@@ -200,6 +201,21 @@ def render_markdown(report):
             "",
         ]
     )
+    if report.get("parts"):
+        rows += ["## The ledger part by part (the engine's memory summary)", "", "| part | planned | engine | error |"]
+        rows.append("|---|---|---|---|")
+        for part in report["parts"]:
+            err = part.get("error_percent")
+            rows.append(
+                "| %s | %s | %s | %s |"
+                % (
+                    part["part"],
+                    g(part["planned_bytes"]),
+                    g(part["measured_bytes"]),
+                    "-" if err is None else "%+.1f %%" % err,
+                )
+            )
+        rows.append("")
     r = report.get("replan")
     if r and r.get("feasible"):
         rows += [

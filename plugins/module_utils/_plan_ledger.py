@@ -38,19 +38,24 @@ from ansible_collections.airgap.vllm.plugins.module_utils._plan_kv import (
 )
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_memory import (
     attention_backend,
+    cuda_graphs_before_pool,
     estimate_non_kv,
     flashinfer_workspace,
+    model_runner,
 )
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_targets import resolve_kv_dtype
 
 CLEAN_LEN_MULTIPLE = 1024  # "max" context lengths are rounded down to whole K (binary)
-# Observed error of the non-KV estimate (docs/launch-planning.md, "Remaining error"): three
-# independent vLLM starts of the Qwen3.5-27B-FP8 family on 48 GB cards put the true non-KV memory
-# between 0.13 GiB below (qevos.ai, no MTP, 16384 batched tokens, vLLM 0.21.0's fixed 394 MiB
-# FlashInfer workspace) and 1.71 GiB above (field bf16, MTP 3) the estimate. Not a correction: the
-# band is reported, and the confirm step replaces the estimate with the engine's numbers.
-ESTIMATE_ERROR_LOW = int(1.71 * GIB)  # non-KV may be this much larger -> smaller pool
-ESTIMATE_ERROR_HIGH = int(0.13 * GIB)  # or this much smaller -> larger pool
+# Observed error of the non-KV estimate (docs/launch-planning.md, "Remaining error"): the largest gap each way
+# between the estimate and the engine's own non-KV memory over every start we have numbers of. Not a correction:
+# the band is reported, a plan at "max" context keeps its concurrency within the low end (_choose_context), and
+# the confirm step replaces the estimate with the engine's numbers.
+# Low: the field's bf16 start (Qwen3.5-27B-FP8 family, MTP 3, 48 GB SM 8.9 card) was 1.71 GiB above the estimate;
+# 1.95 GiB since non-torch memory is planned 0.24 GiB smaller (_plan_memory.NON_TORCH_BYTES, issue 43).
+ESTIMATE_ERROR_LOW = int(1.95 * GIB)  # non-KV may be this much larger -> smaller pool
+# High: vLLM 0.26.0 on an H100 (issue 43), Qwen3-8B shape bf16 at 256 users: estimate 17.15 GiB (weights 15.26 +
+# non-torch 0.26 + activation 1.63), engine 16.77 GiB (budget 72.84 - pool 56.07); was 0.13 GiB (qevos.ai).
+ESTIMATE_ERROR_HIGH = int(0.38 * GIB)  # or this much smaller -> larger pool
 
 
 def _kv_layout(shape, t):
@@ -98,8 +103,18 @@ def _kv_layout(shape, t):
 
 
 def _memory(shape, weights, t, lay):
-    requested = int(math.ceil(t["gpu_total_bytes"] * t["gpu_memory_utilization"]))
-    overhead = estimate_non_kv(shape, weights, t, lay["attention_backend"], lay["attn_groups"])
+    """(requested, overhead, non_kv, kv_pool, kv_how, outside): the budget is gpu_memory_utilization x CUDA's total
+    (_plan_targets: NVML's total less its reserved memory); ``outside`` the estimated parts vLLM's model runner
+    allocates after sizing the pool (the V2 runner's CUDA graphs before 0.29.0: cuda_graphs_before_pool)."""
+    requested = int(math.ceil(t["cuda_total_bytes"] * t["gpu_memory_utilization"]))
+    items = estimate_non_kv(shape, weights, t, lay["attention_backend"], lay["attn_groups"])
+    release = t.get("vllm_version") or VLLM_VERSION
+    if cuda_graphs_before_pool(shape, release):
+        overhead, outside = items, []
+    else:
+        overhead = [i for i in items if i[0] != "cuda_graphs"]
+        late = "; captured after the KV pool (vLLM %s's %s model runner)" % (release, model_runner(shape, release))
+        outside = [(n, b, h + late) for n, b, h in items if n == "cuda_graphs"]
     non_kv = sum(b for _name, b, _how in overhead)
     if t["measured_kv_cache_bytes"]:
         kv_pool = int(t["measured_kv_cache_bytes"])
@@ -113,10 +128,14 @@ def _memory(shape, weights, t, lay):
             "gpu_memory_utilization, add GPUs (tensor parallel) or use --language-model-only."
             % (fmt_gib(requested), fmt_gib(non_kv))
         )
-    return requested, overhead, non_kv, kv_pool, kv_how
+    return requested, overhead, non_kv, kv_pool, kv_how, outside
 
 
-def _choose_context(t, shape, lay, blocks, kv_pool):
+def _choose_context(t, shape, lay, blocks, kv_pool, low_blocks=None):
+    """The context: the one asked for (checked), or at "max" the longest keeping ``concurrency`` full-length
+    requests in the pool, and in ``low_blocks`` (the low end of the estimate band) where one is given: a plan at
+    "max" never promises more than the low end of its own estimate holds (issue 43: the Qwen3-8B shape at 16 users
+    on an H100 got 25,600 tokens = 16.07 requests in the estimated pool, and the engine's held 15.95)."""
     g, block, spec = lay["groups"], lay["block"], (t["num_spec"], lay["prefix"])
     model_max = shape["max_position_embeddings"] or None
     # What vLLM's start-up check measures one full-length request against: from 0.29 the pool less its null block.
@@ -131,6 +150,15 @@ def _choose_context(t, shape, lay, blocks, kv_pool):
     if t["context"] == "max":
         # One request of it must also pass the start-up check (fit_one: shorter than fit_all only from 0.29).
         fit = fit_all if fit_one is None else min(fit_all, fit_one)
+        where = "%d blocks" % blocks
+        fit_low = None
+        if low_blocks is not None and low_blocks < blocks:
+            fit_low = longest_fitting_len(
+                low_blocks, block, g, spec[0], spec[1], t["concurrency"], lay["sliding"], model_max
+            )
+        if fit_low and fit_low >= block and fit_low < fit:
+            fit = fit_low
+            where = "the %d blocks of the estimate's low end (%d estimated)" % (low_blocks, blocks)
         ctx = fit - fit % CLEAN_LEN_MULTIPLE if fit >= CLEAN_LEN_MULTIPLE else fit
         if model_max:
             ctx = min(ctx, model_max)
@@ -138,10 +166,10 @@ def _choose_context(t, shape, lay, blocks, kv_pool):
             raise InfeasibleError(
                 "%d concurrent requests leave no room for context (%d blocks)." % (t["concurrency"], blocks), alts(None)
             )
-        how = "largest multiple of %d keeping %d full-length requests in %d blocks" % (
+        how = "largest multiple of %d keeping %d full-length requests in %s" % (
             CLEAN_LEN_MULTIPLE,
             t["concurrency"],
-            blocks,
+            where,
         )
         return ctx, how, fit_one
     ctx = t["context"]
@@ -185,9 +213,12 @@ def size(t, shape, weights):
     context chosen. Returns (ledger, warnings, lay, kv_pool); ``t`` is left as it was (the KV
     layout ``lay`` carries what the flags and the container environment read: _kv_layout)."""
     lay = _kv_layout(shape, t)
-    requested, overhead, non_kv, kv_pool, kv_how = _memory(shape, weights, t, lay)
+    requested, overhead, non_kv, kv_pool, kv_how, outside = _memory(shape, weights, t, lay)
     g = lay["groups"]
     blocks = num_gpu_blocks(kv_pool, lay["page"], g["group_size"])
+    low_blocks = None
+    if not t["measured_kv_cache_bytes"]:
+        low_blocks = num_gpu_blocks(max(0, kv_pool - ESTIMATE_ERROR_LOW), lay["page"], g["group_size"])
     state_blocks = g["linear_groups"] * gdn_blocks_per_request(t["num_spec"], lay["prefix"])
     if blocks < t["concurrency"] * (state_blocks + g["full_groups"] + g["sliding_groups"]):
         raise InfeasibleError(
@@ -195,7 +226,7 @@ def size(t, shape, weights):
             "before any token)." % (blocks, t["concurrency"], state_blocks),
             [{"concurrency": max(1, blocks // (state_blocks + g["full_groups"] + g["sliding_groups"]))}],
         )
-    ctx, ctx_how, fit_one = _choose_context(t, shape, lay, blocks, kv_pool)
+    ctx, ctx_how, fit_one = _choose_context(t, shape, lay, blocks, kv_pool, low_blocks)
     need = blocks_per_request(ctx, lay["block"], g, t["num_spec"], lay["prefix"], lay["sliding"])
     max_conc = blocks / float(need)
     kv_tokens = int(max_conc * ctx)  # kv_cache_utils.py:1877 get_kv_cache_capacity
@@ -207,7 +238,7 @@ def size(t, shape, weights):
         )
     if lay["attention_backend"] == "FLASHINFER" and not any(n == "attention_workspace" for n, _b, _h in overhead):
         ws, _per = flashinfer_workspace(shape, t, lay["attn_groups"])
-        headroom = t["gpu_total_bytes"] - requested
+        headroom = t["cuda_total_bytes"] - requested
         if headroom < ws + GIB:
             warnings.append(
                 "FlashInfer's workspace (%s) is allocated at the first request, outside the KV "
@@ -215,10 +246,16 @@ def size(t, shape, weights):
                 "only %s of the card lies outside gpu_memory_utilization %.2f"
                 % (fmt_gib(ws), fmt_gib(headroom), t["gpu_memory_utilization"])
             )
+    late = sum(b for _n, b, _h in outside)
+    if late and t["cuda_total_bytes"] - requested < late + GIB // 4:
+        warnings.append(
+            "the CUDA graphs (%s) are captured after the KV pool, from the %s of the card outside "
+            "gpu_memory_utilization %.2f: lower it or plan with enforce_eager"
+            % (fmt_gib(late), fmt_gib(t["cuda_total_bytes"] - requested), t["gpu_memory_utilization"])
+        )
     band = None
     if not t["measured_kv_cache_bytes"]:
         low_pool = max(0, kv_pool - ESTIMATE_ERROR_LOW)
-        low_blocks = num_gpu_blocks(low_pool, lay["page"], g["group_size"])
         band = {
             "kv_pool_low_bytes": low_pool,
             "kv_pool_high_bytes": kv_pool + ESTIMATE_ERROR_HIGH,
@@ -236,6 +273,13 @@ def size(t, shape, weights):
             )
             or 0,
         }
+        if t["context"] == "max" and need <= low_blocks < t["concurrency"] * need:
+            # _choose_context found no length that the low end holds for every request (too few blocks).
+            warnings.append(
+                "context max: at the low end of the estimate (%s less pool) only %.2f of the %d requests of %d "
+                "tokens fit at once; the confirm step (vllm_plan_confirm) re-plans from the engine's numbers"
+                % (fmt_gib(ESTIMATE_ERROR_LOW), low_blocks / float(need), t["concurrency"], ctx)
+            )
         if need > low_blocks:
             warnings.append(
                 "estimated budget: if the non-KV memory is %s larger than estimated (the largest "
@@ -250,8 +294,15 @@ def size(t, shape, weights):
         )
     ledger = {
         "budget_bytes": requested,
-        "budget_how": "ceil(%d x %.2f)" % (int(t["gpu_total_bytes"]), t["gpu_memory_utilization"]),
+        "budget_how": (
+            "ceil((%d - %d NVML reserved) x %.2f)"
+            % (t["gpu_total_bytes"], t["gpu_reserved_bytes"], t["gpu_memory_utilization"])
+            if t["gpu_reserved_bytes"] is not None
+            else "ceil(%d x %.2f) (NVML's reserved memory not known: taken as 0)"
+            % (t["gpu_total_bytes"], t["gpu_memory_utilization"])
+        ),
         "components": [{"name": n, "bytes": b, "how": h} for n, b, h in overhead],
+        "outside_pool": [{"name": n, "bytes": b, "how": h} for n, b, h in outside],
         "non_kv_bytes": non_kv,
         "kv_pool_bytes": kv_pool,
         "kv_pool_how": kv_how,
@@ -300,6 +351,8 @@ def size(t, shape, weights):
         "num_speculative_tokens": t["num_spec"],
         "max_num_batched_tokens": t["max_num_batched_tokens"],
         "gpu_total_bytes": t["gpu_total_bytes"],
+        "gpu_reserved_bytes": t["gpu_reserved_bytes"],
+        "cuda_total_bytes": t["cuda_total_bytes"],
         "gpu_memory_utilization": t["gpu_memory_utilization"],
         "kv_bytes_per_full_request": need * lay["page"] * g["group_size"],
     }
@@ -358,6 +411,10 @@ def render_ledger(result):
         rows.append("  - %-17s %10s  %s" % (c["name"], fmt_gib(c["bytes"]), c["how"]))
     rows += [
         "non-KV total        %10s" % fmt_gib(L["non_kv_bytes"]),
+    ]
+    for c in L.get("outside_pool") or []:
+        rows.append("outside the budget: %-9s %s  %s" % (c["name"], fmt_gib(c["bytes"]), c["how"]))
+    rows += [
         "KV pool             %10s  %s" % (fmt_gib(L["kv_pool_bytes"]), L["kv_pool_how"]),
         "KV dtype            %10s  backend %s (SM %s), %s"
         % (L["kv_dtype"], L["attention_backend"], L["compute_capability"], L["kv_dtype_how"]),

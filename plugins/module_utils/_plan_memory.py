@@ -16,6 +16,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import (
     cdiv,
     fmt_gib,
     parse_compute_capability,
+    rule_holds,
 )
 
 __metaclass__ = type
@@ -23,7 +24,10 @@ __metaclass__ = type
 # Non-torch memory. vLLM takes its baseline snapshot AFTER the CUDA context and NCCL exist
 # (v1/worker/gpu_worker.py:371-396), so only the growth after it (cuBLAS/cuBLASLt workspaces,
 # lazily loaded kernel images) is counted; see docs/launch-planning.md for the error bars.
-CUDA_CONTEXT_BYTES = 512 * MIB
+# Calibrated on a real H100 80GB HBM3 (vLLM 0.26.0, issue 43, ../shared/reference/gpu-device-facts.md): the engine's
+# "... GiB for non-torch memory" was 0.22-0.26 GiB over six starts (Qwen3-8B shape bf16 and Qwen3.5-27B FP8 shape,
+# text and images); the top of that range. Was 512 MiB, which the engine never reached.
+NON_TORCH_BYTES = int(0.26 * GIB)
 # Extra non-torch memory per rank when TP > 1 (NCCL channels + custom all-reduce buffers).
 TP_COMM_BYTES = 256 * MIB
 # FlashInfer workspace per metadata builder: max(VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE = 394 MiB
@@ -99,6 +103,35 @@ def attention_backend(compute_capability, kv_dtype, head_dim=128, has_sinks=Fals
         if ok(cc, kv, head_dim) and (not has_sinks or _sinks_ok(name, cc)):
             return name
     return "TRITON_ATTN"
+
+
+# config/vllm.py DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES (0.26.0 :68, 0.27.1 :69): MoE architectures that run on the V2
+# model runner all the same.
+V2_MOE_ARCHITECTURES = frozenset(
+    ("DeepseekV2ForCausalLM", "GraniteMoeForCausalLM", "LongcatFlashNgramForCausalLM", "Qwen2MoeForCausalLM")
+)
+
+
+def model_runner(shape, version=None):
+    """Which model runner vLLM ``version`` starts this model on: "v2" or "v1". Before 0.29.0 (config/vllm.py
+    use_v2_model_runner -> _is_default_v2_model_runner_model, 0.26.0 :550/:606, 0.27.1 :578/:637) the V2 runner is
+    the default for generative models that are not hybrid (no Gated-DeltaNet / Mamba layers) and not MoE (or an MoE
+    of V2_MOE_ARCHITECTURES), with no feature it lacks (the planner plans none: MTP is supported). From 0.29.0 V2 is
+    the default for every model (0.29.0 config/vllm.py:645)."""
+    if rule_holds("v2_runner_counts_cuda_graphs", version):
+        return "v2"
+    if shape.get("num_linear_layers"):
+        return "v1"
+    if shape.get("num_experts") and not set(shape.get("architectures") or ()) & V2_MOE_ARCHITECTURES:
+        return "v1"
+    return "v2"
+
+
+def cuda_graphs_before_pool(shape, version=None):
+    """Does vLLM ``version`` take its CUDA-graph estimate off the budget before sizing the KV pool
+    (gpu_worker.py determine_available_memory)? The V1 runner does; the V2 runner only from 0.29.0
+    (_plan_common.SIZING_RULES v2_runner_counts_cuda_graphs)."""
+    return model_runner(shape, version) == "v1" or rule_holds("v2_runner_counts_cuda_graphs", version)
 
 
 def default_batched_tokens(total_bytes):
@@ -186,13 +219,13 @@ def estimate_non_kv(shape, weights, t, backend, attn_groups=1):
     ``backend`` vLLM picks (attention_backend). Returns a list of (key, bytes, how) tuples, per GPU."""
     tp = t["tp"]
     items = [("weights", weights["loaded"] // tp, weights["how"])]
-    non_torch = CUDA_CONTEXT_BYTES + (TP_COMM_BYTES if tp > 1 else 0)
+    non_torch = NON_TORCH_BYTES + (TP_COMM_BYTES if tp > 1 else 0)
     items.append(
         (
             "non_torch",
             non_torch,
-            "CUDA context + cuBLAS workspaces %s%s"
-            % (fmt_gib(CUDA_CONTEXT_BYTES), (" + NCCL/all-reduce %s" % fmt_gib(TP_COMM_BYTES)) if tp > 1 else ""),
+            "cuBLAS workspaces and kernel images after vLLM's baseline %s%s"
+            % (fmt_gib(NON_TORCH_BYTES), (" + NCCL/all-reduce %s" % fmt_gib(TP_COMM_BYTES)) if tp > 1 else ""),
         )
     )
     if backend == "FLASHINFER" and flashinfer_workspace_profiled(t):

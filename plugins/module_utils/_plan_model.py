@@ -336,7 +336,25 @@ def _describe_model(config, layer_layout=None):
         "kv_cache_scheme_dtype": kv_cache_scheme_dtype(quant),
         "fp8_checkpoint": _has_kv_cache_method(quant),
         "vision": vision,
+        # vLLM's ModelConfig.is_moe: any of these in the text config > 0 (transformers_utils/
+        # model_arch_config_convertor.py get_num_experts).
+        "num_experts": num_experts(text),
     }
+
+
+def num_experts(text):
+    """The experts vLLM counts for is_moe (model_arch_config_convertor.py:148 get_num_experts; a list counts by its
+    first entry); 0 for a dense model."""
+    for key in ("num_experts", "moe_num_experts", "n_routed_experts", "num_local_experts"):
+        value = text.get(key)
+        if isinstance(value, list):
+            value = value[0] if value else 0
+        if value:
+            try:
+                return int(value)
+            except (TypeError, ValueError):
+                return 0
+    return 0
 
 
 # Architectures whose attention layers carry sinks (Attention(..., sinks=...)), always or as their
@@ -474,6 +492,19 @@ def read_model_dir(path):
     return model["config"], model["weight_bytes"], model["weight_source"]
 
 
+def fp8_skip_list_check(path, config, language_model_only=False):
+    """Refuse (ModelConfigError) an FP8 block checkpoint whose skip list leaves a layer vLLM cannot quantise
+    (_model_fp8.skip_list_problem), before the plan reaches a host."""
+    try:
+        index = _model_dir.read_index(path)
+        shards = _model_dir.shard_files(path, index)
+        problem = _model_dir.fp8_skip_list_problem(path, config, index, shards, language_model_only)
+    except _model_dir.ModelDirError as exc:
+        raise ModelConfigError(str(exc))
+    if problem:
+        raise ModelConfigError(problem)
+
+
 def model_weights(t, config=None, weight_bytes=None, weight_source=None):
     """(shape, weights) for the targets ``t``: config.json read from t["model_dir"] unless given,
     checked against tensor parallelism, MTP and the KV dtype; weights as loaded (vision tower and
@@ -482,6 +513,7 @@ def model_weights(t, config=None, weight_bytes=None, weight_source=None):
         if not t["model_dir"]:
             raise TargetsError("model_dir is required")
         config, weight_bytes, weight_source = read_model_dir(t["model_dir"])
+        fp8_skip_list_check(t["model_dir"], config, t["language_model_only"])
     shape = describe_model(config, t["layer_layout"])
     if shape["num_full_layers"] + shape["num_sliding_layers"] == 0:
         raise ModelConfigError("no attention layers: pure state-space models are not sized")

@@ -17,6 +17,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import (
     TargetsError,
     parse_compute_capability,
     parse_size,
+    release_rules,
 )
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_flags import (
     REASONING_PARSERS,
@@ -35,6 +36,9 @@ DEFAULTS = {
     "model_path": None,  # path vLLM sees (inside the container); defaults to model_dir
     "served_model_name": None,
     "gpu_total_bytes": None,
+    # NVML's reserved memory of that card (nvml_info memory_reserved): vLLM's budget is utilization x CUDA's total,
+    # which is NVML's total less it. None: not known (the budget is then taken from gpu_total_bytes as it is).
+    "gpu_reserved_bytes": None,
     "gpu_count": 1,
     "tensor_parallel_size": None,
     "compute_capability": "9.0",
@@ -120,7 +124,11 @@ def targets(params):
     if sel["cards"]:
         # The budget of the smallest planned card; every rank gets the same share.
         if not params.get("gpu_total_bytes"):
-            t["gpu_total_bytes"] = min(int(c["memory_total"]) for c in sel["cards"])
+            # The card with the least memory CUDA can give (NVML's total less its reserved memory).
+            card = min(sel["cards"], key=lambda c: int(c["memory_total"]) - int(c.get("memory_reserved") or 0))
+            t["gpu_total_bytes"] = int(card["memory_total"])
+            if params.get("gpu_reserved_bytes") is None and card.get("memory_reserved") is not None:
+                t["gpu_reserved_bytes"] = int(card["memory_reserved"])
         if not params.get("compute_capability") and sel["cards"][0].get("compute_capability"):
             t["compute_capability"] = sel["cards"][0]["compute_capability"]
         measured = (t["measured_kv_cache_bytes_by_gpu"] or {}).get(sel["cards"][0].get("name"))
@@ -131,6 +139,18 @@ def targets(params):
     if not t["gpu_total_bytes"] or int(t["gpu_total_bytes"]) <= 0:
         raise TargetsError("gpu_total_bytes is required (from airgap.vllm.nvml_info or given)")
     t["gpu_total_bytes"] = int(t["gpu_total_bytes"])
+    if t["gpu_reserved_bytes"] is not None:
+        t["gpu_reserved_bytes"] = _positive_int(t, "gpu_reserved_bytes", 0)
+        if t["gpu_reserved_bytes"] >= t["gpu_total_bytes"]:
+            raise TargetsError(
+                "gpu_reserved_bytes %d is not less than gpu_total_bytes %d: give NVML's memory_total and "
+                "memory_reserved of the same card (airgap.vllm.nvml_info)"
+                % (t["gpu_reserved_bytes"], t["gpu_total_bytes"])
+            )
+    # What CUDA reports as the card's total (cudaMemGetInfo), the total vLLM takes its budget from
+    # (v1/worker/utils.py request_memory: total x gpu_memory_utilization). Measured on an H100 80GB HBM3 (driver
+    # 580.159.04, vLLM 0.26.0, issue 43): NVML total 81559 MiB, reserved 480 MiB, CUDA total 79.18 GiB = the difference.
+    t["cuda_total_bytes"] = t["gpu_total_bytes"] - (t["gpu_reserved_bytes"] or 0)
     t["cc"] = parse_compute_capability(t["compute_capability"])
     t["tp"] = tensor_parallel(t["tensor_parallel_size"], t["gpu_count"])
     u = float(t["gpu_memory_utilization"])
@@ -142,10 +162,19 @@ def targets(params):
             "kv_cache_dtype %r is not one the planner can size; use one of %s"
             % (t["kv_cache_dtype"], ", ".join(KV_CACHE_DTYPES))
         )
-    for key, valid in (("reasoning_parser", REASONING_PARSERS), ("tool_call_parser", TOOL_CALL_PARSERS)):
+    release, absent = VLLM_VERSION, ()
+    if t["vllm_version"]:
+        try:
+            r = release_rules(str(t["vllm_version"]))
+        except ValueError:  # not a version: 0.27.1's names (release_warnings says so loudly)
+            r = None
+        if r and r["known"] and r["rules"].get("parsers_absent"):
+            release, absent = r["release"], tuple(r["rules"]["parsers_absent"])
+    for key, names in (("reasoning_parser", REASONING_PARSERS), ("tool_call_parser", TOOL_CALL_PARSERS)):
+        valid = names.difference(absent)
         if t[key] and t[key] not in valid:
             raise TargetsError(
-                "%s %r is not registered in vLLM %s; valid: %s" % (key, t[key], VLLM_VERSION, ", ".join(sorted(valid)))
+                "%s %r is not registered in vLLM %s; valid: %s" % (key, t[key], release, ", ".join(sorted(valid)))
             )
     t["concurrency"] = _positive_int(t, "concurrency")
     t["num_spec"] = _positive_int(t, "num_speculative_tokens", 0, value=t["num_speculative_tokens"] or 0)

@@ -38,6 +38,14 @@ options:
       - Total memory of one GPU in bytes (C(airgap.vllm.nvml_info) reports it).
       - Required unless O(nvml_gpus) is given; then the smallest planned GPU's memory is the default.
     type: int
+  gpu_reserved_bytes:
+    description:
+      - NVML's reserved memory of that GPU in bytes (C(memory_reserved) of M(airgap.vllm.nvml_info), 480 MiB on an
+        H100 80GB HBM3). vLLM's budget is O(gpu_memory_utilization) times the total CUDA reports, which is NVML's
+        total less this.
+      - Default, the planned GPU's C(memory_reserved) in O(nvml_gpus) when O(gpu_total_bytes) is not given; when not
+        known, the budget is taken from O(gpu_total_bytes) as it is (the ledger's C(budget_how) says so).
+    type: int
   gpu_count:
     description:
       - GPUs to plan for when O(gpus) selects none (the first ones NVML lists).
@@ -317,7 +325,9 @@ extras:
   returned: when O(extra_args), O(extra_docker_options) or O(override_flags) is given
   type: dict
 ledger:
-  description: Budget, non-KV components, KV pool, block size, num_gpu_blocks, GPU KV cache tokens, concurrency.
+  description: Budget (C(gpu_memory_utilization) x C(cuda_total_bytes), NVML's total less C(gpu_reserved_bytes)),
+    non-KV components, C(outside_pool) (what vLLM allocates after sizing the pool), KV pool, block size,
+    num_gpu_blocks, GPU KV cache tokens, concurrency.
   returned: success
   type: dict
 ledger_text:
@@ -380,6 +390,7 @@ def argument_spec():
         model_path=dict(type="str"),
         served_model_name=dict(type="str"),
         gpu_total_bytes=dict(type="int"),
+        gpu_reserved_bytes=dict(type="int"),
         gpu_count=dict(type="int", default=1),
         gpus=dict(type="list", elements="str"),
         nvml_gpus=dict(type="list", elements="dict"),
@@ -440,6 +451,7 @@ def main():
     by_gpu = measured and not params["measured_kv_cache_bytes"]  # found in measured_kv_cache_bytes_by_gpu
     params.update(
         gpu_total_bytes=result["ledger"]["gpu_total_bytes"],
+        gpu_reserved_bytes=result["ledger"]["gpu_reserved_bytes"],
         compute_capability=result["ledger"]["compute_capability"],
         nvml_gpus=None,
         measured_kv_cache_bytes=result["ledger"]["kv_pool_bytes"] if measured else None,

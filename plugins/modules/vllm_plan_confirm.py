@@ -150,6 +150,13 @@ delta:
   description: Planned, measured and error_percent for kv_cache_memory_bytes, num_gpu_blocks, kv_cache_size_tokens.
   returned: always
   type: dict
+parts:
+  description: Planned vs engine, part by part, from the engine's one-line memory summary in the journal - a list of
+    C(part) (budget, weights, activation_peak, non_torch, cuda_graphs, kv_pool), C(planned_bytes), C(measured_bytes),
+    C(error_percent) ((planned - engine) / engine). Empty without the summary (or without a journal).
+  returned: always
+  type: list
+  elements: dict
 measured_concurrency_at_len:
   description: Full-length requests the measured pool holds at the planned max_model_len.
   returned: when something was measured

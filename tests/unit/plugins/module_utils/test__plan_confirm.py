@@ -54,9 +54,9 @@ def test_confirmed_when_the_engine_holds_the_plan():
 
 
 def test_smaller_pool_replans_once_with_the_budget_pinned():
-    """The estimate says 248 blocks; the engine reports 220 (the field's ~315K tokens)."""
+    """The estimate says 253 blocks (248 before non-torch memory was calibrated on the H100, issue 43); the engine reports 220 (the field's ~315K tokens)."""
     r = field_plan()
-    assert r["ledger"]["num_gpu_blocks"] == 248
+    assert r["ledger"]["num_gpu_blocks"] == 253
     c = C.confirm(r, metrics(220))
     assert c["verdict"] == "replan_needed" and c["restart"]
     new = c["replan"]
@@ -125,7 +125,8 @@ def test_nothing_measured_is_a_clear_error():
 
 def test_report_tradeoff_recomputed_at_the_measured_budget():
     """With the plan's inputs (as vllm_launch_plan returns them) the trade-off is recomputed at
-    the engine's budget: 220 blocks -> 4 x 63K instead of the estimate's 4 x 73K."""
+    the engine's budget: 220 blocks -> 4 x 62K instead of the estimate's 4 x 59K (a "max" plan keeps its
+    concurrency within the low end of its estimate band, issue 43: the engine here held more)."""
     params = dict(
         model_dir=FIXTURE,
         gpu_total_bytes=ADA_48,
@@ -148,7 +149,7 @@ def test_report_tradeoff_recomputed_at_the_measured_budget():
         <= 220
         < 4 * K.blocks_per_request(t["all_fit_len"] + 1024, 1600, g, 3, True)
     )
-    assert r["tradeoff"]["all_fit_len"] > t["all_fit_len"]
+    assert r["tradeoff"]["all_fit_len"] < t["all_fit_len"]
     assert c["summary"].startswith("vLLM plan replan_needed -> restart once")
 
 

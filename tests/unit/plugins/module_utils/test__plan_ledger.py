@@ -110,9 +110,12 @@ def test_max_context_and_infeasible_alternatives():
     L = r["ledger"]
     assert L["max_model_len"] % 1024 == 0
     assert L["max_concurrency_at_len"] >= 50
-    # One more K would no longer hold 50 full-length requests.
+    # One more K would no longer hold 50 full-length requests at the low end of the estimate (issue 43).
     g = K.group_layers(17, 48)
-    assert 50 * K.blocks_per_request(L["max_model_len"] + 1024, 1600, g, 3, False) > L["num_gpu_blocks"]
+    low = L["estimate_band"]["num_gpu_blocks_low"]
+    assert 50 * K.blocks_per_request(L["max_model_len"], 1600, g, 3, False) <= low
+    assert 50 * K.blocks_per_request(L["max_model_len"] + 1024, 1600, g, 3, False) > low
+    assert "low end" in L["max_model_len_how"]
     with pytest.raises(CM.InfeasibleError) as exc:
         P.plan(
             dict(

@@ -110,7 +110,10 @@ def test_known_releases_are_one_ordered_list():
         ("1.2.0", "0.30.0", False, "newer"),
         ("0.31.0rc1", "0.30.0", False, "prerelease"),
         ("0.30.0rc2", "0.28.0", False, "prerelease"),
-        ("0.26.0", "0.27.1", False, "older"),
+        ("0.26.0", "0.26.0", True, "known"),
+        ("0.26.0+cu130", "0.26.0", True, "known"),
+        ("0.25.0", "0.26.0", False, "older"),
+        ("0.27.0", "0.26.0", False, "between"),
     ],
 )
 def test_release_rules(text, rules, known, relation):
@@ -209,6 +212,7 @@ def planned(version=None):
     [
         ("0.27.1+cpu", "vLLM 0.27.1+cpu", True),
         ("0.30.0", "vLLM 0.30.0 (known; sizing rules of vLLM 0.27.1)", True),
+        ("0.26.0", "vLLM 0.26.0", True),
         ("0.33.0", "vLLM 0.33.0 (UNKNOWN release, newer: planned with the rules of vLLM 0.30.0)", False),
         ("nonsense", "vLLM 'nonsense' (UNKNOWN: not a version)", False),
     ],
@@ -341,3 +345,45 @@ def test_max_context_passes_the_start_check_of_the_release():
         limit = ledger["num_gpu_blocks"] - (1 if release == "0.30.0" else 0)
         assert need <= limit, (release, ledger["max_model_len"], ledger["num_gpu_blocks"])
     assert C.VLLM_VERSION == "0.27.1"
+
+
+# ------------------------------------------------------------------ 0.26.0, known from its wheel and a real H100 (issue 43)
+
+
+def test_a_plan_for_0_26_says_nothing_is_unknown():
+    assert W.release_warnings("0.26.0") == [] and W.release_warnings("0.26.0+cu130") == []
+    params = dict(
+        model_dir=FIXTURE,
+        gpu_total_bytes=ADA_48,
+        compute_capability="8.9",
+        gpu_memory_utilization=0.93,
+        concurrency=1,
+        context=8192,
+        kv_cache_dtype="fp8_e4m3",
+        vllm_version="0.26.0",
+    )
+    r = P.plan(params)
+    assert r["plan_warnings"] == [] and not any("UNKNOWN" in w or "known release" in w for w in r["warnings"])
+    c = PC.confirm(dict(r, inputs=params), METRICS)
+    assert "Engine: vLLM 0.26.0." in c["report_markdown"] and "UNKNOWN" not in c["summary"]
+
+
+@pytest.mark.parametrize("key", ["reasoning_parser", "tool_call_parser"])
+def test_0_26_has_no_kimi_k3_parser(key):
+    """0.26.0's reasoning/__init__.py and tool_parsers/__init__.py register every name 0.27.1's do but kimi_k3."""
+    base = dict(gpu_total_bytes=ADA_48, compute_capability="8.9", concurrency=1, context=8192)
+    base[key] = "kimi_k3"
+    with pytest.raises(C.TargetsError, match="not registered in vLLM 0.26.0"):
+        P.plan(dict(base, vllm_version="0.26.0"), **TINY)
+    assert P.plan(dict(base, vllm_version="0.27.1"), **TINY)["argv"]
+    assert P.plan(
+        dict(base, **{key: "qwen3" if key == "reasoning_parser" else "qwen3_coder"}, vllm_version="0.26.0"), **TINY
+    )
+
+
+def test_parsers_absent_name_registered_parsers_only():
+    from ansible_collections.airgap.vllm.plugins.module_utils import _plan_flags as F
+
+    for e in C.KNOWN_RELEASES:
+        for name in e.get("parsers_absent", []):
+            assert name in F.REASONING_PARSERS or name in F.TOOL_CALL_PARSERS

@@ -1,0 +1,140 @@
+"""Engine logs replayed through the journal parser and the confirm (issue 43 item 6).
+
+The logs are tests/fixtures/logs/*.log (their README says where each number comes from): vLLM 0.26.0 on an
+H100, the newer (V2) model runner's weights line "Model loading took 15.27 GiB and 1.03 seconds" (no word
+"memory"), the V1 runner's "... GiB memory and ...", and the one-line memory summary in the forms 0.26.0 and
+0.27.1 print it (v1/worker/gpu_worker.py: 0.26.0 :836, 0.27.1 :774).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+import pytest
+
+from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm_parse as C
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+LOGS = os.path.join(ROOT, "tests", "fixtures", "logs")
+DENSE = os.path.join(LOGS, "vllm-0.26.0-h100-qwen3-8b-16x-max.log")
+HYBRID = os.path.join(LOGS, "vllm-0.26.0-h100-qwen3.5-27b-fp8-mtp3-50x32k.log")
+
+
+def read(path):
+    with open(path) as fh:
+        return fh.read()
+
+
+def test_every_log_fixture_is_replayed_here():
+    assert sorted(f for f in os.listdir(LOGS) if f.endswith(".log")) == sorted(
+        os.path.basename(p) for p in (DENSE, HYBRID)
+    )
+
+
+def test_the_v2_runner_log_reads_whole():
+    j = C.parse_journal(read(DENSE))
+    assert j["model_loading_gib"] == 15.27
+    assert j["available_kv_gib"] == 56.07
+    assert (j["kv_cache_tokens"], j["max_concurrency_len"], j["max_concurrency"]) == (408256, 25600, 15.95)
+    assert j["memory_summary"] == {
+        "free_gib": 78.66,
+        "total_gib": 79.18,
+        "utilization": 0.92,
+        "requested_gib": 72.84,
+        "weights_gib": 15.27,
+        "activation_gib": 1.29,
+        "non_torch_gib": 0.22,
+        "consumed_gib": 15.49,
+        "cudagraph_gib": 0.15,
+        "kv_cache_gib": 56.07,
+    }
+    assert j["refusal"] is None and j["cause"] == "vLLM printed no refusal of its own: see its log below."
+
+
+def test_the_v1_runner_log_reads_whole():
+    j = C.parse_journal(read(HYBRID))
+    assert (j["model_loading_gib"], j["available_kv_gib"]) == (28.07, 40.95)
+    assert (j["kv_cache_tokens"], j["max_concurrency_len"], j["max_concurrency"]) == (783453, 32768, 23.91)
+    assert j["memory_summary"] is None
+
+
+@pytest.mark.parametrize(
+    "line, loaded",
+    [
+        ("Model loading took 15.27 GiB and 1.03 seconds", 15.27),  # V2 runner (0.26.0 model_runner.py:306)
+        ("Model loading took 28.07 GiB memory and 40.100000 seconds", 28.07),  # V1 runner
+        ("(EngineCore pid=9) INFO [model_runner.py:330] Model loading took 0.5 GiB and 0.2 seconds", 0.5),
+    ],
+)
+def test_both_weights_lines(line, loaded):
+    assert C.parse_journal(line)["model_loading_gib"] == loaded
+
+
+SUMMARY_0_27 = (
+    "Free memory on device (78.66/79.18 GiB) on startup. Desired GPU memory utilization is (0.92, 72.84 GiB). "
+    "Actual usage is 15.49 GiB for consumed memory (weights + non-torch), 1.44 GiB for peak activation, and 0.15 "
+    "GiB for CUDAGraph memory. Replace gpu_memory_utilization config with `--kv-cache-memory=1` (0.0 GiB) to fit "
+    "into requested memory, or `--kv-cache-memory=2` (0.0 GiB) to fully utilize gpu memory. Current kv cache "
+    "memory in use is 55.91 GiB."
+)
+
+
+def test_the_0_27_summary_names_the_sum_of_weights_and_non_torch():
+    s = C.parse_journal(SUMMARY_0_27)["memory_summary"]
+    assert (s["consumed_gib"], s["weights_gib"], s["non_torch_gib"]) == (15.49, None, None)
+    assert (s["activation_gib"], s["cudagraph_gib"], s["kv_cache_gib"]) == (1.44, 0.15, 55.91)
+
+
+def test_the_summary_alone_gives_the_pool_and_ranks_take_the_smallest():
+    two = SUMMARY_0_27 + "\n" + SUMMARY_0_27.replace("55.91 GiB.", "55.80 GiB.")
+    j = C.parse_journal(two)
+    assert j["available_kv_gib"] == 55.80 and j["memory_summary"]["kv_cache_gib"] == 55.80
+
+
+def test_the_summary_is_not_the_busy_card_refusal():
+    busy = (
+        "ValueError: Free memory on device cuda:0 (20.0/79.18 GiB) on startup is less than desired GPU memory "
+        "utilization (0.92, 72.84 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes."
+    )
+    j = C.parse_journal(busy)
+    assert j["memory_summary"] is None and j["not_free"]["free_gib"] == 20.0
+
+
+def test_the_v1_runner_log_through_the_confirm():
+    """The Qwen3.5-27B FP8 shape, 50 users at 32,768 with MTP 3, text only, on the H100: the plan holds 24.36
+    full-length requests in its pool (804 blocks), the engine's 40.95 GiB held 789 blocks = 23.91 (its own
+    "Maximum concurrency"): the confirm says so and pins the engine's pool, keeping the stated context."""
+    from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm as PC
+    from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
+
+    h100 = {
+        "index": 0,
+        "uuid": "GPU-00000000-1111-2222-3333-444444444444",
+        "name": "NVIDIA H100 80GB HBM3",
+        "memory_total": 81559 << 20,
+        "memory_reserved": 480 << 20,
+        "compute_capability": "9.0",
+    }
+    r = P.plan(
+        dict(
+            model_dir=os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8"),
+            nvml_gpus=[h100],
+            concurrency=50,
+            context=32768,
+            kv_cache_dtype="fp8_e4m3",
+            num_speculative_tokens=3,
+            language_model_only=True,
+            vllm_version="0.26.0",
+        )
+    )
+    c = PC.confirm(r, journal_text=read(HYBRID))
+    assert (c["verdict"], c["measured"]["num_gpu_blocks"], c["measured_concurrency_at_len"]) == (
+        "replan_needed",
+        789,
+        23.91,
+    )
+    assert c["measured"]["weights_bytes"] == int(28.07 * (1 << 30))
+    assert c["replan"]["feasible"] and c["replan"]["max_model_len"] == 32768
+    assert c["parts"] == []  # no memory summary in this log
