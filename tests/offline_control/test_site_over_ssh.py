@@ -258,10 +258,14 @@ def control_node_script(steps, numbers=(2, 3, 7, 8, 9), readme=()):
 
 
 def readme_production_blocks(path=README):
-    """The command lines of each ```sh block of the README's "Production use" section, comments dropped."""
+    """The command lines of each ```sh block of the README's "Production use" section (up to the next "## "
+    heading), comments dropped."""
     with open(path) as f:
         text = f.read()
     text = text[text.index("## Production use") :]
+    # Up to the next section (the contributing section's commands are tests/unit/tools/test_scenarios.py's).
+    nxt = text.find("\n## ", 1)
+    text = text if nxt < 0 else text[:nxt]
     return [
         [ln for ln in (re.sub(r"\s+#\s.*$", "", x).rstrip() for x in block.splitlines()) if ln]
         for block in re.findall(r"```sh\n(.*?)```", text, re.S)
