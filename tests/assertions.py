@@ -105,7 +105,11 @@ def main(argv):
     if len(argv) == 4 and argv[1] == "diff":
         before, after = _read(argv[2]), _read(argv[3])
         lost, new = diff(before, after)
-        print("before: {} checks, after: {} checks, lost: {}, new: {}".format(len(before), len(after), len(lost), len(new)))
+        print(
+            "before: {} checks, after: {} checks, lost: {}, new: {}".format(
+                len(before), len(after), len(lost), len(new)
+            )
+        )
         for row in lost:
             print("LOST\t" + "\t".join(row))
         for row in new:

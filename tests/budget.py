@@ -174,7 +174,13 @@ def report(steps, baseline=None, warm_limit=WARM_LIMIT, cold_limit=COLD_LIMIT, t
         status = {None: "?", 0: "passed"}.get(s.get("rc"), "FAILED")
         out.append(
             "%s %8.0f  %-6s %-7s %s"
-            % (str(s["step"]).ljust(width), s["seconds"], "cold" if s.get("cold") else "warm", status, s.get("lane", ""))
+            % (
+                str(s["step"]).ljust(width),
+                s["seconds"],
+                "cold" if s.get("cold") else "warm",
+                status,
+                s.get("lane", ""),
+            )
         )
     out.extend(lanes(steps, width))
     if summed - total >= 1:

@@ -307,7 +307,9 @@ def main(argv):
         return 0
     if argv and argv[0] == "check":
         problems = check()
-        print("\n".join(problems) if problems else "tests/scenarios.yml covers every scenario, role, playbook and module")
+        print(
+            "\n".join(problems) if problems else "tests/scenarios.yml covers every scenario, role, playbook and module"
+        )
         return 1 if problems else 0
     if argv and argv[0] == "run":
         rest = argv[1:]
@@ -332,7 +334,10 @@ def main(argv):
             names.insert(0, "serve")  # no served host yet: serve keeps one first
         results = Pool(names, smap, workers, budget_dir, log_dir).run()
         failed = sorted(n for n, (rc, _t) in results.items() if rc != 0)
-        print("lanes: %d passed, %d failed%s" % (len(results) - len(failed), len(failed), (": " + " ".join(failed)) if failed else ""))
+        print(
+            "lanes: %d passed, %d failed%s"
+            % (len(results) - len(failed), len(failed), (": " + " ".join(failed)) if failed else "")
+        )
         return 1 if failed else 0
     sys.stderr.write(__doc__)
     return 2

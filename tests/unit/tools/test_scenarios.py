@@ -19,7 +19,9 @@ def test_a_scenario_missing_from_the_map_and_a_role_left_uncovered_are_named():
     del smap["front"]
     problems = lanes.check(smap)
     assert "molecule/front is in no entry of tests/scenarios.yml" in problems
-    assert any(p.startswith("roles/vllm_front/templates/vllm-front.service.j2 is covered by no scenario") for p in problems)
+    assert any(
+        p.startswith("roles/vllm_front/templates/vllm-front.service.j2 is covered by no scenario") for p in problems
+    )
     assert any(p.startswith("plugins/modules/vllm_front_config.py is called by no file") for p in problems)
 
 

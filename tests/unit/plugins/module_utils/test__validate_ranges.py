@@ -462,7 +462,11 @@ def test_the_inventories_and_scenarios_are_found():
     assert any(label.startswith("simulated/") for label in labels)
     assert any(label.startswith("kylin-prod/") for label in labels)
     assert any(label.startswith("molecule/fleet/") for label in labels)
-    assert "molecule/serve/kylin-serve" in labels and "molecule/front/kylin-front" in labels and "molecule/bundle/all" in labels
+    assert (
+        "molecule/serve/kylin-serve" in labels
+        and "molecule/front/kylin-front" in labels
+        and "molecule/bundle/all" in labels
+    )
 
 
 @pytest.mark.parametrize("label, values", HOSTS, ids=[label for label, _values in HOSTS])
