@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The inventory of every check the scenarios and the roles' verify steps make (issue 40, "No proof lost").
 
 A check is a task that can fail on purpose: ``ansible.builtin.assert`` (one line per ``that`` condition),
@@ -89,7 +88,10 @@ def _read(path):
 
 def diff(before, after):
     """(lost, new): the checks (task, what) of BEFORE not in AFTER, and those of AFTER not in BEFORE."""
-    key = lambda r: (r[1], r[2])  # noqa: E731
+
+    def key(r):
+        return (r[1], r[2])
+
     b = {key(r): r for r in before}
     a = {key(r): r for r in after}
     lost = [b[k] for k in sorted(set(b) - set(a))]

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The scenarios side by side (issue 40): which scenarios and unit tests prove a file, and the pool that runs them.
 
   python3 tests/lanes.py select PATH...          the unit test files and scenarios that prove PATH (tests/prove)

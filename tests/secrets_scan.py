@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Scan logs for the secrets an inventory configures; name the variable of each hit, never its value.
 
 Usage:
