@@ -9,8 +9,8 @@
    7, 8 and 9 as the page writes them (control_node_script; step 7's `vi` edits are the inventory written instead):
    the checksums, `sh setup-controller.sh`, the inventory copied off the disk, the login proof, then site.yml with
    --check and twice for real, as the ordinary user ops with root through sudo. The host must be converged: tests/
-   simulate's (the test skips with the reason otherwise), or molecule serve's (its side_effect runs this test first,
-   with this file's environment variables pointed at its host: molecule/shared/control_node.yml). The control node
+   simulate's (the test skips with the reason otherwise), or a served host of the scenarios (molecule control runs
+   this test with this file's environment variables pointed at its host: molecule/shared/control_node.yml). The control node
    starts with the site CA of the machine that converged it (its ~/.airgap-vllm/pki, moved along as docs/operations.md
    says; a new CA would re-issue the host's certificate) and no reports: the first run fetches them into
    ~/.airgap-vllm/reports and changes nothing else; the second is changed=0. No file under the bundle was written (it
@@ -47,8 +47,8 @@ BUNDLE = os.environ.get("AIRGAP_TEST_BUNDLE") or os.path.join(ROOT, "build", "si
 CACHE = os.environ.get("AIRGAP_TEST_CACHE") or "/var/cache/airgap-test"
 SUITES = {"bookworm": "3.11", "trixie": "3.13"}
 RUN_SUITES = (os.environ.get("AIRGAP_OFFLINE_SSH_SUITES") or "bookworm").split()
-# The host's inventory name: the container's (tests/simulate's airgap-kylin-sim; molecule serve's kylin-serve, whose
-# side_effect runs this test against its converged host): the copy of inventories/simulated is renamed to it.
+# The host's inventory name: the container's (tests/simulate's airgap-kylin-sim; molecule control's kylin-control, whose
+# converge runs this test against its served host): the copy of inventories/simulated is renamed to it.
 HOST = NAME
 KYLIN_IMAGE = "airgap-test/kylin:v10sp3"
 TTY_NAME = "airgap-kylin-requiretty"
