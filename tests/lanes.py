@@ -188,7 +188,10 @@ def check(smap=None, root=ROOT):
 
 # ------------------------------------------------------------------------------------------------------------ pool
 def have_served():
-    return subprocess.run(["bash", os.path.join(HERE, "world", "served.sh"), "have"], cwd=ROOT).returncode == 0
+    return (
+        subprocess.run(["bash", os.path.join(HERE, "world", "served.sh"), "have"], cwd=ROOT, check=False).returncode
+        == 0
+    )
 
 
 class Pool:
@@ -251,7 +254,9 @@ class Pool:
                 log.write(text)
                 timer.line(text)
             rc = proc.wait()
-        subprocess.run(["docker", "volume", "prune", "-f"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            ["docker", "volume", "prune", "-f"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False
+        )
         return rc, timer
 
     def _record(self, name, lane, rc, timer):

@@ -186,14 +186,14 @@ def scan(secrets, logs):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--inventory", "-i", default=os.path.join(ROOT, "inventories", "simulated"))
     parser.add_argument("--secret-file", action="append", default=[], help="more values, one a line")
     parser.add_argument("logs", nargs="*", help="log files; none or '-': standard input")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
-        return 2 if exc.code else 0
+        return 0 if exc.code in (0, None) else 2
     try:
         secrets = inventory_secrets(args.inventory)
         secrets.update((k, v) for k, v in file_secrets(args.secret_file).items() if k not in secrets)

@@ -140,12 +140,12 @@ def targets(params):
         raise TargetsError("gpu_total_bytes is required (from airgap.vllm.nvml_info or given)")
     t["gpu_total_bytes"] = int(t["gpu_total_bytes"])
     if t["gpu_reserved_bytes"] is not None:
-        t["gpu_reserved_bytes"] = _positive_int(t, "gpu_reserved_bytes", 0)
-        if t["gpu_reserved_bytes"] >= t["gpu_total_bytes"]:
+        reserved = _positive_int(t, "gpu_reserved_bytes", 0)
+        t["gpu_reserved_bytes"] = reserved
+        if reserved >= t["gpu_total_bytes"]:
             raise TargetsError(
                 "gpu_reserved_bytes %d is not less than gpu_total_bytes %d: give NVML's memory_total and "
-                "memory_reserved of the same card (airgap.vllm.nvml_info)"
-                % (t["gpu_reserved_bytes"], t["gpu_total_bytes"])
+                "memory_reserved of the same card (airgap.vllm.nvml_info)" % (reserved, t["gpu_total_bytes"])
             )
     # What CUDA reports as the card's total (cudaMemGetInfo), the total vLLM takes its budget from
     # (v1/worker/utils.py request_memory: total x gpu_memory_utilization). Measured on an H100 80GB HBM3 (driver

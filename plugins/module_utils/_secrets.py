@@ -77,12 +77,10 @@ def _walk(value, secret, label, public=()):
             if _public_field(field, public):
                 continue
             child = "%s.%s" % (label, field) if label else field
-            for found in _walk(value[key], secret or is_secret_name(field), child, PUBLIC_FIELDS.get(field, ())):
-                yield found
+            yield from _walk(value[key], secret or is_secret_name(field), child, PUBLIC_FIELDS.get(field, ()))
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
-            for found in _walk(item, secret, "%s[%d]" % (label, index)):
-                yield found
+            yield from _walk(item, secret, "%s[%d]" % (label, index))
     elif secret and value is not None and not isinstance(value, bool):
         yield label, value
 

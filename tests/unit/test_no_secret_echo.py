@@ -80,12 +80,10 @@ def _load(path):
 def _strings(value):
     if isinstance(value, dict):
         for item in value.values():
-            for s in _strings(item):
-                yield s
+            yield from _strings(item)
     elif isinstance(value, list):
         for item in value:
-            for s in _strings(item):
-                yield s
+            yield from _strings(item)
     elif isinstance(value, str):
         yield value
 

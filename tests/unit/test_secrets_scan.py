@@ -67,6 +67,7 @@ def run(inventory, log_text, *extra):
         input=log_text,
         capture_output=True,
         text=True,
+        check=False,
     )
     return proc
 
@@ -131,7 +132,9 @@ def test_a_json_escaped_value_is_found(tmp_path, inventory):
 def test_a_clean_log_passes(inventory, tmp_path):
     log = tmp_path / "run.log"
     log.write_text('ok: [gpu1] => {"vllm_service_api_keys": ["(hidden)"], "key_sha256": "%s"}\n' % ("a" * 64))
-    proc = subprocess.run([sys.executable, SCRIPT, "-i", inventory, str(log)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, SCRIPT, "-i", inventory, str(log)], capture_output=True, text=True, check=False
+    )
     assert proc.returncode == 0, proc.stdout
     assert "none found" in proc.stderr
 
@@ -148,7 +151,10 @@ def test_bad_usage_exits_2(inventory, tmp_path):
     assert run(inventory, "", "--secret-file", str(tmp_path / "missing")).returncode == 2
     assert run(inventory, "", "--no-such-option").returncode == 2
     proc = subprocess.run(
-        [sys.executable, SCRIPT, "-i", inventory, str(tmp_path / "missing.log")], capture_output=True, text=True
+        [sys.executable, SCRIPT, "-i", inventory, str(tmp_path / "missing.log")],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert proc.returncode == 2
 
