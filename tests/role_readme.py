@@ -5,7 +5,8 @@
 
 What a README holds: the role's purpose (argument_specs short_description and description), a hand-written
 part kept as it is between the two HAND markers, the tags it answers to (its own, from its task files, and
-the stage tag playbooks/site.yml gives it), the airgap.vllm modules its tasks call, every variable (type,
+the stage tag playbooks/site.yml gives it; tests/unit/test_role_tags.py fails when one of them selects no work run
+alone), the airgap.vllm modules its tasks call, every variable (type,
 default, choices, description, sub-options included) and an example playbook. The argument specs are the
 one home of the variables' documentation: edit them (and the hand-written part), never the rest.
 No network, no Ansible needed: PyYAML only.

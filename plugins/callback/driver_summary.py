@@ -41,7 +41,7 @@ EXAMPLES = r"""
 # NVIDIA DRIVER ******************************************************************
 # host     before      after       what happened
 # fleet-1  570.172.08  580.65.06   changed
-# fleet-2  570.172.08  570.172.08  failed at airgap.vllm.nvidia_driver : Fail with what happened ...
+# fleet-2  570.172.08  570.172.08  failed at airgap.vllm.nvidia_driver : Fail when the new module loaded ...
 # fleet-3  570.172.08  570.172.08  not reached
 """
 

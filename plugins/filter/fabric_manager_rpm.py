@@ -49,6 +49,8 @@ _value:
     path: {description: The RPM file on the target., type: str}
     file_name: {description: "NVIDIA's file name of the RPM of O(version) (C(nvidia-fabric-manager-<version>-1.x86_64.rpm)), for messages.", type: str}
     source: {description: "Where the path came from: V(setting), V(staged) or V(default).", type: str}
+    package: {description: "The RPM's package name (C(nvidia-fabric-manager)): the role reads, installs and removes it by this name.", type: str}
+    unit: {description: "The systemd unit the RPM ships (C(nvidia-fabricmanager.service)).", type: str}
 '''
 
 from ansible_collections.airgap.vllm.plugins.module_utils._fabric_manager import rpm_choice

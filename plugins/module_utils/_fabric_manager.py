@@ -24,9 +24,9 @@ SETTINGS = ('auto', 'true', 'false')
 PACKAGE = 'nvidia-fabric-manager'
 UNIT = 'nvidia-fabricmanager.service'
 # The driver clean-up keeps these on a host that needs Fabric Manager (older names: nvidia-fabricmanager-<branch>).
-KEEP_GLOBS = ('nvidia-fabric-manager*', 'nvidia-fabricmanager*', 'libnvidia-nscq*')
+KEEP_GLOBS = (PACKAGE + '*', 'nvidia-fabricmanager*', 'libnvidia-nscq*')
 # RPMs that may travel in the bundle's fabricmanager artifacts beside FM itself: never the one the role installs.
-OTHER_RPMS = ('nvidia-fabric-manager-devel', 'libnvidia-nscq')
+OTHER_RPMS = (PACKAGE + '-devel', 'libnvidia-nscq')
 # What FM writes when it has set up the fabric (its log and syslog), and the line it starts each run's log with.
 SUCCESS_LINE = 'Successfully configured all the available NVSwitches to route GPU NVLink traffic'
 START_LINE = re.compile(r'Fabric Manager version \S+ is running')
@@ -134,20 +134,21 @@ def pick_entry(entries, version):
 
 
 def rpm_choice(setting, staged, version, stage_dir):
-    """{'path', 'file_name', 'source'} of the Fabric Manager RPM the nvidia_driver role installs.
+    """{'path', 'file_name', 'source', 'package', 'unit'} of the Fabric Manager RPM the nvidia_driver role installs.
 
     setting: nvidia_driver_fabric_manager_rpm ('' or None: derive it); staged: the bundle role's `bundle_staged`
     fact (kind to entries) or None; stage_dir: the directory the bundle stages artifacts to. path is the setting when
     set (source 'setting'), else the staged entry pick_entry finds ('staged'), else <stage_dir>/rpm_file_name(version)
-    ('default'); file_name is NVIDIA's name of the RPM of `version`, for messages.
+    ('default'); file_name is NVIDIA's name of the RPM of `version`, for messages; package and unit are the RPM's
+    package name and the unit it ships (PACKAGE, UNIT: the role installs, starts and removes them by these names).
     """
-    file_name = rpm_file_name(version)
+    names = dict(file_name=rpm_file_name(version), package=PACKAGE, unit=UNIT)
     if setting not in (None, ''):
-        return dict(path='%s' % setting, file_name=file_name, source='setting')
+        return dict(names, path='%s' % setting, source='setting')
     entry = pick_entry((staged or {}).get('fabricmanager') or [], version)
     if entry and entry.get('path'):
-        return dict(path=entry['path'], file_name=file_name, source='staged')
-    return dict(path='%s/%s' % (('%s' % stage_dir).rstrip('/'), file_name), file_name=file_name, source='default')
+        return dict(names, path=entry['path'], source='staged')
+    return dict(names, path='%s/%s' % (('%s' % stage_dir).rstrip('/'), names['file_name']), source='default')
 
 
 def bundle_entry_problem(entries, version):

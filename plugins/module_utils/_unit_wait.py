@@ -60,3 +60,34 @@ def unit_gave_up(props, baseline_restarts):
     if baseline_restarts is not None and now is not None and now > baseline_restarts:
         return 'the process exited and was restarted %d time(s) while waiting (%s)' % (now - baseline_restarts, detail)
     return None
+
+
+def rollback_outcome(name, last_good_dir, last_good_exists, back, refused_noted=False):
+    """The sentences a failed start ends with, after the rollback: {'headline', 'rollback', 'refused'}.
+
+    name: the service (unit) name; last_good_dir: where the last good configuration is kept; last_good_exists: whether
+    there was one to put back; back: unit_health_wait's result for the restarted last good configuration (status 200
+    when it serves again, `elapsed` seconds, `msg` otherwise; skipped or None when nothing was restarted);
+    refused_noted: whether the rollback noted the plan as refused in the service's state record ('' when not).
+    The role's fail task only lists them (vllm_service tasks/start.yml, filter vllm_rollback_outcome).
+    """
+    back = back if isinstance(back, dict) else {}
+    headline = '%s did not come up healthy with the new configuration.' % name
+    if not last_good_exists:
+        rollback = 'No earlier good configuration exists: the service is stopped.'
+    elif back.get('status') == 200:
+        rollback = 'Rolled back to the last good configuration (%s): it is healthy again (after %s s).' % (
+            last_good_dir,
+            back.get('elapsed', 0),
+        )
+    else:
+        rollback = (
+            'Rolled back to the last good configuration (%s): it did not come back healthy: %s. '
+            'See systemctl status %s.' % (last_good_dir, back.get('msg') or 'no answer', name)
+        )
+    refused = (
+        'This plan is noted as refused: a run with it again (an unchanged inventory) stops before touching the service.'
+        if refused_noted
+        else ''
+    )
+    return dict(headline=headline, rollback=rollback, refused=refused)

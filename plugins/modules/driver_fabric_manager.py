@@ -95,7 +95,7 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.airgap.vllm.plugins.module_utils._fabric_manager import parse_smi_fabric, report
+from ansible_collections.airgap.vllm.plugins.module_utils._fabric_manager import UNIT, parse_smi_fabric, report
 
 LOG_TAIL = 1024 * 1024
 
@@ -130,7 +130,7 @@ def look(module, p):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            unit=dict(type='str', default='nvidia-fabricmanager.service'),
+            unit=dict(type='str', default=UNIT),
             nvidia_smi=dict(type='str', default='nvidia-smi'),
             log_file=dict(type='path', default='/var/log/fabricmanager.log'),
             wait=dict(type='int', default=60),

@@ -15,7 +15,13 @@ FM = "nvidia-fabric-manager-580.65.06-1.x86_64.rpm"
 
 def test_the_default_is_derived_from_the_version(render):
     got = render(RPM, setting="", version="580.65.06")
-    assert got == {"path": "/var/lib/airgap-vllm/bundle/artifacts/" + FM, "file_name": FM, "source": "default"}
+    assert got == {
+        "path": "/var/lib/airgap-vllm/bundle/artifacts/" + FM,
+        "file_name": FM,
+        "source": "default",
+        "package": "nvidia-fabric-manager",
+        "unit": "nvidia-fabricmanager.service",
+    }
     assert render(RPM, setting="", version="580.65.06", root="/srv")["path"] == "/srv/bundle/artifacts/" + FM
 
 

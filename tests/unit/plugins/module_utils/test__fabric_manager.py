@@ -4,11 +4,17 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import ast
+import os
+
 import pytest
+import yaml
 
 from ansible_collections.airgap.vllm.plugins.module_utils._fabric_manager import (
     KEEP_GLOBS,
+    PACKAGE,
     SUCCESS_LINE,
+    UNIT,
     bundle_entry_problem,
     decision,
     keep_globs,
@@ -139,14 +145,14 @@ def test_nvidias_file_name_wins_over_a_version_label_and_devel_or_nscq_never_cou
 def test_the_roles_rpm_is_the_setting_else_the_staged_one_else_the_default_name():
     staged = {'fabricmanager': [{'path': '/stage/artifacts/' + FM, 'version': '580.65.06'}]}
     assert rpm_choice('/opt/my.rpm', staged, '580.65.06', '/stage/artifacts') == dict(
-        path='/opt/my.rpm', file_name=FM, source='setting'
+        path='/opt/my.rpm', file_name=FM, source='setting', package=PACKAGE, unit=UNIT
     )
     assert rpm_choice('', staged, '580.65.06', '/stage/artifacts') == dict(
-        path='/stage/artifacts/' + FM, file_name=FM, source='staged'
+        path='/stage/artifacts/' + FM, file_name=FM, source='staged', package=PACKAGE, unit=UNIT
     )
     for nothing in (None, {}, {'fabricmanager': []}):
         assert rpm_choice(None, nothing, '580.65.06', '/stage/artifacts/') == dict(
-            path='/stage/artifacts/' + FM, file_name=FM, source='default'
+            path='/stage/artifacts/' + FM, file_name=FM, source='default', package=PACKAGE, unit=UNIT
         )
 
 
@@ -235,3 +241,72 @@ def test_pre_hopper_gpus_are_proven_by_the_last_starts_log_line():
 def test_mixed_reporting_gpus_are_not_proof():
     mixed = report('active', [parse_smi_fabric(SMI)[0], parse_smi_fabric(SMI)[2]], LOG_OK)
     assert not mixed['ok'] and mixed['final'] and 'not reported for GPU 00000000:3A:00.0' in mixed['msg']
+
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
+DOC_NAMES = ('DOCUMENTATION', 'EXAMPLES', 'RETURN')
+
+
+def _yaml_strings(node):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield '%s' % key
+            for text in _yaml_strings(value):
+                yield text
+    elif isinstance(node, list):
+        for value in node:
+            for text in _yaml_strings(value):
+                yield text
+    elif isinstance(node, str):
+        yield node
+
+
+def _code_strings(path):
+    """String constants of a Python file that are code, not docstrings or DOCUMENTATION/EXAMPLES/RETURN."""
+    with open(path) as f:
+        tree = ast.parse(f.read())
+    skip = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                skip.add(id(first.value))
+        if isinstance(node, ast.Assign) and any(getattr(t, 'id', None) in DOC_NAMES for t in node.targets):
+            skip.add(id(node.value))
+    return [
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in skip
+    ]
+
+
+def test_the_package_and_unit_names_have_one_home():
+    """The Fabric Manager package (and its unit) are spelled in _fabric_manager.py alone: the role takes them from
+    the filter fabric_manager_rpm (rpm_choice), no other plugin code and no role task, variable or template writes them
+    (descriptions and comments may name them). The unit is also a value of the operator's
+    nvidia_driver_holder_units default (defaults/main.yml = argument_specs: a list the operator replaces), left to it."""
+    assert rpm_choice('', None, '580.65.06', '/s')['package'] == PACKAGE == 'nvidia-fabric-manager'
+    assert rpm_choice('/x.rpm', None, '580.65.06', '/s')['unit'] == UNIT == 'nvidia-fabricmanager.service'
+    assert rpm_file_name('580.65.06').startswith(PACKAGE + '-')
+    names = (PACKAGE, UNIT)
+    found = []
+    for dirpath, _dirs, files in os.walk(os.path.join(ROOT, 'plugins')):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            if name.endswith('.py') and not path.endswith(os.path.join('module_utils', '_fabric_manager.py')):
+                found += ['%s: %r' % (path, t) for t in _code_strings(path) if any(n in t for n in names)]
+    roles = os.path.join(ROOT, 'roles')
+    for role in sorted(os.listdir(roles)):
+        for sub in ('tasks', 'vars', 'defaults', 'handlers', 'templates'):
+            for dirpath, _dirs, files in os.walk(os.path.join(roles, role, sub)):
+                for name in files:
+                    path = os.path.join(dirpath, name)
+                    with open(path) as f:
+                        text = f.read()
+                    if name.endswith(('.yml', '.yaml')):
+                        texts = list(_yaml_strings(yaml.safe_load(text)))
+                    else:
+                        texts = [line for line in text.splitlines() if not line.lstrip().startswith('#')]
+                    here = (PACKAGE,) if sub == 'defaults' else names
+                    found += ['%s: %r' % (path, t) for t in texts if any(n in t for n in here)]
+    assert found == []

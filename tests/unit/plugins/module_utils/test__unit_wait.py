@@ -56,3 +56,36 @@ def test_started_and_enabled_only_when_systemd_has_nothing_to_do():
     ):
         assert not started_and_enabled(dict(up, **{key: value})), key
     assert not started_and_enabled(None) and not started_and_enabled({})
+
+
+def test_the_rollback_says_healthy_again_with_its_time():
+    out = W.rollback_outcome('vllm', '/etc/airgap-vllm/vllm/last-good', True, {'status': 200, 'elapsed': 42})
+    assert out == {
+        'headline': 'vllm did not come up healthy with the new configuration.',
+        'rollback': 'Rolled back to the last good configuration (/etc/airgap-vllm/vllm/last-good): it is healthy again '
+        '(after 42 s).',
+        'refused': '',
+    }
+
+
+def test_the_rollback_says_why_the_old_configuration_did_not_come_back():
+    out = W.rollback_outcome('chat', '/d/last-good', True, {'status': None, 'msg': 'unit failed'})
+    assert out['rollback'] == (
+        'Rolled back to the last good configuration (/d/last-good): it did not come back healthy: unit failed. '
+        'See systemctl status chat.'
+    )
+    assert 'no answer' in W.rollback_outcome('chat', '/d/last-good', True, {'status': 503})['rollback']
+
+
+def test_no_last_good_configuration_means_stopped_whatever_the_wait_says():
+    for back in (None, {'skipped': True}, {'status': 200, 'elapsed': 1}):
+        assert W.rollback_outcome('vllm', '/d', False, back)['rollback'] == (
+            'No earlier good configuration exists: the service is stopped.'
+        )
+
+
+def test_a_noted_refusal_is_said_once():
+    assert W.rollback_outcome('vllm', '/d', True, {'status': 200}, refused_noted=True)['refused'].startswith(
+        'This plan is noted as refused: a run with it again'
+    )
+    assert W.rollback_outcome('vllm', '/d', True, {'status': 200})['refused'] == ''

@@ -1,0 +1,234 @@
+"""Every tag a role's README lists ("The role's own tags", tests/role_readme.py role_tags) selects work when it is the
+one tag given (`--tags vllm_service_configure`), as Ansible filters tags:
+
+- a task runs when its tags - its own, its blocks', those of the `import_tasks` above it (static: they are copied
+  down) and those of the play and role above - hold the tag or `always`;
+- a dynamic `include_tasks` is itself such a task: when it does not run, nothing in its file does; when it runs, the
+  included tasks do NOT take the include's own tags, only its `apply: {tags: ...}` and the tags above the include
+  (measured with ansible-core 2.17: an include tagged [r, r_a] without apply runs for `--tags r_a`, its file's
+  untagged tasks do not).
+
+A tag is reachable when, from the role's tasks/main.yml (the role in a play's `roles:` or `import_role`) or from a
+`tasks_from` entry point a playbook of the collection runs it by, at least one task that is not an include runs
+with the tag among its own tags (`always` alone does not count). And what that task needs must run too: a dynamic
+include reached by the tag must not read a variable that an earlier task of its own list sets only under other tags
+(the services' set_fact before vllm_service's loop).
+"""
+
+import importlib.util
+import os
+import re
+
+import pytest
+import yaml
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+ROLES = os.path.join(ROOT, "roles")
+PLAYBOOKS = os.path.join(ROOT, "playbooks")
+IMPORT_KEYS = ("ansible.builtin.import_tasks", "import_tasks")
+INCLUDE_KEYS = ("ansible.builtin.include_tasks", "include_tasks")
+ROLE_KEYS = ("ansible.builtin.import_role", "ansible.builtin.include_role", "import_role", "include_role")
+SET_FACT_KEYS = ("ansible.builtin.set_fact", "set_fact")
+BLOCK_KEYS = ("block", "rescue", "always")
+
+
+def _role_readme():
+    spec = importlib.util.spec_from_file_location("role_readme", os.path.join(ROOT, "tests", "role_readme.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _load(path):
+    with open(path) as f:
+        return yaml.safe_load(f) or []
+
+
+def _tags(node):
+    tags = node.get("tags") or []
+    return [tags] if isinstance(tags, str) else list(tags)
+
+
+def _runs(tags, tag):
+    return "always" in tags or tag in tags
+
+
+def _file(task, key):
+    value = task[key]
+    return value if isinstance(value, str) else (value or {}).get("file")
+
+
+def _defines(task):
+    """Names a task sets: its register and its set_fact keys."""
+    names = set()
+    if task.get("register"):
+        names.add(task["register"])
+    for key in SET_FACT_KEYS:
+        if isinstance(task.get(key), dict):
+            names.update(k for k in task[key] if k != "cacheable")
+    return names
+
+
+class Walk(object):
+    """The tasks that run for `--tags <tag>` under one entry point, and what they need that does not run."""
+
+    def __init__(self, role_dir, tag):
+        self.role_dir, self.tag = role_dir, tag
+        self.selected, self.missing = [], []
+
+    def file(self, name, inherited, depth=0):
+        if "{{" in name or depth > 25:
+            return
+        path = os.path.join(self.role_dir, "tasks", name)
+        if os.path.exists(path):
+            self.tasks(_load(path), inherited, name, depth + 1)
+
+    def tasks(self, tasks, inherited, where, depth):
+        skipped_defs, run_defs = {}, set()
+        for task in tasks or []:
+            if not isinstance(task, dict):
+                continue
+            tags = inherited + _tags(task)
+            runs = _runs(tags, self.tag)
+            if any(key in task for key in BLOCK_KEYS):
+                for key in BLOCK_KEYS:
+                    self.tasks(task.get(key), tags, where, depth)
+                continue
+            imported = [k for k in IMPORT_KEYS if k in task]
+            included = [k for k in INCLUDE_KEYS if k in task]
+            if imported:
+                self.file(_file(task, imported[0]), tags, depth)
+                continue
+            if included:
+                if not runs:
+                    continue
+                text = yaml.safe_dump({k: v for k, v in task.items() if k not in ("name", "tags")})
+                for name, definer in sorted(skipped_defs.items()):
+                    if name not in run_defs and re.search(r"\b%s\b" % re.escape(name), text):
+                        self.missing.append(
+                            "%s: %r reads %s, set by %r only under other tags"
+                            % (where, task.get("name"), name, definer)
+                        )
+                value = task[included[0]]
+                apply = (value.get("apply") or {}) if isinstance(value, dict) else {}
+                before = len(self.selected)
+                self.file(_file(task, included[0]), inherited + _tags(apply), depth)
+                if self.tag in _tags(task) and len(self.selected) == before:
+                    self.missing.append(
+                        "%s: %r is tagged %s, but none of its tasks takes the tag (the include's own tags are not "
+                        "passed down: apply: {tags: [...]})" % (where, task.get("name"), self.tag)
+                    )
+                continue
+            if any(k in task for k in ROLE_KEYS):
+                continue
+            if runs:
+                run_defs.update(_defines(task))
+                if self.tag in tags:
+                    self.selected.append("%s: %s" % (where, task.get("name")))
+            else:
+                for name in _defines(task):
+                    skipped_defs.setdefault(name, task.get("name"))
+
+
+def _playbook_entry_points(role):
+    """[(tasks_from file, inherited tags, gate tags)] for each place a playbook of the collection runs `role` by a
+    tasks_from entry point."""
+    fqcn = "airgap.vllm." + role
+    found = []
+
+    def walk(node, inherited):
+        if isinstance(node, list):
+            for value in node:
+                walk(value, inherited)
+        elif isinstance(node, dict):
+            here = inherited + _tags(node)
+            for key in ROLE_KEYS:
+                spec = node.get(key)
+                if isinstance(spec, dict) and spec.get("name") == fqcn and spec.get("tasks_from"):
+                    dynamic = "include" in key
+                    apply = _tags(spec.get("apply") or {})
+                    name = spec["tasks_from"]
+                    name = name if name.endswith((".yml", ".yaml")) else name + ".yml"
+                    found.append((name, (inherited + apply) if dynamic else here, here))
+            for key, value in node.items():
+                if key != "tags":
+                    walk(value, here)
+
+    for name in sorted(os.listdir(PLAYBOOKS)):
+        if name.endswith(".yml"):
+            walk(_load(os.path.join(PLAYBOOKS, name)), [])
+    return found
+
+
+def reachability(role, tag):
+    """(tasks that run with the tag, missing prerequisites) over the role's entry points."""
+    role_dir = os.path.join(ROLES, role)
+    selected, missing = [], []
+    entries = [("main.yml", [], [])] + _playbook_entry_points(role)
+    for name, inherited, gate in entries:
+        if name != "main.yml" and not _runs(gate, tag):
+            continue
+        walk = Walk(role_dir, tag)
+        walk.file(name, inherited)
+        selected += walk.selected
+        missing += walk.missing
+    return selected, missing
+
+
+README = _role_readme()
+CASES = [
+    (role, tag)
+    for role in README.roles(ROLES)
+    if os.path.exists(os.path.join(ROLES, role, "tasks", "main.yml"))
+    for tag in README.role_tags(os.path.join(ROLES, role))
+]
+
+
+@pytest.mark.parametrize("role,tag", CASES, ids=["%s:%s" % case for case in CASES])
+def test_every_documented_tag_selects_work(role, tag):
+    selected, missing = reachability(role, tag)
+    assert selected, "roles/%s/README.md lists --tags %s, but no task of the role runs with it" % (role, tag)
+    assert missing == []
+
+
+def test_the_walk_sees_an_include_without_its_tag_and_one_without_apply(tmp_path):
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    (tasks / "main.yml").write_text(
+        yaml.safe_dump(
+            [
+                {"name": "facts", "ansible.builtin.set_fact": {"__x": 1}, "tags": ["r"]},
+                {
+                    "name": "loop",
+                    "ansible.builtin.include_tasks": {"file": "inner.yml"},
+                    "loop": "{{ __x }}",
+                    "tags": ["r", "r_b"],
+                },
+                {
+                    "name": "gated",
+                    "ansible.builtin.include_tasks": {"file": "inner.yml", "apply": {"tags": ["r"]}},
+                    "tags": ["r"],
+                },
+            ]
+        )
+    )
+    (tasks / "inner.yml").write_text(
+        yaml.safe_dump(
+            [
+                {"name": "a", "ansible.builtin.import_tasks": "a.yml", "tags": ["r_a"]},
+                {"name": "plain", "ansible.builtin.debug": {"msg": "x"}},
+            ]
+        )
+    )
+    (tasks / "a.yml").write_text(yaml.safe_dump([{"name": "task a", "ansible.builtin.debug": {"msg": "a"}}]))
+    walk = Walk(str(tmp_path), "r_a")
+    walk.file("main.yml", [])
+    assert walk.selected == []  # both includes lack r_a: inner.yml never loads
+    walk = Walk(str(tmp_path), "r_b")
+    walk.file("main.yml", [])
+    assert walk.selected == []  # loaded, but its tasks do not take the include's own r_b
+    assert "__x" in walk.missing[0] and "none of its tasks takes the tag" in walk.missing[1]
+    walk = Walk(str(tmp_path), "r")
+    walk.file("main.yml", [])
+    assert walk.selected == ["main.yml: facts", "a.yml: task a", "inner.yml: plain"]
+    assert len(walk.missing) == 1 and "'loop' is tagged r, but none of its tasks takes the tag" in walk.missing[0]
