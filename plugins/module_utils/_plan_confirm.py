@@ -185,6 +185,7 @@ def measured_from(ledger, metrics, journal):
         "budget_how": None,
         "max_model_len": None,
         "memory_summary": j.get("memory_summary"),
+        "computed": [],
     }
     if info:
         m["source"].append("metrics: vllm:cache_config_info")
@@ -224,6 +225,7 @@ def measured_from(ledger, metrics, journal):
         m["source"].append("journal: Available KV cache memory")
     if m["budget_bytes"] is not None and m["num_gpu_blocks"] is None:
         m["num_gpu_blocks"] = num_gpu_blocks(m["budget_bytes"], lay["page"], gs)
+        m["computed"] = ["num_gpu_blocks"]  # from the engine's budget and the plan's page: not the engine's figure
     return m
 
 

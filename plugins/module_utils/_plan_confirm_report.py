@@ -193,7 +193,12 @@ def render_markdown(report):
             "| | planned | measured |",
             "|---|---|---|",
             "| KV pool | %s | %s |" % (g(p["kv_cache_memory_bytes"]), g(m.get("budget_bytes"))),
-            "| num_gpu_blocks | %s | %s |" % (n(p["num_gpu_blocks"]), n(m.get("num_gpu_blocks"))),
+            "| num_gpu_blocks | %s | %s |"
+            % (
+                n(p["num_gpu_blocks"]),
+                n(m.get("num_gpu_blocks"))
+                + (" (computed from it)" if "num_gpu_blocks" in (m.get("computed") or []) else ""),
+            ),
             "| block size | %s | %s |" % (n(p["block_size"]), n(m.get("block_size"))),
             "| GPU KV cache size (tokens) | %s | %s |"
             % (n(p["kv_cache_size_tokens"]), n(m.get("kv_cache_size_tokens"))),

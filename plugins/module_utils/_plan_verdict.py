@@ -51,7 +51,11 @@ def verdict(planned, measured, pool, measured_concurrency, promised_concurrency,
     got, missing = [], []
     if measured_pool is not None:
         got.append("KV pool %s: %s" % (fmt_gib(measured_pool), measured.get("budget_how") or "the engine's own figure"))
-    if isinstance(measured.get("num_gpu_blocks"), int) and measured.get("block_size"):
+    if (
+        isinstance(measured.get("num_gpu_blocks"), int)
+        and measured.get("block_size")
+        and "num_gpu_blocks" not in (measured.get("computed") or [])
+    ):
         got.append("%s blocks of %s tokens" % (_n(measured["num_gpu_blocks"]), measured["block_size"]))
     if measured.get("max_model_len"):
         got.append("context %s tokens (journal)" % _n(measured["max_model_len"]))

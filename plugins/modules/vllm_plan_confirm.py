@@ -164,7 +164,8 @@ planned:
 measured:
   description: What the engine reported (num_gpu_blocks, block_size, kv_cache_size_tokens, kv_cache_memory_bytes,
     max_concurrency, cache_dtype, enable_prefix_caching, weights_bytes, max_model_len) and the KV budget it implies
-    (budget_bytes, budget_how), with the sources read.
+    (budget_bytes, budget_how), with the sources read; C(computed) names the figures computed from the budget
+    (C(num_gpu_blocks) when the engine reported only its KV memory), not reported.
   returned: always
   type: dict
 delta:
