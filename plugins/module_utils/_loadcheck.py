@@ -1279,6 +1279,6 @@ def render_promises(rows):
                 r["measured"] if r["measured"] is not None else "-",
             )
         )
-        if r["advice"] and r["status"] == "MISSED":
+        if r["advice"] and r["status"] in ("MISSED", "not witnessed"):
             lines.append("               -> " + r["advice"])
     return "\n".join(lines)

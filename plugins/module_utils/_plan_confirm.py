@@ -407,7 +407,7 @@ def confirm(
                 "measured": mv,
                 "error_percent": round(100.0 * (pv - mv) / float(mv), 2) if mv else None,
             }
-    pool = pool_check(planned, m, ledger.get("estimate_band"), engine_env)
+    pool = pool_check(planned, m, ledger.get("estimate_band"), engine_env, held=held)
     decided = verdict(
         planned,
         m,
@@ -518,11 +518,12 @@ def measured_tradeoff(plan_result, budget):
 POOL_TOLERANCE = 0.10  # outside the estimate's band and this far from the plan, the pool is "not as planned"
 
 
-def pool_check(planned, measured, band=None, engine_env=None):
+def pool_check(planned, measured, band=None, engine_env=None, held=False):
     """Is the measured KV pool the planned one? {status: as_planned|smaller|larger|not_measured, ratio,
-    explained_by, note}. The plan's estimate band (ledger estimate_band) counts as planned; a pool fixed by
+    explained_by, set_by, note}. The plan's estimate band (ledger estimate_band) counts as planned; a pool fixed by
     a test setting (the CPU engine's VLLM_CPU_KVCACHE_SPACE, GiB of host memory: vllm/v1/worker/cpu_worker.py
-    "Explicitly set ... GiB for KV cache") is said to be one."""
+    "Explicitly set ... GiB for KV cache") is said to be one. ``held``: the pool holds the planned requests, so
+    no re-plan is made and the note does not point at one."""
     p = (planned or {}).get("kv_cache_memory_bytes")
     m = (measured or {}).get("budget_bytes")
     out = {
@@ -564,6 +565,12 @@ def pool_check(planned, measured, band=None, engine_env=None):
         ("; " + out["explained_by"])
         if out["explained_by"]
         else "; the engine did not get the memory the plan counted on (another process on the card, a different "
-        "gpu_memory_utilization, or an estimate off by more than its band): see the re-plan",
+        "gpu_memory_utilization, or an estimate off by more than its band): %s"
+        % (
+            "the planned requests still fit, so no re-plan was made; give the measured pool to the planner "
+            "(vllm_plan_measured_kv_cache_bytes) to plan from it"
+            if held
+            else "see the re-plan"
+        ),
     )
     return out
