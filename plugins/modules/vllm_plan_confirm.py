@@ -63,7 +63,8 @@ options:
     description:
       - >-
         The container environment the service adds (vllm_service_extra_env). Only C(VLLM_CPU_KVCACHE_SPACE) is read:
-        a CPU engine's pool fixed by it is named in the report as the reason it differs from the plan.
+        a CPU engine's pool fixed by it is named in the report as the reason it differs from the plan, the verdict is
+        then C(not_measured) (the planned pool was not measured), and the trade-off table is not recomputed at it.
     type: dict
 attributes:
   check_mode:
@@ -131,10 +132,9 @@ verdict:
       C(VLLM_CPU_KVCACHE_SPACE), so the planned pool was not measured), C(not_as_planned) (the requests fit, but the
       pool or the context is not the planned one), C(replan_needed) (the pool does not hold the planned requests),
       or C(refused) (it did not start).
-    - The same value as RV(report.verdict), written into C(report.json); C(report.md) states RV(verdict_text).
+    - The same value as C(verdict) of RV(report), written into C(report.json); C(report.md) states RV(verdict_text).
   returned: always
   type: str
-  choices: [confirmed, not_measured, not_as_planned, replan_needed, refused]
   sample: replan_needed
 verdict_text:
   description: The verdict in one sentence for people (what was measured and what was not), as report.md and
