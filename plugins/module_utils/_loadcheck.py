@@ -228,7 +228,7 @@ def render(summary):
 
     lines = [
         "load check: %d requests at concurrency %d: %d ok, %d failed (peak %s running in /metrics, %s streaming "
-        "at once)"
+        "at once at the client)"
         % (
             f["requests"],
             f["concurrency"],
@@ -673,10 +673,9 @@ def stream_intervals(result):
 
 def streaming_at_once(intervals):
     """The most requests that were streaming at one instant: the largest number of [first token, last token]
-    intervals that share a point. A request between its first and last token is in the engine's running set
-    (it is being decoded; a preemption in between shows in the preemption counter), so N that overlap prove
-    the engine ran N at once. The /metrics gauge, sampled, misses peaks shorter than its interval: on a fast
-    engine a request of 32 tokens lasts a few tenths of a second. None without intervals."""
+    intervals that share a point. The client's view: it says how long the sampled /metrics gauge had to see
+    them (streaming_span), never that the engine ran them (the concurrency promise takes the engine's own
+    vllm:num_requests_running for that). None without intervals."""
     spans = []
     for first, last in intervals or []:
         first, last = _finite(first), _finite(last)
@@ -685,6 +684,31 @@ def streaming_at_once(intervals):
     if not spans:
         return None
     return max(sum(1 for a, b in spans if a <= t <= b) for t, _end in spans)
+
+
+def streaming_span(intervals, count):
+    """The longest time in seconds during which at least ``count`` of the intervals overlapped (0.0 when they never
+    did, None without intervals or count): how long a state lasted that a sampled gauge had to catch."""
+    spans = []
+    for first, last in intervals or []:
+        first, last = _finite(first), _finite(last)
+        if first is not None and last is not None and last >= first:
+            spans.append((first, last))
+    if not spans or not count:
+        return None
+    # starts before ends at the same instant: streams that touch count as overlapping (as streaming_at_once)
+    events = sorted([(a, 0) for a, _b in spans] + [(b, 1) for _a, b in spans])
+    best, open_, since = 0.0, 0, None
+    for t, kind in events:
+        if kind == 0:
+            open_ += 1
+            if open_ == count:
+                since = t
+        else:
+            if open_ == count and since is not None:
+                best = max(best, t - since)
+            open_ -= 1
+    return best
 
 
 def bench_figures(result):
@@ -697,6 +721,8 @@ def bench_figures(result):
     inputs = _finite(result.get("total_input_tokens"))
     outputs = _finite(result.get("total_output_tokens"))
     prompt = inputs / completed if inputs is not None and completed else None
+    intervals = stream_intervals(result)
+    at_once = streaming_at_once(intervals)
     return {
         "completed": completed,
         "failed": _whole(result.get("failed")) or 0,
@@ -709,7 +735,8 @@ def bench_figures(result):
         "mean_ttft_ms": ttft,
         "mean_tpot_ms": tpot,
         "peak_concurrent_requests": _whole(result.get("max_concurrent_requests")),
-        "streaming_at_once": streaming_at_once(stream_intervals(result)),
+        "streaming_at_once": at_once,
+        "streaming_at_once_s": streaming_span(intervals, at_once),
     }
 
 
@@ -727,7 +754,13 @@ DEFAULT_THRESHOLDS = {
     "prefill_tok_s": 2400.0,
     "context_fill": 0.95,
 }
-STATUSES = ("MET", "MISSED", "not measured")
+STATUSES = ("MET", "MISSED", "not witnessed", "not measured")
+# The profiles that run the planned concurrency, whose /metrics samples may witness it.
+CONCURRENCY_PROFILES = ("random", "shared-prefix", "tools")
+# The sampler must have read vllm:num_requests_running at least this often (seconds between two reads, the start
+# and the end of the profile included) for its peak to count: then a run of 1 s at the planned concurrency cannot
+# fall between two reads, and a peak below it is the engine's own "no". Sparser, the promise is "not witnessed".
+WITNESS_GAP_S = 0.5
 
 
 def threshold_problems(thresholds):
@@ -769,13 +802,127 @@ def _mtp_zero(tradeoff):
     return None
 
 
+def _witnessed(record):
+    """Could this profile's /metrics samples have seen the planned requests running at once? (bool, why not)."""
+    sampling = record.get("sampling") or {}
+    gap, reads = _finite(sampling.get("max_gap_s")), _whole(sampling.get("samples")) or 0
+    if record.get("peak_running") is None or not reads:
+        return False, "no /metrics read"
+    if gap is None or gap > WITNESS_GAP_S:
+        return False, "/metrics read only every %s s (at most %g s sees a run of 1 s)" % (
+            "?" if gap is None else "%.2f" % gap,
+            WITNESS_GAP_S,
+        )
+    span = _finite((record.get("figures") or {}).get("streaming_at_once_s"))
+    if span is not None and span <= gap:
+        return False, "the streams overlapped for %.2f s, under the %.2f s between two reads" % (span, gap)
+    return True, ""
+
+
+def concurrency_row(conc, records):
+    """The concurrency promise: MET only when the engine's own vllm:num_requests_running, sampled over a profile's
+    run, reached the planned concurrency and no request failed. MISSED when requests failed, or when the samples
+    were close enough to see it (_witnessed) and the gauge stayed below. "not witnessed" when the samples could not
+    have seen it; the client's overlapping streams are reported beside, never as the proof. records: profile name ->
+    {"figures", "peak_running", "sampling": {"samples", "max_gap_s"}}."""
+    promise = "the planned requests run at once"
+    peaks = dict((n, r["peak_running"]) for n, r in records.items() if r.get("peak_running") is not None)
+    streams = [
+        (r.get("figures") or {}).get("streaming_at_once")
+        for r in records.values()
+        if (r.get("figures") or {}).get("streaming_at_once") is not None
+    ]
+    failed = sum(int((r.get("figures") or {}).get("failed") or 0) for r in records.values())
+    ran = [n for n, r in records.items() if r.get("figures")]
+    if not conc or not ran:
+        return _row(
+            "concurrency", promise, conc, None, "not measured", "run the random or shared-prefix profile", "plan"
+        )
+    gaps = [
+        _finite((r.get("sampling") or {}).get("max_gap_s"))
+        for r in records.values()
+        if _finite((r.get("sampling") or {}).get("max_gap_s")) is not None
+    ]
+    seen = []
+    if peaks:
+        seen.append(
+            "engine: peak %g running in /metrics (%s%s)"
+            % (
+                max(peaks.values()),
+                ", ".join("%s %g" % (n, peaks[n]) for n in sorted(peaks)),
+                "; read at least every %.2f s" % max(gaps) if gaps else "",
+            )
+        )
+    else:
+        seen.append("engine: /metrics not read")
+    if streams:
+        best = max(streams)
+        spans = [
+            _finite((r.get("figures") or {}).get("streaming_at_once_s"))
+            for r in records.values()
+            if (r.get("figures") or {}).get("streaming_at_once") == best
+        ]
+        spans = [x for x in spans if x is not None]
+        seen.append(
+            "client: %d streaming at once%s (not the engine's evidence)"
+            % (best, " for %.2f s" % max(spans) if spans else "")
+        )
+    seen.append("%d failed" % failed)
+    measured = "; ".join(seen)
+    if failed:
+        return _row(
+            "concurrency",
+            promise,
+            "%d" % conc,
+            measured,
+            "MISSED",
+            "requests failed: see the load check's errors",
+            "plan",
+        )
+    if peaks and max(peaks.values()) >= conc:
+        return _row("concurrency", promise, "%d" % conc, measured, "MET", "", "plan")
+    if not peaks:
+        return _row(
+            "concurrency",
+            promise,
+            "%d" % conc,
+            measured,
+            "not measured",
+            "give the load check metrics_url: only the engine's vllm:num_requests_running proves it",
+            "plan",
+        )
+    why = dict((n, _witnessed(r)) for n, r in records.items() if r.get("figures"))
+    if any(ok for ok, _why in why.values()):
+        return _row(
+            "concurrency",
+            promise,
+            "%d" % conc,
+            measured,
+            "MISSED",
+            "requests queued: not enough KV cache for all at once at that length, or the profile was too short to "
+            "fill the slots (raise its num_prompts)",
+            "plan",
+        )
+    return _row(
+        "concurrency",
+        promise,
+        "%d" % conc,
+        measured,
+        "not witnessed",
+        "the engine's /metrics could not see it: %s; run a longer profile (more num_prompts, a longer output_len)"
+        % "; ".join("%s: %s" % (n, w) for n, (_ok, w) in sorted(why.items())),
+        "plan",
+    )
+
+
 def promises(plan, engine, profiles, thresholds=None, tradeoff=None):
     """The promises table: each planned or expected figure against what the load check measured.
 
     plan: planned figures (max_model_len, concurrency, num_speculative_tokens, prefix_caching) from the
     deployment report, else the engine's argv (engine_settings). profiles: name -> {"figures": bench_figures
-    or tool_outcome, "delta": counter_delta, "peak_running": float, "peak_kv_usage": float}. Returns rows
-    with status MET, MISSED or "not measured" and the advice that follows."""
+    or tool_outcome, "delta": counter_delta, "peak_running": float, "peak_kv_usage": float, "sampling": {"samples",
+    "max_gap_s"}}. Returns rows with status MET (by the engine's own counters or the requests' outcome), MISSED,
+    "not witnessed" (the /metrics samples could not have seen it) or "not measured", and the advice that follows."""
     t = dict(DEFAULT_THRESHOLDS)
     t.update(dict((k, float(v)) for k, v in (thresholds or {}).items() if v is not None))
     plan, engine, profiles = plan or {}, engine or {}, profiles or {}
@@ -838,50 +985,8 @@ def promises(plan, engine, profiles, thresholds=None, tradeoff=None):
                 "plan",
             )
         )
-    # concurrency: the planned number of requests ran at once, none failed. Two witnesses: the sampled
-    # vllm:num_requests_running gauge and the requests' own token streams that overlapped (streaming_at_once).
-    names = ("random", "shared-prefix", "tools")
-    peaks = [p for p in [(profiles.get(n) or {}).get("peak_running") for n in names] if p is not None]
-    streams = [x for x in [fig(n).get("streaming_at_once") for n in names] if x is not None]
-    failed = sum(int(fig(n).get("failed") or 0) for n in names)
-    if not (peaks or streams) or not conc:
-        rows.append(
-            _row(
-                "concurrency",
-                "the planned requests run at once",
-                conc,
-                None,
-                "not measured",
-                "run the random or shared-prefix profile with metrics_url",
-                "plan",
-            )
-        )
-    else:
-        peak = max(peaks + streams)
-        ok = peak >= conc and not failed
-        measured = "; ".join(
-            ([("peak %g running in /metrics" % max(peaks))] if peaks else [])
-            + ([("%d streaming at once" % max(streams))] if streams else [])
-            + ["%d failed" % failed]
-        )
-        rows.append(
-            _row(
-                "concurrency",
-                "the planned requests run at once",
-                "%d" % conc,
-                measured,
-                "MET" if ok else "MISSED",
-                ""
-                if ok
-                else (
-                    "requests failed: see the load check's errors"
-                    if failed
-                    else "requests queued: not enough KV cache for all at once at that length, or the "
-                    "profile was too short to fill the slots (raise its num_prompts)"
-                ),
-                "plan",
-            )
-        )
+    # concurrency: the planned number of requests ran at once, none failed, by the engine's own gauge
+    rows.append(concurrency_row(conc, dict((n, profiles.get(n) or {}) for n in CONCURRENCY_PROFILES)))
     # prefix-cache hit rate in the shared-prefix profile
     sp = delta("shared-prefix")
     rate = sp.get("prefix_cache_hit_rate")
@@ -1174,6 +1279,6 @@ def render_promises(rows):
                 r["measured"] if r["measured"] is not None else "-",
             )
         )
-        if r["advice"] and r["status"] == "MISSED":
+        if r["advice"] and r["status"] in ("MISSED", "not witnessed"):
             lines.append("               -> " + r["advice"])
     return "\n".join(lines)

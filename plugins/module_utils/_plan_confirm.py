@@ -41,10 +41,9 @@ from ansible_collections.airgap.vllm.plugins.module_utils._plan_kv import (
     longest_fitting_len,
     num_gpu_blocks,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_verdict import holds, verdict
 
 __metaclass__ = type
-
-VERDICTS = ("confirmed", "replan_needed", "refused")
 
 
 class ConfirmError(PlanError):
@@ -186,6 +185,7 @@ def measured_from(ledger, metrics, journal):
         "budget_how": None,
         "max_model_len": None,
         "memory_summary": j.get("memory_summary"),
+        "computed": [],
     }
     if info:
         m["source"].append("metrics: vllm:cache_config_info")
@@ -225,6 +225,7 @@ def measured_from(ledger, metrics, journal):
         m["source"].append("journal: Available KV cache memory")
     if m["budget_bytes"] is not None and m["num_gpu_blocks"] is None:
         m["num_gpu_blocks"] = num_gpu_blocks(m["budget_bytes"], lay["page"], gs)
+        m["computed"] = ["num_gpu_blocks"]  # from the engine's budget and the plan's page: not the engine's figure
     return m
 
 
@@ -328,13 +329,14 @@ def confirm(
     replanned=None,
     engine_env=None,
 ):
-    """Planned vs measured, a verdict, at most one re-plan, and the deployment report.
+    """Planned vs measured, the verdict, at most one re-plan, and the deployment report.
 
-    verdict: confirmed (the engine holds what the plan promised: context x concurrency, or the
-    warned fraction of it), replan_needed (it started with a smaller pool), refused (it did not
-    start). ``restart`` is true only when a feasible re-plan exists and ``is_replan`` is false:
-    the caller restarts once with ``replan.argv`` and calls this again with is_replan=true, which
-    never asks for another restart.
+    The verdict is _plan_verdict.verdict's, decided here once (``verdict``, ``verdict_text``,
+    ``verdict_evidence``) and only printed by the report, its markdown and the summary. A re-plan is made
+    when the measured pool does not hold what the plan promised (context x concurrency, or the warned
+    fraction of it) or the engine refused the plan. ``restart`` is true only when a feasible re-plan exists
+    and ``is_replan`` is false: the caller restarts once with ``replan.argv`` and calls this again with
+    is_replan=true, which never asks for another restart.
     """
     if not isinstance(plan_result, dict) or not isinstance(plan_result.get("ledger"), dict):
         raise ConfirmError("plan must be the result of airgap.vllm.vllm_launch_plan (with its ledger and argv)")
@@ -373,18 +375,13 @@ def confirm(
     if m["num_gpu_blocks"] is not None and not refused:
         lay = _layout(ledger, m["block_size"], m["cache_dtype"])
         _need, measured_conc, _tok = _capacity(ledger, lay, m["num_gpu_blocks"], ledger["max_model_len"])
-    if refused:
-        verdict = "refused"
-    elif measured_conc is not None and measured_conc + 0.005 >= promise:
-        verdict = "confirmed"
-    else:
-        verdict = "replan_needed"
+    held = holds(measured_conc, promise) and not refused
     new = None
-    if verdict != "confirmed" and m["budget_bytes"] is not None:
+    if not held and m["budget_bytes"] is not None:
         new = replan(plan_result, m["budget_bytes"], m["block_size"], m["cache_dtype"])
-    restart = bool(new and new.get("feasible") and not is_replan and verdict != "confirmed")
+    restart = bool(new and new.get("feasible") and not is_replan and not held)
     notes = []
-    if is_replan and verdict != "confirmed":
+    if is_replan and not held:
         notes.append(
             "already a re-plan: not restarting again (no loop); fix the inputs or pin a smaller context by hand"
         )
@@ -410,8 +407,24 @@ def confirm(
                 "measured": mv,
                 "error_percent": round(100.0 * (pv - mv) / float(mv), 2) if mv else None,
             }
+    pool = pool_check(planned, m, ledger.get("estimate_band"), engine_env, held=held)
+    decided = verdict(
+        planned,
+        m,
+        pool,
+        measured_conc,
+        promise,
+        refused=refused,
+        refusal=(
+            (refusal_cause(journal) or ("another process holds GPU memory" if journal["not_free"] else None))
+            if refused
+            else None
+        ),
+    )
     result = {
-        "verdict": verdict,
+        "verdict": decided["status"],
+        "verdict_text": decided["text"],
+        "verdict_evidence": decided["evidence"],
         "restart": restart,
         "is_replan": bool(is_replan),
         "planned": planned,
@@ -423,10 +436,11 @@ def confirm(
         "promised_concurrency_at_len": round(promise, 2),
     }
     result["parts"] = part_deltas(ledger, m.get("memory_summary"))
-    result["pool"] = pool_check(planned, m, (plan_result["ledger"] or {}).get("estimate_band"), engine_env)
-    if result["pool"]["note"]:
-        notes.append(result["pool"]["note"])
-    if tradeoff_rows is None and m["budget_bytes"] and plan_result.get("inputs"):
+    result["pool"] = pool
+    if pool["note"]:
+        notes.append(pool["note"])
+    # A pool a test setting fixed (the CPU engine's) says nothing of the planned card: the plan's own table stays.
+    if tradeoff_rows is None and m["budget_bytes"] and plan_result.get("inputs") and not pool["explained_by"]:
         tradeoff_rows = measured_tradeoff(plan_result, m["budget_bytes"])
     result["report"] = deployment_report(plan_result, result, tradeoff_rows)
     result["report_markdown"] = render_markdown(result["report"])
@@ -481,8 +495,9 @@ def part_deltas(ledger, summary):
 
 
 def measured_tradeoff(plan_result, budget):
-    """The trade-off table again, at the measured budget (needs the plan's ``inputs`` and its
-    model directory); None when it cannot be recomputed (the plan's own table is kept)."""
+    """The trade-off table again, planned at the engine's measured budget (needs the plan's ``inputs`` and
+    its model directory); None when it cannot be recomputed (the plan's own table is kept). Its figures are
+    computed, not measured: its ``basis`` says from what."""
     from ansible_collections.airgap.vllm.plugins.module_utils import _planner
     from ansible_collections.airgap.vllm.plugins.module_utils._plan_tradeoff import tradeoff
 
@@ -491,9 +506,11 @@ def measured_tradeoff(plan_result, budget):
     inputs["pin_kv_cache_memory"] = False
     old = plan_result.get("tradeoff") or {}
     try:
-        return tradeoff(_planner.plan, inputs, title=(old.get("title") or "") + ", measured")
+        table = tradeoff(_planner.plan, inputs, title=old.get("title") or "")
     except (PlanError, IOError, OSError, KeyError, TypeError, ValueError):
         return None
+    table["basis"] = "planned from the engine's measured KV pool of %s" % fmt_gib(int(budget))
+    return table
 
 
 # --- is the pool the planned one (the report states it) ---------------------------------------------
@@ -501,11 +518,12 @@ def measured_tradeoff(plan_result, budget):
 POOL_TOLERANCE = 0.10  # outside the estimate's band and this far from the plan, the pool is "not as planned"
 
 
-def pool_check(planned, measured, band=None, engine_env=None):
+def pool_check(planned, measured, band=None, engine_env=None, held=False):
     """Is the measured KV pool the planned one? {status: as_planned|smaller|larger|not_measured, ratio,
-    explained_by, note}. The plan's estimate band (ledger estimate_band) counts as planned; a pool fixed by
+    explained_by, set_by, note}. The plan's estimate band (ledger estimate_band) counts as planned; a pool fixed by
     a test setting (the CPU engine's VLLM_CPU_KVCACHE_SPACE, GiB of host memory: vllm/v1/worker/cpu_worker.py
-    "Explicitly set ... GiB for KV cache") is said to be one."""
+    "Explicitly set ... GiB for KV cache") is said to be one. ``held``: the pool holds the planned requests, so
+    no re-plan is made and the note does not point at one."""
     p = (planned or {}).get("kv_cache_memory_bytes")
     m = (measured or {}).get("budget_bytes")
     out = {
@@ -514,6 +532,7 @@ def pool_check(planned, measured, band=None, engine_env=None):
         "planned_bytes": p,
         "measured_bytes": m,
         "explained_by": None,
+        "set_by": None,
         "note": None,
     }
     if not p or m is None:
@@ -533,6 +552,7 @@ def pool_check(planned, measured, band=None, engine_env=None):
     except (TypeError, ValueError):
         space_bytes = None
     if space_bytes and abs(m - space_bytes) <= max(GIB // 100, space_bytes // 100):
+        out["set_by"] = "VLLM_CPU_KVCACHE_SPACE=%s" % space
         out["explained_by"] = (
             "the CPU engine's VLLM_CPU_KVCACHE_SPACE=%s fixes its KV pool at %s GiB of host memory "
             "(a test setting): the planned pool is the GPU's and was not measured here" % (space, space)
@@ -545,6 +565,12 @@ def pool_check(planned, measured, band=None, engine_env=None):
         ("; " + out["explained_by"])
         if out["explained_by"]
         else "; the engine did not get the memory the plan counted on (another process on the card, a different "
-        "gpu_memory_utilization, or an estimate off by more than its band): see the re-plan",
+        "gpu_memory_utilization, or an estimate off by more than its band): %s"
+        % (
+            "the planned requests still fit, so no re-plan was made; give the measured pool to the planner "
+            "(vllm_plan_measured_kv_cache_bytes) to plan from it"
+            if held
+            else "see the re-plan"
+        ),
     )
     return out

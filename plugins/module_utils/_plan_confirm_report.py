@@ -4,8 +4,10 @@
 """The engine confirms the plan, part three: the deployment report (report.json, report.md, memory.svg)
 and the summary at the end of a playbook, from _plan_confirm's comparison.
 
-Pure functions, stdlib only, Python 3.7-clean. The report never contradicts itself: "confirmed" only
-when the KV pool is the planned one too (verdict_text, from _plan_confirm.pool_check's result).
+Pure functions, stdlib only, Python 3.7-clean. The report never contradicts itself: it carries the one
+verdict _plan_verdict.verdict decided (``verdict``, ``verdict_text``, ``verdict_evidence``) and report.md and
+the summary print that, never a verdict of their own. Tables say "planned" for what was computed and
+"measured" only for what the engine reported.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -52,7 +54,7 @@ def render_summary(result):
     p, m, r = result["planned"], result["measured"], result.get("replan")
     engine = result.get("engine")
     lines = [
-        "vLLM plan %s%s" % (verdict_text(result), " -> restart once with the re-plan" if result["restart"] else ""),
+        "vLLM plan %s%s" % (stated_verdict(result), " -> restart once with the re-plan" if result["restart"] else ""),
         "  KV pool   planned %s, measured %s (%s)"
         % (
             fmt_gib(p["kv_cache_memory_bytes"]),
@@ -136,6 +138,8 @@ def deployment_report(plan_result, confirmation, tradeoff_rows=None):
     return {
         "engine": engine_release(plan_result),
         "verdict": confirmation["verdict"],
+        "verdict_text": confirmation.get("verdict_text"),
+        "verdict_evidence": confirmation.get("verdict_evidence"),
         "restart": confirmation["restart"],
         "is_replan": confirmation["is_replan"],
         "planned": confirmation["planned"],
@@ -180,15 +184,21 @@ def render_markdown(report):
         [
             "# vLLM deployment report",
             "",
-            "**Verdict: %s**%s" % (verdict_text(report), " (restart with the re-plan)" if report["restart"] else ""),
+            "**Verdict: %s**%s" % (stated_verdict(report), " (restart with the re-plan)" if report["restart"] else ""),
             "",
         ]
+        + _evidence_lines(report.get("verdict_evidence"))
         + (["Engine: %s." % report["engine"]["text"], ""] if report.get("engine") else [])
         + [
             "| | planned | measured |",
             "|---|---|---|",
             "| KV pool | %s | %s |" % (g(p["kv_cache_memory_bytes"]), g(m.get("budget_bytes"))),
-            "| num_gpu_blocks | %s | %s |" % (n(p["num_gpu_blocks"]), n(m.get("num_gpu_blocks"))),
+            "| num_gpu_blocks | %s | %s |"
+            % (
+                n(p["num_gpu_blocks"]),
+                n(m.get("num_gpu_blocks"))
+                + (" (computed from it)" if "num_gpu_blocks" in (m.get("computed") or []) else ""),
+            ),
             "| block size | %s | %s |" % (n(p["block_size"]), n(m.get("block_size"))),
             "| GPU KV cache size (tokens) | %s | %s |"
             % (n(p["kv_cache_size_tokens"]), n(m.get("kv_cache_size_tokens"))),
@@ -260,7 +270,11 @@ def render_markdown(report):
 
 def render_tradeoff_markdown(t):
     rows = [
-        "## Trade-off (%s)" % t.get("title", "this card"),
+        "## Trade-off (%s, %s)"
+        % (
+            t.get("title") or "this card",
+            t.get("basis") or ("planned from a measured KV pool" if t.get("measured") else "planned"),
+        ),
         "",
         "| question | answer |",
         "|---|---|",
@@ -361,17 +375,20 @@ def _xml(text):
 # --- the report never contradicts itself ------------------------------------------------------------
 
 
-def verdict_text(report):
-    """The verdict as the report states it: 'confirmed' only when the pool is the planned one too."""
-    verdict = report.get("verdict")
-    pool = report.get("pool") or {}
-    if verdict != "confirmed" or pool.get("status") in (None, "as_planned", "not_measured"):
-        return verdict
-    planned = report.get("planned") or {}
-    held = "context %s x %s requests held" % (planned.get("max_model_len"), planned.get("concurrency"))
-    if pool.get("explained_by"):
-        return "%s; KV pool not as planned (%s than planned, explained by a test setting)" % (held, pool["status"])
-    return "%s; KV pool NOT as planned (%s than planned)" % (held, pool["status"])
+def stated_verdict(report):
+    """The verdict as _plan_verdict.verdict worded it (``verdict_text``); a report written before it had words
+    states its status alone. Never decides anything."""
+    return report.get("verdict_text") or report.get("verdict") or "-"
+
+
+def _evidence_lines(evidence):
+    """What the engine reported and what it did not, under the verdict of report.md."""
+    evidence = evidence or {}
+    out = []
+    for key, head in (("measured", "Measured by the engine"), ("not_measured", "Not measured")):
+        if evidence.get(key):
+            out.append("- %s: %s." % (head, "; ".join(evidence[key])))
+    return out + ([""] if out else [])
 
 
 def render_promises_markdown(rows):

@@ -21,9 +21,15 @@ description:
     through the OpenAI API from inside the container, the others are C(vllm bench serve) runs.
   - Reads vLLM's own counters from C(/metrics) before and after each profile (prefix cache hits and queries,
     speculative drafts and accepted tokens, preemptions) and samples C(vllm:num_requests_running) and
-    C(vllm:kv_cache_usage_perc) for their peaks while it runs.
+    C(vllm:kv_cache_usage_perc) for their peaks while it runs, about four times a second, keeping how many reads
+    came and the longest time between two.
   - Compares what it measured with the deployment report's plan (O(report_dir)/report.json) in the promises
-    table (MET, MISSED, not measured, with advice), written back into report.json and report.md there.
+    table (MET, MISSED, not witnessed, not measured, with advice), written back into report.json and report.md
+    there; the report's verdict (M(airgap.vllm.vllm_plan_confirm)'s) is kept as it is.
+  - The concurrency promise is MET only by the engine's own C(vllm:num_requests_running) reaching the planned
+    concurrency in a profile; the requests' overlapping streams are shown beside it, never as the proof. When the
+    reads were sparser than every 0.5 s, or the streams overlapped for less time than between two reads, and the
+    gauge stayed below, it is C(not witnessed).
   - Fails when any request failed; warns when the TTFT or TPOT 95th percentile is over a threshold the
     operator set (or fails, with O(fail_on_threshold)). With no thresholds it only reports.
   - The API key is read from O(keys_file) on the host and handed to the bench through the environment of
@@ -140,14 +146,20 @@ summary:
   returned: success
   type: str
 profiles:
-  description: Per profile its settings, figures, counter deltas, peaks and seconds taken.
+  description: Per profile its settings, figures, counter deltas, peaks, the /metrics sampling (C(samples),
+    C(max_gap_s)) and seconds taken.
   returned: success
   type: dict
 promises:
-  description: The promises table (key, promise, expected, measured, status, advice, source).
+  description: The promises table (key, promise, expected, measured, status, advice, source); status is C(MET),
+    C(MISSED), C(not witnessed) or C(not measured).
   returned: success
   type: list
   elements: dict
+promise_counts:
+  description: How many promises have each status.
+  returned: success
+  type: dict
 argv:
   description: The C(vllm bench serve) command of the first bench profile run in the container.
   returned: success
@@ -276,21 +288,37 @@ def scrape(url):
 
 
 class MetricsSampler(threading.Thread):
-    """Peaks of vllm:num_requests_running and vllm:kv_cache_usage_perc, four times a second."""
+    """Peaks of vllm:num_requests_running and vllm:kv_cache_usage_perc, read about four times a second, and how
+    often the reads came (``samples``, ``max_gap_s``: the longest time without a read, from the start to the
+    end of the profile): the concurrency promise takes the peak only from reads close enough to see it
+    (_loadcheck.WITNESS_GAP_S)."""
 
     def __init__(self, url):
         threading.Thread.__init__(self)
         self.daemon = True
         self.url, self.peak, self.peak_kv, self.stop = url, None, None, threading.Event()
+        self.samples, self.max_gap, self.started, self.last = 0, None, None, None
+
+    def start(self):
+        self.started = self.last = time.time()
+        threading.Thread.start(self)
 
     def run(self):
         while not self.stop.is_set():
             seen = scrape(self.url) or {}
             if seen.get("num_requests_running") is not None:
                 self.peak = max(self.peak or 0.0, seen["num_requests_running"])
+                now = time.time()
+                self.max_gap, self.last = max(self.max_gap or 0.0, now - self.last), now
+                self.samples += 1
             if seen.get("kv_cache_usage_perc") is not None:
                 self.peak_kv = max(self.peak_kv or 0.0, seen["kv_cache_usage_perc"])
             self.stop.wait(0.25)
+
+    def sampling(self, ended):
+        """{samples, max_gap_s} of the profile that ended at ``ended`` (the last read to its end counted)."""
+        gap = max(self.max_gap or 0.0, ended - self.last) if self.last is not None else None
+        return {"samples": self.samples, "max_gap_s": None if gap is None else round(gap, 3)}
 
 
 def load_report(report_dir):
@@ -490,6 +518,7 @@ def main():
                 raw = check.bench(name, argv)
                 figures = bench_figures(raw)
         finally:
+            ended = time.time()
             if sampler:
                 sampler.stop.set()
                 sampler.join(2)
@@ -500,6 +529,7 @@ def main():
             "delta": counter_delta(before, scrape(p["metrics_url"])) if before else {},
             "peak_running": sampler.peak if sampler else None,
             "peak_kv_usage": sampler.peak_kv if sampler else None,
+            "sampling": sampler.sampling(ended) if sampler else None,
         }
         if raw is not None:
             try:
@@ -548,6 +578,7 @@ def main():
                     "wall_s": r["wall_s"],
                     "peak_kv_usage": r["peak_kv_usage"],
                     "peak_running": r["peak_running"],
+                    "sampling": r["sampling"],
                 },
             )
             for n, r in records.items()

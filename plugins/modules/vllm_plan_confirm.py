@@ -17,10 +17,14 @@ description:
     C(/metrics) (the C(vllm:cache_config_info) labels C(num_gpu_blocks), C(block_size), C(kv_cache_size_tokens),
     C(kv_cache_memory_bytes)) and/or the journal of a start (its C(Available KV cache memory), C(Model loading took),
     C(GPU KV cache size) lines, or the refusal C(... the estimated maximum model length is N)).
-  - Returns planned versus measured, a verdict (C(confirmed), C(replan_needed), C(refused)) and, unless confirmed,
-    a re-plan from the measured budget whose argv pins it with C(--kv-cache-memory-bytes) and keeps the stated
-    context x concurrency when it fits (else the largest context at which that concurrency fits, else the longest
-    single request).
+  - Returns planned versus measured, one verdict (C(confirmed), C(not_measured), C(not_as_planned),
+    C(replan_needed), C(refused)) with its words and what the engine did and did not measure, and, when the measured
+    pool does not hold the planned requests, a re-plan from the measured budget whose argv pins it with
+    C(--kv-cache-memory-bytes) and keeps the stated context x concurrency when it fits (else the largest context at
+    which that concurrency fits, else the longest single request).
+  - The verdict is decided once; C(report.json) and C(report.md) carry the same one. C(confirmed) only when the
+    engine's KV pool is the planned one (within the estimate's band), its context the planned one, and the pool holds
+    the planned requests.
   - Never loops. RV(restart) is true only when a feasible re-plan exists and O(is_replan) is false. Call it again after
     the one restart with O(is_replan=true); it then reports and never asks for another restart.
   - Writes C(report.json), C(report.md) and C(memory.svg) (weights | other | KV pool | free, planned next to
@@ -59,7 +63,8 @@ options:
     description:
       - >-
         The container environment the service adds (vllm_service_extra_env). Only C(VLLM_CPU_KVCACHE_SPACE) is read:
-        a CPU engine's pool fixed by it is named in the report as the reason it differs from the plan.
+        a CPU engine's pool fixed by it is named in the report as the reason it differs from the plan, the verdict is
+        then C(not_measured) (the planned pool was not measured), and the trade-off table is not recomputed at it.
     type: dict
 attributes:
   check_mode:
@@ -121,11 +126,27 @@ EXAMPLES = r"""
 
 RETURN = r"""
 verdict:
-  description: C(confirmed) (the engine holds what the plan promised), C(replan_needed) (it started with a smaller
-    pool than planned), or C(refused) (it did not start).
+  description:
+    - C(confirmed) (the engine's KV pool and context are the planned ones and hold the planned requests),
+      C(not_measured) (the requests fit, but in a pool a test setting fixed, such as the CPU engine's
+      C(VLLM_CPU_KVCACHE_SPACE), so the planned pool was not measured), C(not_as_planned) (the requests fit, but the
+      pool or the context is not the planned one), C(replan_needed) (the pool does not hold the planned requests),
+      or C(refused) (it did not start).
+    - The same value as C(verdict) of RV(report), written into C(report.json); C(report.md) states RV(verdict_text).
   returned: always
   type: str
   sample: replan_needed
+verdict_text:
+  description: The verdict in one sentence for people (what was measured and what was not), as report.md and
+    RV(summary) print it.
+  returned: always
+  type: str
+  sample: "re-plan needed: the engine's KV pool of 11.41 GiB does not hold context 204,800 x 4 requests: room for
+    0.93 full-length, 1.00 planned"
+verdict_evidence:
+  description: What the engine reported (C(measured)) and what it did not (C(not_measured)), one phrase each.
+  returned: always
+  type: dict
 restart:
   description: Restart once with RV(replan.argv). Never true when O(is_replan) is true.
   returned: always
@@ -143,7 +164,8 @@ planned:
 measured:
   description: What the engine reported (num_gpu_blocks, block_size, kv_cache_size_tokens, kv_cache_memory_bytes,
     max_concurrency, cache_dtype, enable_prefix_caching, weights_bytes, max_model_len) and the KV budget it implies
-    (budget_bytes, budget_how), with the sources read.
+    (budget_bytes, budget_how), with the sources read; C(computed) names the figures computed from the budget
+    (C(num_gpu_blocks) when the engine reported only its KV memory), not reported.
   returned: always
   type: dict
 delta:
@@ -168,7 +190,8 @@ promised_concurrency_at_len:
 replan:
   description: The re-plan from the measured budget (feasible, kv_cache_memory_bytes, num_gpu_blocks, block_size,
     max_model_len, max_model_len_how, blocks_per_full_request, max_concurrency_at_len, gpu_kv_cache_tokens,
-    concurrency, argv), or C(feasible=false) with a reason. Null when confirmed.
+    concurrency, argv), or C(feasible=false) with a reason. Null when the measured pool holds the planned requests
+    (RV(verdict) C(confirmed), C(not_measured) or C(not_as_planned)).
   returned: always
   type: dict
   contains:
@@ -227,11 +250,13 @@ notes:
   type: list
   elements: str
 report:
-  description: The deployment report as data (verdict, planned, measured, delta, replan, final, memory bars, tradeoff).
+  description: The deployment report as data (verdict, verdict_text, verdict_evidence, planned, measured, delta,
+    replan, final, memory bars, tradeoff; the tradeoff's C(basis) says it is planned, and from what).
   returned: always
   type: dict
 summary:
-  description: One screen of text (verdict, pool and blocks planned vs measured, the re-plan, notes) for the end of a play.
+  description: One screen of text (RV(verdict_text), pool and blocks planned vs measured, the re-plan, notes) for the end
+    of a play.
   returned: always
   type: str
 report_markdown:

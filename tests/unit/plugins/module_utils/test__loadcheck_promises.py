@@ -241,24 +241,89 @@ def test_stream_intervals_from_a_detailed_bench_result_skip_failed_requests():
     assert L.bench_figures(raw)["streaming_at_once"] == 2 and L.stream_intervals({"completed": 1}) == []
 
 
-def test_concurrency_is_met_by_overlapping_streams_when_the_sampled_gauge_missed_the_peak():
-    # On a fast engine 32-token requests last tenths of a second: a sampled gauge can show 1 (the CI run of
-    # stop 34) while the streams of all 4 overlapped.
-    prof = measured(
-        random={"figures": {"completed": 16, "failed": 0, "streaming_at_once": 4}, "peak_running": 1.0},
-        **{
-            "shared-prefix": {
-                "figures": {"streaming_at_once": 3},
-                "peak_running": 1.0,
-                "delta": {"prefix_cache_hit_rate": 0.88},
-            }
-        },
-    )
+def dense(gap=0.3, samples=40):
+    return {"samples": samples, "max_gap_s": gap}
+
+
+@pytest.mark.parametrize(
+    "random, shared, status",
+    [
+        # the engine's own gauge reached 4: MET, whatever the client saw
+        ({"peak_running": 4.0, "sampling": dense()}, {"peak_running": 1.0, "sampling": dense()}, "MET"),
+        # issue 42: the client's 4 overlapping streams are not the engine's evidence; the reads (every 0.3 s) could
+        # not see 0.2 s of overlap: not witnessed, not MET
+        (
+            {"peak_running": 1.0, "sampling": dense(), "streams": (4, 0.2)},
+            {"peak_running": 0.0, "sampling": dense(2.5, 2), "streams": (3, 0.1)},
+            "not witnessed",
+        ),
+        # reads too sparse to see a run of 1 s (the 2 busy cores of the test world): not witnessed
+        (
+            {"peak_running": 1.0, "sampling": dense(1.2, 9)},
+            {"peak_running": 0.0, "sampling": dense(2.0, 3)},
+            "not witnessed",
+        ),
+        # reads every 0.3 s, streams of 4 overlapping for 3 s, the gauge never above 2: the engine's own "no"
+        (
+            {"peak_running": 2.0, "sampling": dense(), "streams": (4, 3.0)},
+            {"peak_running": 1.0, "sampling": dense(0.9, 5)},
+            "MISSED",
+        ),
+        # reads dense enough, the client never had 4 at once: queued (the old advice)
+        (
+            {"peak_running": 2.0, "sampling": dense(), "streams": (2, 5.0)},
+            {"peak_running": 2.0, "sampling": dense()},
+            "MISSED",
+        ),
+        # no /metrics at all: the engine was not asked
+        ({"peak_running": None, "streams": (4, 3.0)}, {"peak_running": None}, "not measured"),
+    ],
+)
+def test_concurrency_is_met_only_by_the_engines_own_gauge(random, shared, status):
+    def record(spec, completed):
+        figures = {"completed": completed, "failed": 0}
+        if "streams" in spec:
+            figures["streaming_at_once"], figures["streaming_at_once_s"] = spec["streams"]
+        return {
+            "figures": figures,
+            "peak_running": spec["peak_running"],
+            "sampling": spec.get("sampling"),
+            "delta": {"prefix_cache_hit_rate": 0.88},
+        }
+
+    prof = measured(random=record(random, 16), **{"shared-prefix": record(shared, 16)})
     row = by_key(L.promises(PLAN, {}, prof))["concurrency"]
-    assert row["status"] == "MET" and "4 streaming at once" in row["measured"] and "peak 1 running" in row["measured"]
-    prof["random"] = {"figures": {"completed": 16, "failed": 0, "streaming_at_once": 2}, "peak_running": 1.0}
+    assert row["status"] == status, row
+    assert row["status"] in L.STATUSES
+    if random.get("streams"):
+        assert "(not the engine's evidence)" in row["measured"]
+    if status == "not witnessed":
+        assert "could not see it" in row["advice"] and "random:" in row["advice"]
+    if status == "MET":
+        assert row["measured"].startswith("engine: peak 4 running in /metrics")
+
+
+def test_failed_requests_miss_the_concurrency_promise_whatever_the_gauge():
+    prof = measured(random={"figures": {"completed": 15, "failed": 1}, "peak_running": 4.0, "sampling": dense()})
     row = by_key(L.promises(PLAN, {}, prof))["concurrency"]
-    assert row["status"] == "MISSED" and "queued" in row["advice"]
+    assert row["status"] == "MISSED" and "1 failed" in row["measured"] and "errors" in row["advice"]
+
+
+@pytest.mark.parametrize(
+    "spans, count, seconds",
+    [
+        ([], 2, None),
+        ([(0, 1)], None, None),
+        ([(0, 1)], 1, 1.0),
+        ([(0, 4), (1, 2), (1.5, 3), (2.5, 5)], 3, 0.5),
+        ([(0, 4), (1, 2), (1.5, 3), (2.5, 5)], 2, 3.0),
+        ([(0, 1), (1, 2)], 2, 0.0),
+        ([(0, 1), (2, 3)], 2, 0.0),
+    ],
+)
+def test_streaming_span_is_how_long_that_many_streams_overlapped(spans, count, seconds):
+    got = L.streaming_span(spans, count)
+    assert got == (None if seconds is None else pytest.approx(seconds))
 
 
 def test_missed_and_not_measured():

@@ -142,7 +142,9 @@ def test_report_tradeoff_recomputed_at_the_measured_budget():
     r["tradeoff"] = T.tradeoff(P.plan, params, title="48 GB")
     c = C.confirm(r, metrics(220))
     t = c["report"]["tradeoff"]
-    assert t["title"] == "48 GB, measured" and t["measured"]
+    # computed at the engine's pool, so "planned" (from what), never "measured"
+    assert t["title"] == "48 GB" and t["measured"] and t["basis"].startswith("planned from the engine's measured")
+    assert "## Trade-off (48 GB, planned from the engine's measured KV pool of " in c["report_markdown"]
     g = K.group_layers(17, 48)
     assert (
         4 * K.blocks_per_request(t["all_fit_len"], 1600, g, 3, True)
@@ -150,7 +152,9 @@ def test_report_tradeoff_recomputed_at_the_measured_budget():
         < 4 * K.blocks_per_request(t["all_fit_len"] + 1024, 1600, g, 3, True)
     )
     assert r["tradeoff"]["all_fit_len"] < t["all_fit_len"]
-    assert c["summary"].startswith("vLLM plan replan_needed -> restart once")
+    assert c["verdict"] == "replan_needed"
+    assert c["summary"].startswith("vLLM plan re-plan needed: the engine's KV pool of ")
+    assert c["summary"].splitlines()[0].endswith(" -> restart once with the re-plan")
 
 
 def test_engine_with_another_block_and_kv_dtype():
@@ -166,7 +170,9 @@ def test_engine_with_another_block_and_kv_dtype():
     assert c["replan"]["kv_cache_memory_bytes"] == 400 * page * 17
     assert c["replan"]["blocks_per_full_request"] == 271
     big = C.confirm(r, metrics(500, block_size=800).replace('"fp8_e4m3"', '"bfloat16"'))
-    assert big["verdict"] == "confirmed"  # 500 / 271 = 1.85 >= 1.73
+    # 500 / 271 = 1.85 >= 1.73: held, no re-plan; but a bf16 pool of another size is not the planned fp8 pool
+    assert big["verdict"] == "not_as_planned" and not big["restart"] and big["replan"] is None
+    assert big["verdict_text"].startswith("NOT as planned: KV pool ")
 
 
 def test_after_the_one_restart_the_engine_confirms_the_replan_not_the_first_plan():

@@ -68,19 +68,41 @@ def test_a_pool_44x_smaller_is_not_simply_confirmed():
     planned = r["ledger"]["kv_pool_bytes"]
     assert planned > 40 * CM.GIB
     c = C.confirm(r, cpu_metrics())
-    assert c["verdict"] == "confirmed"  # 16384 x 4 still fit in 1 GiB: no re-plan, no restart
+    # 16384 x 4 still fit in 1 GiB: no re-plan, no restart; but the pool is not the planned one (issue 42: report.json
+    # said "confirmed" while report.md said "KV pool not as planned")
+    assert c["verdict"] == "not_as_planned" and not c["restart"] and c["replan"] is None
+    assert c["report"]["verdict"] == c["verdict"] and c["report"]["verdict_text"] == c["verdict_text"]
     assert c["pool"]["status"] == "smaller" and c["pool"]["ratio"] < 0.03
     md = c["report_markdown"]
-    assert "**Verdict: confirmed**" not in md
-    assert "KV pool NOT as planned" in md and "1.00 GiB measured against" in md
-    assert "re-plan" in c["pool"]["note"]
-    assert "KV pool NOT as planned" in c["summary"].splitlines()[0]
+    assert "confirmed" not in md.lower().replace("not confirmed", "")
+    assert (
+        "**Verdict: NOT as planned: KV pool 1.00 GiB, %s planned (smaller); context 16,384 x 4 requests still fit"
+        % (CM.fmt_gib(planned))
+        in md
+    )
+    assert "1.00 GiB measured against" in md
+    # no re-plan is made (the requests fit): the note does not point at one (it did before issue 42)
+    assert "no re-plan was made" in c["pool"]["note"] and "see the re-plan" not in c["pool"]["note"]
+    assert "see the re-plan" in C.pool_check(c["planned"], c["measured"])["note"]
+    assert c["summary"].splitlines()[0] == "vLLM plan " + c["verdict_text"]
 
 
 def test_the_cpu_engines_fixed_space_is_named():
     c = C.confirm(simulated_plan(), cpu_metrics(), engine_env={"VLLM_CPU_KVCACHE_SPACE": "1"})
     md, svg = c["report_markdown"], c["report_svg"]
-    assert "explained by a test setting" in md and "VLLM_CPU_KVCACHE_SPACE=1" in md
+    # one verdict, in report.json and report.md alike, saying what the CPU engine measured and what it did not
+    assert c["verdict"] == c["report"]["verdict"] == "not_measured"
+    assert "**Verdict: %s**" % c["verdict_text"] in md and c["report"]["verdict_text"] == c["verdict_text"]
+    assert c["verdict_text"].startswith(
+        "NOT CONFIRMED on this engine: measured: its KV pool of 1.00 GiB (VLLM_CPU_KVCACHE_SPACE=1, a test setting) "
+        "holds context 16,384 x 4 requests"
+    )
+    assert c["verdict_text"].endswith(
+        "not measured: the planned %s KV pool" % CM.fmt_gib(c["planned"]["kv_cache_memory_bytes"])
+    )
+    assert "- Not measured: the planned " in md and "VLLM_CPU_KVCACHE_SPACE=1" in md
+    # the trade-off at a test pool says nothing of the planned card: the plan's own table (planned), if any
+    assert "measured" not in ((c["report"].get("tradeoff") or {}).get("basis") or "")
     assert "not measured" in svg and "other 4" not in svg  # the remainder is the plan's, not a measured "other"
     assert "VLLM_CPU_KVCACHE_SPACE" in svg and "weights (planned)" in svg
     # another value than the pool: not the explanation
@@ -92,7 +114,8 @@ def test_a_pool_as_planned_keeps_the_plain_verdict():
     r = simulated_plan()
     L_ = r["ledger"]
     c = C.confirm(r, cpu_metrics(blocks=L_["num_gpu_blocks"], block=L_["block_size"], pinned=L_["kv_pool_bytes"]))
-    assert c["pool"]["status"] == "as_planned" and "**Verdict: confirmed**" in c["report_markdown"]
+    assert c["pool"]["status"] == "as_planned" and c["verdict"] == "confirmed"
+    assert "**Verdict: confirmed: the engine's KV pool of " in c["report_markdown"]
     assert C.pool_check({"kv_cache_memory_bytes": 100}, {"budget_bytes": None})["status"] == "not_measured"
     assert C.pool_check({"kv_cache_memory_bytes": 100}, {"budget_bytes": 95})["status"] == "as_planned"
     assert C.pool_check({"kv_cache_memory_bytes": 100}, {"budget_bytes": 130})["status"] == "larger"
@@ -184,7 +207,7 @@ def test_report_markdown_svg_and_tradeoff():
     assert rep["final"]["max_model_len"] == 204800
     assert json.loads(json.dumps(rep)) == rep  # plain JSON
     md = c["report_markdown"]
-    assert "| num_gpu_blocks | 253 | 220 |" in md and "Trade-off (RTX 6000 Ada 48 GB)" in md
+    assert "| num_gpu_blocks | 253 | 220 |" in md and "## Trade-off (RTX 6000 Ada 48 GB, planned)" in md
     assert c["report_svg"].startswith("<svg") and "kv_pool" in c["report_svg"]
     assert t["single_len"] >= t["all_fit_len"] > 0
     assert [row["length"] for row in t["typical"]] == [4096, 16384, 32768]

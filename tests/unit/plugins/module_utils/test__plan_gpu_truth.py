@@ -169,7 +169,11 @@ def test_the_recorded_log_confirms_the_new_plan_part_by_part():
     old = read(LOG)
     # The engine's pool at this plan's length: the log's figures are the same start's (pool, weights, parts).
     c = C.confirm(r, journal_text=old)
-    assert c["verdict"] == "confirmed", c["notes"]
+    # The log is of a start at 25,600 tokens ("Maximum concurrency for 25,600 tokens per request"): its pool is
+    # this plan's, its context is not, so the verdict says so instead of "confirmed" (issue 42).
+    assert c["verdict"] == "not_as_planned", c["verdict_text"]
+    assert c["verdict_text"].startswith("NOT as planned: context 25,600 tokens, 24,576 planned;")
+    assert c["pool"]["status"] == "as_planned"
     assert c["measured_concurrency_at_len"] >= 16
     parts = dict((p["part"], p) for p in c["parts"])
     assert sorted(parts) == sorted(["budget", "weights", "activation_peak", "non_torch", "cuda_graphs", "kv_pool"])

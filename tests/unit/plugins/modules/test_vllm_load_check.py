@@ -439,3 +439,19 @@ def test_the_client_times_each_streams_first_and_last_token(tmp_path):
     assert all(r["completion_tokens"] == 5 and r["last"] - r["first"] >= 0.15 for r in recs), recs
     raw = L.api_result(recs, got["duration"], got["peak"])
     assert L.streaming_at_once(L.stream_intervals(raw)) == 2 and "stream_intervals" not in L.compact(raw)
+
+
+def test_the_sampler_says_how_often_it_read_the_engines_gauge(monkeypatch):
+    # issue 42: the concurrency promise counts the gauge's peak only from reads close enough to see a run of 1 s
+    reads = iter([{"num_requests_running": 1.0}, {}, {"num_requests_running": 3.0, "kv_cache_usage_perc": 0.5}])
+    monkeypatch.setattr(M, "scrape", lambda _url: next(reads, {"num_requests_running": 2.0}))
+    sampler = M.MetricsSampler("http://127.0.0.1:1/metrics")
+    sampler.start()
+    time.sleep(1.2)
+    sampler.stop.set()
+    sampler.join(2)
+    got = sampler.sampling(time.time())
+    assert sampler.peak == 3.0 and sampler.peak_kv == 0.5
+    assert got["samples"] >= 3 and 0.2 <= got["max_gap_s"] < 1.2, got
+    # nothing read: no gap to speak of, so nothing witnessed
+    assert M.MetricsSampler("x").sampling(time.time()) == {"samples": 0, "max_gap_s": None}
