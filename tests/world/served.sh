@@ -41,8 +41,11 @@ served_hash() {
   {
     local i
     for i in $WORLD_IMAGES; do printf '%s %s\n' "$i" "$(docker image inspect -f '{{.Id}}' "$i" 2>/dev/null || echo absent)"; done
-    (cd "$REPO" && find inventories/simulated molecule/serve tests/world/bundle-vars.yml \
-      tests/site-login.sh tests/world/served.sh -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+    # What shapes the served host: molecule serve's platform, prepare and converge (not its checks: verify, tests/,
+    # side_effect change nothing on the host), the inventory, the bundle's settings, the login and this script.
+    (cd "$REPO" && find inventories/simulated molecule/serve/molecule.yml molecule/serve/hosts molecule/serve/prepare.yml \
+      molecule/serve/converge.yml tests/world/bundle-vars.yml tests/site-login.sh tests/world/served.sh -type f -print0 \
+      | LC_ALL=C sort -z | xargs -0 sha256sum)
   } | sha256sum | cut -c1-16
 }
 
