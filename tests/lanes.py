@@ -2,7 +2,7 @@
 
   python3 tests/lanes.py select PATH...          the unit test files and scenarios that prove PATH (tests/prove)
   python3 tests/lanes.py run [--workers N] [--budget-dir DIR] [--log-dir DIR] SCENARIO...
-                                                 run the scenarios, N at a time (default: AIRGAP_LANES or 2)
+                                                 run the scenarios, N at a time (default: AIRGAP_LANES or 3)
   python3 tests/lanes.py check                   the map against molecule/ and the collection (exit 1 on a gap)
 
 The map is tests/scenarios.yml. The pool starts the longest scenario first; one that starts from the served host
@@ -317,7 +317,7 @@ def main(argv):
         return 1 if problems else 0
     if argv and argv[0] == "run":
         rest = argv[1:]
-        workers = int(os.environ.get("AIRGAP_LANES", "2"))
+        workers = int(os.environ.get("AIRGAP_LANES", "3"))
         budget_dir, log_dir = None, os.path.join(ROOT, "build", "lanes")
         while rest and rest[0].startswith("--"):
             key, value, rest = rest[0], rest[1], rest[2:]

@@ -30,7 +30,7 @@ def test_a_role_folder_selects_its_scenarios_and_unit_tests():
     assert scenarios == ["front"]
     assert "tests/unit/plugins/modules/test_vllm_front_config.py" in tests
     tests, scenarios = lanes.select(["roles/vllm_service/"])
-    assert scenarios == ["day2", "serve"]
+    assert scenarios == ["day2", "replan", "serve"]
 
 
 def test_a_helper_selects_the_scenarios_of_the_roles_calling_its_nearest_users():
@@ -71,4 +71,4 @@ def test_the_readmes_dry_run_line_says_what_it_would_run():
     readme = open(os.path.join(root, "README.md")).read()
     line = re.search(r"^bash tests/prove --dry-run \S+", readme, re.M).group(0)
     out = subprocess.run(line, shell=True, cwd=root, stdout=subprocess.PIPE, universal_newlines=True, check=True)
-    assert "scenarios:  day2 serve" in out.stdout, out.stdout
+    assert "scenarios:  day2 replan serve" in out.stdout, out.stdout
