@@ -52,7 +52,6 @@ EXCLUDED = {
     "triton": "in the image, with torch",
     "flashinfer-python": "VLLM_USE_FLASHINFER_SAMPLER=0, --gdn-prefill-backend triton",
     "flashinfer-cubin": "FlashInfer",
-    "apache-tvm-ffi": "FlashInfer's and the CuTe DSL kernels' FFI (Blackwell paths)",
     "tilelang": "not on Hopper's dense/FP8-block paths",
     "nvidia-cutlass-dsl": "CuTe DSL kernels (Blackwell paths)",
     "quack-kernels": "CuTe DSL kernels",
@@ -76,6 +75,12 @@ DROPPED = {
     "grpcio": "OTLP tracing over gRPC only",
     "opentelemetry-exporter-otlp-proto-grpc": "OTLP tracing over gRPC only",
     "cryptography": "pyjwt's crypto extra (mcp)",
+}
+# Where the newest release of a package conflicts with a pin elsewhere in vLLM's tree (this resolver takes the
+# newest that meets what it has seen, and does not backtrack; a conflict left stops it, naming both sides).
+PINS = {
+    "xgrammar": "<=0.2.7",  # 0.2.8 needs apache-tvm-ffi>=0.1.11; vLLM 0.26.0 pins apache-tvm-ffi==0.1.10
+    "opentelemetry-api": "==1.45.2",  # opentelemetry-sdk 1.45.2 pins it
 }
 PRESENT = {
     # The device README (KINDS.md, nvidia-h100-x1 / nvidia-h200 pip list) and what those packages require.
@@ -181,7 +186,7 @@ def resolve(vllm_wheel, dest):
                 if not new_extras:
                     continue
             batch[name] = req
-        files = download(["%s%s" % (n, ",".join(str(s) for s in _specs(wanted[n]["reqs"]))) for n in batch], dest)
+        files = download([_pinned(n, wanted[n]["reqs"]) for n in batch], dest)
         nxt = []
         for name in batch:
             path = files.get(name) or chosen.get(name, {}).get("file")
@@ -193,14 +198,22 @@ def resolve(vllm_wheel, dest):
                 if evaluate(r.marker, extras):
                     nxt.append((r, name))
         level = nxt
+    conflicts = [
+        "%s %s (wanted by %s): %s chosen" % (n, r.specifier, ", ".join(sorted(wanted[n]["by"])), c["version"])
+        for n, c in chosen.items()
+        for r in wanted[n]["reqs"]
+        if not r.specifier.contains(c["version"], prereleases=True)
+    ]
+    if conflicts:
+        raise SystemExit("conflicts (add a pin to PINS):\n  " + "\n  ".join(conflicts))
     return chosen
 
 
-def _specs(reqs):
-    specs = []
-    for r in reqs:
-        specs.extend(r.specifier)
-    return specs
+def _pinned(name, reqs):
+    specs = [str(s) for r in reqs for s in r.specifier]
+    if name in PINS:
+        specs.append(PINS[name])
+    return name + ",".join(specs)
 
 
 def main(argv):

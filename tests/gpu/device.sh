@@ -44,6 +44,13 @@ export PYTHONPATH="$G/site${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1 LC_ALL=C.UTF-8 LANG=C.UTF-8
 say "card: $(nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader 2>&1)"
 python3 "$CARRY/harness/check_env.py" "$G/site" || say "check_env failed"
+t=$(date +%s)
+if ! python3 -c "import vllm.entrypoints.openai.api_server, vllm.v1.engine.core" >"$G/import.log" 2>&1; then
+  tail -25 "$G/import.log"
+  say "vLLM does not import: no case runs"
+  exit 3
+fi
+say "vLLM imports ($(($(date +%s) - t)) s)"
 if [ "$VIA" = ansible ] && ! python3 -c "import ansible.cli.playbook" 2>/dev/null; then
   say "ansible-core does not import here: the module_utils are called directly (--via python)"
   VIA=python

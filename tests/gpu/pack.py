@@ -1,6 +1,7 @@
 """Stage and pack what one device call carries (tests/gpu/prepare.sh runs it; tests/gpu/README.md).
 
-DEST gets site.tar.xz (vLLM stripped for one architecture, the wheels deps.py chose, ansible-core), models.tar.xz
+DEST gets site-vllm.tar.xz (vLLM stripped for one architecture), site-deps.tar.xz (the wheels deps.py chose,
+ansible-core), models.tar.xz
 (make_models.py's directories), collection.tar.xz (this checkout's plugins, meta and galaxy.yml as
 ansible_collections/airgap/vllm), harness/ (the scripts device.sh runs), MANIFEST.json and payload.sha256.
 VLLM_LEFT_OUT says what is left out of vLLM's wheel on a Hopper card, and why
@@ -15,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -79,6 +81,25 @@ def tar_xz(src_parent, names, dest):
     return os.path.getsize(dest)
 
 
+def cached_archive(a, name, key, fill):
+    """DEST/name.tar.xz of a folder site/ that fill(site) writes, from the cache when the key is the same."""
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    cache = os.path.join(os.path.dirname(a.stage), "%s-%s.tar.xz" % (name, digest))
+    if not os.path.isfile(cache):
+        for old in os.listdir(os.path.dirname(a.stage)):
+            if old.startswith(name + "-") and old.endswith(".tar.xz"):
+                os.remove(os.path.join(os.path.dirname(a.stage), old))
+        part = os.path.join(a.stage, name)
+        os.makedirs(os.path.join(part, "site"))
+        fill(os.path.join(part, "site"))
+        tar_xz(part, ["site"], cache + ".part")
+        os.rename(cache + ".part", cache)
+    else:
+        print("%s: from the cache (%s)" % (name, os.path.basename(cache)))
+    shutil.copyfile(cache, os.path.join(a.dest, name + ".tar.xz"))
+    return os.path.getsize(cache)
+
+
 def sha256(path):
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -101,8 +122,7 @@ def main(argv=None):
 
     if os.path.isdir(a.stage):
         shutil.rmtree(a.stage)
-    site = os.path.join(a.stage, "site")
-    os.makedirs(site)
+    os.makedirs(a.stage)
     os.makedirs(a.dest, exist_ok=True)
     for old in os.listdir(a.dest):
         p = os.path.join(a.dest, old)
@@ -110,24 +130,41 @@ def main(argv=None):
             shutil.rmtree(p)
         else:
             os.remove(p)
+    sizes = {}
 
+    # The dependencies and vLLM go in two archives, each kept in the cache under the hash of what made it:
+    # a change to one repacks only that one (xz -9 of vLLM's 370 MB takes minutes on two cores).
     with open(os.path.join(a.wheels, "deps.json")) as fh:
         deps = json.load(fh)
-    for row in deps["wheels"]:
-        unzip(os.path.join(a.wheels, row["file"]), site)
-    for w in a.extra_wheel:
-        unzip(w, site)
-    shutil.copyfile(os.path.join(a.wheels, "deps.json"), os.path.join(site, "deps.json"))
+    wheels = [os.path.join(a.wheels, row["file"]) for row in deps["wheels"]] + list(a.extra_wheel)
+
+    def fill_deps(site):
+        for w in wheels:
+            unzip(w, site)
+        shutil.copyfile(os.path.join(a.wheels, "deps.json"), os.path.join(site, "deps.json"))
+
+    key = [os.path.basename(w) for w in wheels] + list(PRUNE)
+    sizes["site-deps.tar.xz"] = cached_archive(a, "site-deps", key, fill_deps)
 
     skip = [k for k in VLLM_LEFT_OUT if not (a.with_moe and "moe" in k)]
     tallies = {}
-    replace = {}
-    with zipfile.ZipFile(a.vllm_wheel) as z:
-        for member in STRIPPED:
-            data, tallies[member] = strip_fatbin.strip_elf(z.read(member), a.arch)
-            replace[member] = data
-    n = unzip(a.vllm_wheel, site, skip=skip, replace=replace)
-    print("vllm: %d files; stripped to sm_%d: %s" % (n, a.arch, json.dumps(tallies)))
+
+    def fill_vllm(site):
+        replace = {}
+        with zipfile.ZipFile(a.vllm_wheel) as z:
+            for member in STRIPPED:
+                data, tallies[member] = strip_fatbin.strip_elf(z.read(member), a.arch)
+                replace[member] = data
+        n = unzip(a.vllm_wheel, site, skip=skip, replace=replace)
+        print("vllm: %d files; stripped to sm_%d: %s" % (n, a.arch, json.dumps(tallies)))
+        with open(os.path.join(site, "vllm-strip.json"), "w") as fh:
+            json.dump(tallies, fh)
+
+    key = [os.path.basename(a.vllm_wheel), a.arch, skip, list(PRUNE), sha256(strip_fatbin.__file__)]
+    sizes["site-vllm.tar.xz"] = cached_archive(a, "site-vllm", key, fill_vllm)
+    with tarfile.open(os.path.join(a.dest, "site-vllm.tar.xz")) as t:
+        member = t.extractfile("site/vllm-strip.json")
+        tallies = json.load(member) if member else {}
 
     models = os.path.join(a.stage, "models")
     make_models.make(models, os.path.join(a.root, "tests", "fixtures", "models"))
@@ -141,8 +178,6 @@ def main(argv=None):
         else:
             shutil.copyfile(src, os.path.join(coll, name))
 
-    sizes = {}
-    sizes["site.tar.xz"] = tar_xz(a.stage, ["site"], os.path.join(a.dest, "site.tar.xz"))
     sizes["models.tar.xz"] = tar_xz(a.stage, ["models"], os.path.join(a.dest, "models.tar.xz"))
     sizes["collection.tar.xz"] = tar_xz(a.stage, ["collections"], os.path.join(a.dest, "collection.tar.xz"))
 
