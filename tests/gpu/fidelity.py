@@ -81,8 +81,8 @@ def case_rows(r):
     )
     if load:
         out.append(
-            "Load: %s requests at once of %s tokens (prompt %s + %s out; full length: %s): %s completed, %s failed, "
-            "%s unfinished in %s s; **%s preemptions**; peak running %s, peak KV use %s."
+            "Load: %s requests sent together, each of %s tokens (prompt %s + %s out; full length: %s): %s completed, %s failed, "
+            "%s unfinished in %s s; **%s preemptions**; peak running %s (all at once: %s), peak KV use %s."
             % (
                 load.get("requests"),
                 _n(load.get("max_model_len")),
@@ -95,7 +95,8 @@ def case_rows(r):
                 load.get("seconds"),
                 _n(load.get("preemptions")),
                 _n(load.get("peak_running")),
-                load.get("peak_kv_cache_usage"),
+                load.get("all_at_once", (load.get("peak_running") or 0) >= (load.get("requests") or 0)),
+                "–" if load.get("peak_kv_cache_usage") is None else "%.0f %%" % (100 * load["peak_kv_cache_usage"]),
             )
         )
     t = r.get("times") or {}
