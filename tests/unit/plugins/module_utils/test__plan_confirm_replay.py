@@ -10,6 +10,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 
 import pytest
@@ -27,10 +28,50 @@ def read(path):
         return fh.read()
 
 
+# Logs the GPU harness recorded (tests/gpu, fixture.py): each <name>.log with <name>.json beside it (the plan, the
+# /metrics line the confirm read, what the parser and the confirm said on the card, the load).
+RECORDED = sorted(f[: -len(".json")] for f in os.listdir(LOGS) if f.endswith(".json"))
+
+
 def test_every_log_fixture_is_replayed_here():
     assert sorted(f for f in os.listdir(LOGS) if f.endswith(".log")) == sorted(
-        os.path.basename(p) for p in (DENSE, HYBRID)
+        [os.path.basename(p) for p in (DENSE, HYBRID)] + [n + ".log" for n in RECORDED]
     )
+
+
+def recorded(name):
+    with open(os.path.join(LOGS, name + ".json")) as fh:
+        side = json.load(fh)
+    plan = side["plan"]
+    plan["inputs"] = dict(plan["inputs"], model_dir=os.path.join(ROOT, plan["inputs"]["model_dir"]))
+    return side, read(os.path.join(LOGS, name + ".log"))
+
+
+@pytest.mark.parametrize("name", RECORDED)
+def test_a_recorded_log_reads_as_on_the_card(name):
+    """The parser reads from the trimmed log what the confirm read from the whole log on the card."""
+    side, log = recorded(name)
+    j = C.parse_journal(log)
+    m = side["on_the_card"]["measured"]
+    assert j["refusal"] is None and j["not_free"] is None
+    assert j["kv_cache_tokens"] is not None and j["max_concurrency"] is not None
+    assert j["model_loading_gib"] is not None  # both runners' weights lines (issue 43 item 6)
+    assert j["kv_cache_tokens"] == m["kv_cache_size_tokens"]
+    assert j["memory_summary"] == m.get("memory_summary")
+
+
+@pytest.mark.parametrize("name", RECORDED)
+def test_a_recorded_log_confirms_as_on_the_card(name):
+    """The collection's confirm on the recorded plan, /metrics line and log gives the card's verdict, concurrency
+    and parts (planned vs engine)."""
+    from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm as PC
+
+    side, log = recorded(name)
+    card = side["on_the_card"]
+    c = PC.confirm(side["plan"], side["metrics_text"] or None, log)
+    assert c["verdict"] == card["verdict"]
+    assert c["measured_concurrency_at_len"] == card["measured_concurrency_at_len"]
+    assert c["parts"] == card["parts"]
 
 
 def test_the_v2_runner_log_reads_whole():
