@@ -255,7 +255,7 @@ def stop_engine(c, proc, fh):
             proc.wait(30)
     fh.close()
     # The card's memory back before the next case plans ("Free memory on device" would say otherwise).
-    for _ in range(30):
+    for _attempt in range(30):
         used = gpu_used_mib()
         if used is None or used < 2048:
             break

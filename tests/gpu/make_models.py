@@ -200,7 +200,7 @@ def make(dest, fixtures):
             },
         )
         write(os.path.join(d, "generation_config.json"), {"do_sample": False})
-    return [n for n, _ in made]
+    return [n for n, _made in made]
 
 
 def main(argv=None):

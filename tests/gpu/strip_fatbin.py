@@ -88,7 +88,7 @@ def keep(entry, siblings, arch):
 def strip_region(buf, start, end, arch):
     """Zero, in place (buf is a bytearray), the payloads this architecture never loads. Returns the tally."""
     tally = dict(containers=0, kept=0, zeroed=0, kept_bytes=0, zeroed_bytes=0, archs={})
-    for _, entries in parse_entries(buf, start, end):
+    for _header, entries in parse_entries(buf, start, end):
         tally["containers"] += 1
         for ent in entries:
             name = "%s_%d" % ("sm" if ent["kind"] == "elf" else "compute", ent["arch"])

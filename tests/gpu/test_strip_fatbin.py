@@ -74,12 +74,12 @@ def test_only_payloads_change_and_the_card_keeps_what_it_loads():
     assert [(c, [dict(e) for e in es]) for c, es in before] == [(c, [dict(e) for e in es]) for c, es in after]
     kept = {
         (e["kind"], e["arch"])
-        for _, es in after
+        for _header, es in after
         for e in es
         if any(out[e["payload_offset"] : e["payload_offset"] + e["payload_size"]])
     }
     assert kept == {("elf", 90), ("ptx", 80)}
-    for _, es in after:
+    for _header, es in after:
         for e in es:
             # every header (and the bytes between header and payload) is byte for byte the original
             a, b = e["offset"], e["payload_offset"]
@@ -87,7 +87,7 @@ def test_only_payloads_change_and_the_card_keeps_what_it_loads():
     diff = [i for i in range(len(data)) if out[i] != data[i]]
     payloads = [
         range(e["payload_offset"], e["payload_offset"] + e["payload_size"])
-        for _, es in after
+        for _header, es in after
         for e in es
         if (e["kind"], e["arch"]) not in kept
     ]
