@@ -138,14 +138,15 @@ def targets(params):
             t["pin_kv_cache_memory"] = bool(t["pin_kv_cache_memory"] or t["pin_measured_kv_cache"])
     if not t["gpu_total_bytes"] or int(t["gpu_total_bytes"]) <= 0:
         raise TargetsError("gpu_total_bytes is required (from airgap.vllm.nvml_info or given)")
-    t["gpu_total_bytes"] = int(t["gpu_total_bytes"])
+    total = int(t["gpu_total_bytes"])
+    t["gpu_total_bytes"] = total
     if t["gpu_reserved_bytes"] is not None:
         reserved = _positive_int(t, "gpu_reserved_bytes", 0)
         t["gpu_reserved_bytes"] = reserved
-        if reserved >= t["gpu_total_bytes"]:
+        if reserved >= total:
             raise TargetsError(
                 "gpu_reserved_bytes %d is not less than gpu_total_bytes %d: give NVML's memory_total and "
-                "memory_reserved of the same card (airgap.vllm.nvml_info)" % (reserved, t["gpu_total_bytes"])
+                "memory_reserved of the same card (airgap.vllm.nvml_info)" % (reserved, total)
             )
     # What CUDA reports as the card's total (cudaMemGetInfo), the total vLLM takes its budget from
     # (v1/worker/utils.py request_memory: total x gpu_memory_utilization). Measured on an H100 80GB HBM3 (driver

@@ -251,12 +251,10 @@ def _yaml_strings(node):
     if isinstance(node, dict):
         for key, value in node.items():
             yield '%s' % key
-            for text in _yaml_strings(value):
-                yield text
+            yield from _yaml_strings(value)
     elif isinstance(node, list):
         for value in node:
-            for text in _yaml_strings(value):
-                yield text
+            yield from _yaml_strings(value)
     elif isinstance(node, str):
         yield node
 
