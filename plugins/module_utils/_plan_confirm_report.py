@@ -15,11 +15,11 @@ from __future__ import absolute_import, division, print_function
 import json
 
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import (
-    GIB,
     fmt_gib,
     fmt_tokens,
     release_rules,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm_picture import render_svg as picture_svg
 
 __metaclass__ = type
 
@@ -313,63 +313,9 @@ def render_tradeoff_markdown(t):
     return rows
 
 
-def render_svg(report, width=640):
-    """Two stacked bars, planned and measured: weights | other | KV pool | free."""
-    colors = (("weights", "#4e79a7"), ("other", "#f28e2b"), ("kv_pool", "#59a14f"), ("free", "#d0d0d0"))
-    bars = report["memory"]
-    total = max(1, bars["planned"]["total"] or sum(bars["planned"][k] for k, _c in colors))
-    out = [
-        '<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="180" '
-        'font-family="sans-serif" font-size="11">' % (width + 120)
-    ]
-    y = 10
-    for label in ("planned", "measured"):
-        bar_bytes = bars.get(label)
-        out.append('<text x="0" y="%d">%s</text>' % (y + 17, label))
-        if not bar_bytes:
-            out.append('<text x="80" y="%d">not measured</text>' % (y + 17))
-            y += 40
-            continue
-        x = 80.0
-        for key, color in colors:
-            w = width * max(0, bar_bytes[key]) / float(total)
-            name = (bar_bytes.get("labels") or {}).get(key) or key.replace("_", " ")
-            fill = "#bbbbbb" if name == "not measured" else color
-            out.append(
-                '<rect x="%.1f" y="%d" width="%.1f" height="24" fill="%s">'
-                '<title>%s: %s %s</title></rect>' % (x, y, w, fill, key, name, fmt_gib(bar_bytes[key]))
-            )
-            if w > 50:
-                out.append(
-                    '<text x="%.1f" y="%d" fill="#fff">%s %.1f</text>'
-                    % (x + 3, y + 16, name, bar_bytes[key] / float(GIB))
-                )
-            x += w
-        y += 40
-    x = 80
-    for key, color in colors:
-        out.append(
-            '<rect x="%d" y="%d" width="10" height="10" fill="%s"/>'
-            '<text x="%d" y="%d">%s</text>' % (x, y, color, x + 14, y + 9, key.replace("_", " "))
-        )
-        x += 110
-    captions = ["GiB per GPU of %.1f GiB" % (total / float(GIB))]
-    if bars.get("measured"):
-        captions.append(
-            "measured: the KV pool (vllm:cache_config_info)%s; the rest of that bar is the plan's"
-            % (" and the weights (journal)" if bars["measured"].get("weights_measured") else "")
-        )
-    pool = report.get("pool") or {}
-    if pool.get("explained_by"):
-        captions.append(pool["explained_by"].split(": ")[0])
-    for i, caption in enumerate(captions):
-        out.append('<text x="80" y="%d">%s</text>' % (y + 30 + 14 * i, _xml(caption)))
-    out.append("</svg>")
-    return "".join(out)
-
-
-def _xml(text):
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+def render_svg(report):
+    """memory.svg: two stacked bars, planned and measured (_plan_confirm_picture lays out every box)."""
+    return picture_svg(report)
 
 
 # --- the report never contradicts itself ------------------------------------------------------------

@@ -104,7 +104,8 @@ def test_the_cpu_engines_fixed_space_is_named():
     # the trade-off at a test pool says nothing of the planned card: the plan's own table (planned), if any
     assert "measured" not in ((c["report"].get("tradeoff") or {}).get("basis") or "")
     assert "not measured" in svg and "other 4" not in svg  # the remainder is the plan's, not a measured "other"
-    assert "VLLM_CPU_KVCACHE_SPACE" in svg and "weights (planned)" in svg
+    # the weights of the measured bar are the plan's: its legend cell says so (test__plan_confirm_picture.py)
+    assert "VLLM_CPU_KVCACHE_SPACE" in svg and "measured: weights 0.0 GiB (plan)" in svg and "0.0 (planned)" in svg
     # another value than the pool: not the explanation
     other = C.confirm(simulated_plan(), cpu_metrics(), engine_env={"VLLM_CPU_KVCACHE_SPACE": "4"})
     assert other["pool"]["explained_by"] is None
