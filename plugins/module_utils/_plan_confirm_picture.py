@@ -101,22 +101,22 @@ def fmt_tenths(t):
     return "%d.%d" % (t // 10, t % 10)
 
 
-def bar_segments(bar, measured):
+def bar_segments(stack, measured):
     """The segments of one bar of _plan_confirm_report.memory_bars, in stacking order:
     [{"meaning", "bytes", "source": "engine" | "plan"}]."""
     if measured:
         return [
             {
                 "meaning": "weights",
-                "bytes": int(bar["weights"]),
-                "source": "engine" if bar.get("weights_measured") else "plan",
+                "bytes": int(stack["weights"]),
+                "source": "engine" if stack.get("weights_measured") else "plan",
             },
-            {"meaning": "not_measured", "bytes": int(bar["other"]), "source": "plan"},
-            {"meaning": "kv_pool", "bytes": int(bar["kv_pool"]), "source": "engine"},
-            {"meaning": "free", "bytes": int(bar["free"]), "source": "plan"},
+            {"meaning": "not_measured", "bytes": int(stack["other"]), "source": "plan"},
+            {"meaning": "kv_pool", "bytes": int(stack["kv_pool"]), "source": "engine"},
+            {"meaning": "free", "bytes": int(stack["free"]), "source": "plan"},
         ]
     return [
-        {"meaning": key, "bytes": max(0, int(bar[key])), "source": "plan"}
+        {"meaning": key, "bytes": max(0, int(stack[key])), "source": "plan"}
         for key in ("weights", "other", "kv_pool", "free")
     ]
 
@@ -130,8 +130,8 @@ def layout(report, notes=None):
     ink = dict((m[0], m[3]) for m in MEANINGS)
     bars = []
     for name in ("planned", "measured"):
-        bar = memory.get(name)
-        segs = bar_segments(bar, name == "measured") if bar else None
+        stack = memory.get(name)
+        segs = bar_segments(stack, name == "measured") if stack else None
         bars.append((name, segs))
     sums = [sum(s["bytes"] for s in segs) for _n, segs in bars if segs]
     card = int(memory["planned"].get("total") or 0)
