@@ -869,49 +869,29 @@ def concurrency_row(conc, records):
         )
     seen.append("%d failed" % failed)
     measured = "; ".join(seen)
+
+    def verdict(status, advice=""):
+        return _row("concurrency", promise, "%d" % conc, measured, status, advice, "plan")
+
     if failed:
-        return _row(
-            "concurrency",
-            promise,
-            "%d" % conc,
-            measured,
-            "MISSED",
-            "requests failed: see the load check's errors",
-            "plan",
-        )
+        return verdict("MISSED", "requests failed: see the load check's errors")
     if peaks and max(peaks.values()) >= conc:
-        return _row("concurrency", promise, "%d" % conc, measured, "MET", "", "plan")
+        return verdict("MET")
     if not peaks:
-        return _row(
-            "concurrency",
-            promise,
-            "%d" % conc,
-            measured,
-            "not measured",
-            "give the load check metrics_url: only the engine's vllm:num_requests_running proves it",
-            "plan",
+        return verdict(
+            "not measured", "give the load check metrics_url: only the engine's vllm:num_requests_running proves it"
         )
     why = dict((n, _witnessed(r)) for n, r in records.items() if r.get("figures"))
     if any(ok for ok, _why in why.values()):
-        return _row(
-            "concurrency",
-            promise,
-            "%d" % conc,
-            measured,
+        return verdict(
             "MISSED",
             "requests queued: not enough KV cache for all at once at that length, or the profile was too short to "
             "fill the slots (raise its num_prompts)",
-            "plan",
         )
-    return _row(
-        "concurrency",
-        promise,
-        "%d" % conc,
-        measured,
+    return verdict(
         "not witnessed",
         "the engine's /metrics could not see it: %s; run a longer profile (more num_prompts, a longer output_len)"
         % "; ".join("%s: %s" % (n, w) for n, (_ok, w) in sorted(why.items())),
-        "plan",
     )
 
 
