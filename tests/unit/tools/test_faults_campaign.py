@@ -44,16 +44,26 @@ def test_the_task_boundaries_and_the_hosts_recap_are_read_from_the_output():
     assert campaign.recap(RUN, "nobody") is None
 
 
-def test_the_sample_cuts_just_before_the_start_and_during_the_confirm():
+def test_the_long_lane_cuts_at_every_boundary_after_the_first_or_at_the_numbers_given():
     ref = campaign.tasks_of(RUN)
-    assert campaign.choose("sample", ref) == [("kill", 3), ("power", 4)]
     assert campaign.choose("all", ref) == [("kill", 2), ("kill", 3), ("kill", 4)]
     assert campaign.choose("2,4", ref) == [("kill", 2), ("kill", 4)]
 
 
-def test_a_sample_task_the_play_no_longer_has_is_an_error_not_a_silent_skip():
-    with pytest.raises(SystemExit, match="not in the reference run"):
-        campaign.choose("sample", campaign.tasks_of(RUN).__class__(["Gathering Facts"]))
+def test_the_sample_names_tasks_the_service_role_has():
+    with open(os.path.join(HERE, "..", "..", "..", "roles", "vllm_service", "tasks", "start.yml")) as f:
+        start = f.read()
+    for _kind, name in campaign.SAMPLE:
+        assert "- name: " + name in start, name
+
+
+def test_a_cut_by_number_and_by_name_stop_the_run_at_that_task(tmp_path):
+    script = "import time\nfor n in ('A', 'B', 'C'):\n    print('TASK [%s] ***' % n, flush=True)\n    time.sleep(0.2)\n"
+    cmd = [sys.executable, "-c", script]
+    assert campaign.run_and_cut(cmd, str(tmp_path / "a.log"), 2)[:2] == (True, "B")
+    assert (tmp_path / "a.log").read_text().count("TASK [") == 2
+    assert campaign.run_and_cut(cmd, str(tmp_path / "b.log"), "C")[:2] == (True, "C")
+    assert campaign.run_and_cut(cmd, str(tmp_path / "c.log"), "D")[:2] == (False, None)
 
 
 def test_a_converged_host_is_judged_right():
