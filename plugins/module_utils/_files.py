@@ -119,7 +119,8 @@ def write_atomic(path, data, mode=None, makedirs=None, prefix=".airgap-vllm-"):
 
 
 def path_state(path):
-    """{'type' (file, directory, link, other), 'mode' ('0600'), 'uid', 'gid', 'sha1' (files only)}, None when absent.
+    """{'type' (file, directory, link, other), 'mode' ('0600'), 'uid', 'gid', 'sha1' (files only), 'mtime'}, None
+    when absent.
 
     A link is reported as a link (never followed): a role that writes a file there would replace it.
     """
@@ -135,7 +136,14 @@ def path_state(path):
         kind = 'link'
     else:
         kind = 'other'
-    state = {'type': kind, 'mode': '%04o' % stat.S_IMODE(st.st_mode), 'uid': st.st_uid, 'gid': st.st_gid, 'sha1': None}
+    state = {
+        'type': kind,
+        'mode': '%04o' % stat.S_IMODE(st.st_mode),
+        'uid': st.st_uid,
+        'gid': st.st_gid,
+        'sha1': None,
+        'mtime': st.st_mtime,
+    }
     if kind == 'file':
         digest = hashlib.sha1()
         try:

@@ -14,8 +14,12 @@ The role renders its templates on the controller (Ansible's template lookup) and
   matches the record copies nothing to ``last-good/`` again. Its value is stored on the hosts: the formula (the
   order, an empty entry for each missing checksum, joined with commas) must never change.
 
-Pure functions, no Ansible import (the filters vllm_service_config_expected and vllm_service_config_fingerprint
-call them).
+- ``must_restart(...)``: whether the running service must restart: this run wrote a file of it, or a file of it
+  is newer than the unit's running start (a run cut between the write and the restart, issue 46), or systemd has
+  not loaded the unit file as written.
+
+Pure functions, no Ansible import (the filters vllm_service_config_expected, vllm_service_config_fingerprint and
+vllm_service_must_restart call them).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -121,3 +125,38 @@ def config_fingerprint(*args, **kwargs):
     """SHA-256 (hex) of fingerprint_checksums (same arguments) joined with ',' - the value the last good record
     keeps."""
     return hashlib.sha256(','.join(fingerprint_checksums(*args, **kwargs)).encode('utf-8')).hexdigest()
+
+
+# A file written within this many seconds after the unit's start still counts as read by it: the wall clock behind
+# started_at is read a moment apart from the monotonic one (module_utils/_unit_wait.run_started_at).
+START_SLACK_S = 1.0
+
+
+def files_newer_than_run(unit, paths, files):
+    """The dests of `files` modified after the unit's current run started (sorted), or all of them when systemd
+    says its unit file changed since it was loaded; [] when the unit is not running (starting it reads them all).
+
+    unit: host_info's units[name]; paths: host_info's paths ({path: path_state}); files: the dests to judge."""
+    unit = unit or {}
+    started = unit.get('started_at')
+    if started is None:
+        return []
+    if unit.get('needs_daemon_reload'):
+        return sorted(files)
+    newer = []
+    for dest in files:
+        state = (paths or {}).get(dest) or {}
+        if state.get('mtime') is not None and state['mtime'] > started + START_SLACK_S:
+            newer.append(dest)
+    return sorted(newer)
+
+
+def must_restart(probe, unit_name, files, written=()):
+    """(restart?, why): a write of this run changed a file (`written`: the registered results of the writes), or a
+    file is newer than the running unit's start (files_newer_than_run)."""
+    if any((w or {}).get('changed') for w in written):
+        return True, 'the configuration changed'
+    newer = files_newer_than_run(((probe or {}).get('units') or {}).get(unit_name), (probe or {}).get('paths'), files)
+    if newer:
+        return True, 'the service runs an older configuration than %s (a run cut before its restart)' % ', '.join(newer)
+    return False, ''

@@ -16,6 +16,25 @@ SHOW_PROPERTIES = ('ActiveState', 'SubState', 'Result', 'NRestarts', 'ExecMainCo
 
 # What a converged run reads of a unit (host_info units): running and enabled, nothing for systemd to do.
 UNIT_STATE_PROPERTIES = ('LoadState', 'ActiveState', 'SubState', 'UnitFileState')
+# And when its current run started (CLOCK_MONOTONIC, microseconds), and whether its unit file changed since it was
+# loaded: a run cut between writing a configuration and restarting the unit (issue 46) left it running the old one.
+UNIT_RUN_PROPERTIES = ('ActiveEnterTimestampMonotonic', 'NeedDaemonReload')
+
+
+def run_started_at(props, now_wall, now_mono):
+    """The wall-clock time (epoch seconds) the unit's current run started, or None when it is not active or systemd
+    does not say. now_wall, now_mono: time.time() and time.monotonic() read together (systemd's monotonic clock is
+    CLOCK_MONOTONIC, as Python's), so a wall clock stepped since the start moves the answer only by the step."""
+    props = props or {}
+    if props.get('ActiveState') not in ('active', 'reloading'):
+        return None
+    try:
+        mono_us = int(props.get('ActiveEnterTimestampMonotonic', ''))
+    except ValueError:
+        return None
+    if mono_us <= 0:
+        return None
+    return now_wall - (now_mono - mono_us / 1e6)
 
 
 def started_and_enabled(props):

@@ -252,12 +252,13 @@ exists:
   type: dict
   sample: {/usr/bin/nvidia-ctk: true}
 units:
-  description: Each O(units) unit's C(LoadState), C(ActiveState), C(SubState), C(UnitFileState) and C(started_enabled)
-    (runs and starts at boot), or null when C(systemctl) is missing.
+  description: Each O(units) unit's C(LoadState), C(ActiveState), C(SubState), C(UnitFileState), C(started_enabled)
+    (runs and starts at boot), C(started_at) (epoch seconds its current run started; null when not running) and
+    C(needs_daemon_reload) (its unit file changed since systemd loaded it), or null when C(systemctl) is missing.
   returned: when O(units) is not empty
   type: dict
   sample: {vllm: {LoadState: loaded, ActiveState: active, SubState: running, UnitFileState: enabled,
-                  started_enabled: true}}
+                  started_enabled: true, started_at: 1796598000.5, needs_daemon_reload: false}}
 paths:
   description: State of each O(paths) path - C(type) (file, directory, link, other), C(mode), C(uid), C(gid),
     C(sha1) (files) - or null when absent.
@@ -314,6 +315,7 @@ import gzip
 import lzma
 import os
 import platform
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airgap.vllm.plugins.module_utils._boot_kernel import (
@@ -353,8 +355,10 @@ from ansible_collections.airgap.vllm.plugins.module_utils._nvml import collect
 from ansible_collections.airgap.vllm.plugins.module_utils._pci import LSPCI_ARGS, pci_facts
 from ansible_collections.airgap.vllm.plugins.module_utils._preflight import listening_ports
 from ansible_collections.airgap.vllm.plugins.module_utils._unit_wait import (
+    UNIT_RUN_PROPERTIES,
     UNIT_STATE_PROPERTIES,
     parse_show,
+    run_started_at,
     started_and_enabled,
 )
 
@@ -398,11 +402,14 @@ def unit_facts(module, unit):
     if not systemctl:
         return None
     argv = [systemctl, 'show', unit]
-    for prop in UNIT_STATE_PROPERTIES:
+    for prop in UNIT_STATE_PROPERTIES + UNIT_RUN_PROPERTIES:
         argv += ['-p', prop]
     _rc, out, _err = module.run_command(argv)
-    props = dict((k, v) for k, v in parse_show(out).items() if k in UNIT_STATE_PROPERTIES)
+    shown = parse_show(out)
+    props = dict((k, v) for k, v in shown.items() if k in UNIT_STATE_PROPERTIES)
     props['started_enabled'] = started_and_enabled(props)
+    props['started_at'] = run_started_at(shown, time.time(), time.monotonic())
+    props['needs_daemon_reload'] = shown.get('NeedDaemonReload') == 'yes'
     return props
 
 

@@ -14,8 +14,8 @@ The reference run (uncut, towards the first setting) lists the task boundaries; 
   sample      the cuts CI runs (SAMPLE: the task names, each cut when the play reaches it)
   all         every task boundary of the reference run (the long lane: tests/faults/run)
   3,17,40     those task numbers of the reference run
-Each point's outcome is one JSON line in --out/points.jsonl; the table is printed at the end. Exit 1 when any point
-did not converge.
+Each point's outcome is one JSON line in --out/points.jsonl; `campaign.py --table points.jsonl` prints the table of
+docs/reliability.md. Exit 1 when any point did not converge.
 """
 
 import argparse
@@ -34,24 +34,40 @@ SAMPLE = (
     ("power", "Confirm the plan with the engine's own numbers"),
 )
 TASK_RE = re.compile(r"^TASK \[(?P<name>.*?)\] \*+$")
-RECAP_RE = re.compile(r"^(?P<host>\S+)\s+: ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unr>\d+)"
-                      r"\s+failed=(?P<failed>\d+)")
+RECAP_RE = re.compile(
+    r"^(?P<host>\S+)\s+: ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unr>\d+)"
+    r"\s+failed=(?P<failed>\d+)"
+)
 SETTINGS = (8, 4)
 
 
 def site_cmd(repo, inventory, host, concurrency):
     """The README's "change a setting" line, against one host, with the load check's short profile."""
     return [
-        "ansible-playbook", os.path.join(repo, "playbooks", "site.yml"), "-i", inventory, "--limit", host,
-        "--tags", "plan,service", "-e", "vllm_plan_concurrency=%d" % concurrency,
-        "-e", '{"vllm_service_loadcheck_profiles": ["random"]}',
+        "ansible-playbook",
+        os.path.join(repo, "playbooks", "site.yml"),
+        "-i",
+        inventory,
+        "--limit",
+        host,
+        "--tags",
+        "plan,service",
+        "-e",
+        "vllm_plan_concurrency=%d" % concurrency,
+        "-e",
+        '{"vllm_service_loadcheck_profiles": ["random"]}',
     ]
 
 
 def env():
     e = dict(os.environ)
-    e.update(ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default", ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
-             ANSIBLE_CALLBACKS_ENABLED="", PYTHONUNBUFFERED="1")
+    e.update(
+        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_FORCE_COLOR="0",
+        ANSIBLE_CALLBACKS_ENABLED="",
+        PYTHONUNBUFFERED="1",
+    )
     return e
 
 
@@ -79,8 +95,9 @@ def run_and_cut(cmd, log, at_task):
     t0 = time.time()
     seen = 0
     with open(log, "w") as f:
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env(), text=True,
-                             start_new_session=True)
+        p = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env(), text=True, start_new_session=True
+        )
         name = None
         for line in p.stdout:
             f.write(line)
@@ -97,8 +114,9 @@ def run_and_cut(cmd, log, at_task):
 
 
 def sh(container, script, timeout=120):
-    p = subprocess.run(["docker", "exec", container, "sh", "-c", script], capture_output=True, text=True,
-                       timeout=timeout, check=False)
+    p = subprocess.run(
+        ["docker", "exec", container, "sh", "-c", script], capture_output=True, text=True, timeout=timeout, check=False
+    )
     return p.returncode, p.stdout
 
 
@@ -120,8 +138,9 @@ echo "daemon=$(sha256sum /etc/docker/daemon.json 2>/dev/null | cut -c1-64)"
 echo "units=$(grep -l org.airgap.vllm.service= /etc/systemd/system/*.service 2>/dev/null | tr '\n' ' ')"
 echo "containers=$(docker ps -a --filter label=org.airgap.vllm.service --format '{{.Names}}:{{.State}}' | sort | tr '\n' ' ')"
 echo "seqs=$(grep -o '"--max-num-seqs" "[0-9]*"' /etc/systemd/system/vllm.service 2>/dev/null | grep -o '[0-9]*')"
+echo "running=$(docker inspect -f '{{json .Args}}' vllm 2>/dev/null | grep -o '"--max-num-seqs","[0-9]*"' | grep -o '[0-9]*')"
 echo "active=$(systemctl is-active vllm)"
-echo "health=$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:8000/health)"
+echo "health=$(python3 -c 'import urllib.request as u; print(u.urlopen("http://127.0.0.1:8000/health", timeout=10).status)' 2>/dev/null || echo 000)"
 echo "partial=$(find /var/lib/airgap-vllm /opt/airgap-vllm /etc/airgap-vllm -name '*.part' -o -name '*.tmp' -o -name '.ansible_tmp*' 2>/dev/null | tr '\n' ' ')"
 """
 
@@ -142,6 +161,8 @@ def judge(before, after, want_seqs):
         wrong.append("our containers %r, before %r" % (after.get("containers"), before.get("containers")))
     if after.get("seqs") != str(want_seqs):
         wrong.append("the unit runs --max-num-seqs %s, not %d" % (after.get("seqs"), want_seqs))
+    if after.get("running") != str(want_seqs):
+        wrong.append("the running container has --max-num-seqs %s, not %d" % (after.get("running"), want_seqs))
     if after.get("active") != "active" or after.get("health") != "200":
         wrong.append("engine %s, /health %s" % (after.get("active"), after.get("health")))
     if after.get("partial", "").strip():
@@ -156,7 +177,41 @@ def choose(points, reference):
     return [("kill", int(n)) for n in points.split(",")]
 
 
+def table(rows):
+    """The campaign's table (docs/reliability.md): one line per cut, then the totals."""
+    out = [
+        "| # | cut | at task | new setting | converged | what was wrong | cut / re-run / again (s) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for n, r in enumerate(rows):
+        out.append(
+            "| %d | %s | %s | %s | %s | %s | %s / %s / %s |"
+            % (
+                n + 1,
+                r["kind"],
+                r["task"] or r["point"],
+                r["setting"],
+                "yes" if r["converged"] else "**no**",
+                "; ".join(r["wrong"]) or "",
+                r["seconds"]["cut"],
+                r["seconds"]["rerun"],
+                r["seconds"]["again"],
+            )
+        )
+    good = sum(1 for r in rows if r["converged"])
+    out.append("")
+    out.append(
+        "%d points tried, %d converged (the re-run succeeded, the run after it changed nothing, the host's "
+        "state as the site left it), %d not." % (len(rows), good, len(rows) - good)
+    )
+    return "\n".join(out)
+
+
 def main(argv=None):
+    if argv is None and sys.argv[1:2] == ["--table"]:
+        with open(sys.argv[2]) as f:
+            print(table([json.loads(line) for line in f if line.strip()]))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repo", required=True)
     ap.add_argument("--inventory", required=True)
@@ -205,19 +260,32 @@ def main(argv=None):
         if not cut:
             wrong.append("the run ended before task %s" % point)
         if rc1 != 0:
-            wrong.append("the re-run failed (rc %d): %s" % (rc1, "; ".join(
-                ln for ln in t1.splitlines() if ln.startswith(("fatal:", "failed:")))[:600]))
+            wrong.append(
+                "the re-run failed (rc %d): %s"
+                % (rc1, "; ".join(ln for ln in t1.splitlines() if ln.startswith(("fatal:", "failed:")))[:600])
+            )
         if rc2 != 0 or r2.get("changed") != 0:
             wrong.append("the run after it: rc %d, changed=%s" % (rc2, r2.get("changed")))
-        row = dict(point=point, kind=kind, task=name, setting=want, converged=not wrong, wrong=wrong,
-                   seconds=dict(cut=round(t_cut), rerun=round(s1), again=round(s2)))
+        row = dict(
+            point=point,
+            kind=kind,
+            task=name,
+            setting=want,
+            converged=not wrong,
+            wrong=wrong,
+            seconds=dict(cut=round(t_cut), rerun=round(s1), again=round(s2)),
+        )
         results.append(row)
         with open(os.path.join(a.out, "points.jsonl"), "a") as f:
             f.write(json.dumps(row) + "\n")
-        print("%-5s %3s %-70.70s %s %s" % (kind, point, name, "converged" if not wrong else "NOT CONVERGED",
-                                           "; ".join(wrong)), flush=True)
+        print(
+            "%-5s %3s %-70.70s %s %s"
+            % (kind, point, name, "converged" if not wrong else "NOT CONVERGED", "; ".join(wrong)),
+            flush=True,
+        )
         current = want
     bad = [r for r in results if not r["converged"]]
+    print(table(results))
     print("%d of %d cuts converged on the next run" % (len(results) - len(bad), len(results)))
     return 1 if bad else 0
 

@@ -30,8 +30,16 @@ kylin-faults               : ok=4    changed=2    unreachable=0    failed=0    s
 other                      : ok=1    changed=1    unreachable=0    failed=0    skipped=0    rescued=0    ignored=0
 """
 
-GOOD = dict(daemon="ab" * 32, units="/etc/systemd/system/vllm.service ", containers="vllm:running ", seqs="8",
-            active="active", health="200", partial="")
+GOOD = dict(
+    daemon="ab" * 32,
+    units="/etc/systemd/system/vllm.service ",
+    containers="vllm:running ",
+    seqs="8",
+    running="8",
+    active="active",
+    health="200",
+    partial="",
+)
 
 
 def test_the_task_boundaries_and_the_hosts_recap_are_read_from_the_output():
@@ -76,7 +84,9 @@ def test_a_converged_host_is_judged_right():
         (dict(daemon="cd" * 32), "daemon.json changed"),
         (dict(units="/etc/systemd/system/vllm.service /etc/systemd/system/vllm-new.service "), "our units"),
         (dict(containers="vllm:exited vllm-old:running "), "our containers"),
-        (dict(seqs="4"), "--max-num-seqs 4, not 8"),
+        (dict(seqs="4"), "the unit runs --max-num-seqs 4, not 8"),
+        # The unit written, the old container still running: what a cut before the restart left (issue 46).
+        (dict(running="4"), "the running container has --max-num-seqs 4, not 8"),
         (dict(health="000"), "/health 000"),
         (dict(active="activating"), "engine activating"),
         (dict(partial="/opt/airgap-vllm/models/x.part "), "left behind: /opt/airgap-vllm/models/x.part"),
@@ -94,3 +104,30 @@ def test_the_command_is_the_readmes_change_a_setting_line():
     assert "vllm_plan_concurrency=8" in cmd
     with open(os.path.join(HERE, "..", "..", "..", "README.md")) as f:
         assert "--tags plan,service -e vllm_plan_concurrency=8   # change a setting" in f.read()
+
+
+def test_the_table_names_each_cut_and_counts_them():
+    rows = [
+        dict(
+            point=3,
+            kind="kill",
+            task="Start",
+            setting=8,
+            converged=True,
+            wrong=[],
+            seconds=dict(cut=1, rerun=2, again=3),
+        ),
+        dict(
+            point="Confirm",
+            kind="power",
+            task=None,
+            setting=4,
+            converged=False,
+            wrong=["daemon.json changed"],
+            seconds=dict(cut=4, rerun=5, again=6),
+        ),
+    ]
+    text = campaign.table(rows)
+    assert "| 1 | kill | Start | 8 | yes |  | 1 / 2 / 3 |" in text
+    assert "| 2 | power | Confirm | 4 | **no** | daemon.json changed | 4 / 5 / 6 |" in text
+    assert "2 points tried, 1 converged" in text

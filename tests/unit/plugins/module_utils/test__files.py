@@ -95,6 +95,7 @@ def test_path_state_of_files_directories_links_and_absence(tmp_path):
         "uid": os.getuid(),
         "gid": os.getgid(),
         "sha1": hashlib.sha1(b"[Unit]\n").hexdigest(),
+        "mtime": os.stat(str(f)).st_mtime,
     }
     d = tmp_path / "conf"
     d.mkdir(mode=0o700)

@@ -148,3 +148,41 @@ def test_fingerprint_is_the_sha256_of_the_joined_checksums():
         sc.config_fingerprint(True, FILES, SECRET, "profile", PROFILE, probe_paths())
         == hashlib.sha256(",".join(sums).encode("utf-8")).hexdigest()
     )
+
+
+# ------------------------------------------------------------------ must_restart (issue 46: a run cut before restart)
+UNIT = {"ActiveState": "active", "started_at": 1000.0, "needs_daemon_reload": False}
+DESTS = [f["dest"] for f in FILES]
+
+
+def _probe(mtimes, unit=UNIT):
+    return {"units": {"vllm": unit}, "paths": {d: {"type": "file", "mtime": m} for d, m in zip(DESTS, mtimes)}}
+
+
+def test_a_write_of_this_run_restarts():
+    assert sc.must_restart(_probe([900.0] * 4), "vllm", DESTS, [{"changed": False}, {"changed": True}]) == (
+        True,
+        "the configuration changed",
+    )
+
+
+def test_files_older_than_the_running_start_restart_nothing():
+    assert sc.must_restart(_probe([900.0, 999.5, 1000.9, 400.0]), "vllm", DESTS, [{"changed": False}, {}]) == (
+        False,
+        "",
+    )
+
+
+def test_a_file_written_after_the_running_start_restarts_it_and_is_named():
+    restart, why = sc.must_restart(_probe([900.0, 1005.0, 900.0, 900.0]), "vllm", DESTS, [{"skipped": True}])
+    assert restart and DIR + "/logging.json" in why and "cut before its restart" in why
+
+
+def test_a_unit_file_systemd_has_not_loaded_restarts():
+    assert sc.must_restart(_probe([900.0] * 4, dict(UNIT, needs_daemon_reload=True)), "vllm", DESTS)[0]
+
+
+def test_a_unit_that_does_not_run_is_started_not_restarted_here():
+    # started_at None: the start task starts it (and it reads every file then).
+    assert sc.must_restart(_probe([5000.0] * 4, dict(UNIT, started_at=None)), "vllm", DESTS) == (False, "")
+    assert sc.must_restart({"paths": {}}, "vllm", DESTS) == (False, "")

@@ -89,3 +89,12 @@ def test_a_noted_refusal_is_said_once():
         'This plan is noted as refused: a run with it again'
     )
     assert W.rollback_outcome('vllm', '/d', True, {'status': 200})['refused'] == ''
+
+
+def test_the_run_start_is_read_from_the_monotonic_clock_in_wall_clock_seconds():
+    props = {"ActiveState": "active", "ActiveEnterTimestampMonotonic": "1000000000"}
+    # 1000 s after boot; now is 1500 s after boot at wall clock 10,000: it started at 9,500.
+    assert W.run_started_at(props, 10000.0, 1500.0) == 9500.0
+    assert W.run_started_at(dict(props, ActiveState="failed"), 10000.0, 1500.0) is None
+    assert W.run_started_at(dict(props, ActiveEnterTimestampMonotonic="0"), 10000.0, 1500.0) is None
+    assert W.run_started_at({"ActiveState": "active"}, 10000.0, 1500.0) is None

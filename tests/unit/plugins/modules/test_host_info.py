@@ -9,6 +9,7 @@ import json
 import lzma
 import stat
 import sys
+import time
 
 import pytest
 
@@ -267,10 +268,13 @@ def test_units_say_whether_systemd_has_anything_to_do(probe, host, tmp_path):
     script(
         bin_dir / "systemctl",
         "assert sys.argv[1] == 'show' and sys.argv[4::2] == ['LoadState', 'ActiveState', 'SubState', "
-        "'UnitFileState'], sys.argv\n"
+        "'UnitFileState', 'ActiveEnterTimestampMonotonic', 'NeedDaemonReload'], sys.argv\n"
+        "import time\n"
         "up = sys.argv[2] == 'vllm'\n"
         "print('LoadState=loaded\\nActiveState=%s\\nSubState=%s\\nUnitFileState=enabled\\nOther=x' % "
-        "(('active', 'running') if up else ('inactive', 'dead')))\n",
+        "(('active', 'running') if up else ('inactive', 'dead')))\n"
+        "print('ActiveEnterTimestampMonotonic=%d' % ((time.monotonic() - 60) * 1e6 if up else 0))\n"
+        "print('NeedDaemonReload=%s' % ('no' if up else 'yes'))\n",
     )
     r = probe(
         os_release_path=host["os_release_path"],
@@ -278,14 +282,19 @@ def test_units_say_whether_systemd_has_anything_to_do(probe, host, tmp_path):
         docker=False,
         units=["vllm", "vllm-b"],
     )
+    started = r["units"]["vllm"].pop("started_at")
     assert r["units"]["vllm"] == {
         "LoadState": "loaded",
         "ActiveState": "active",
         "SubState": "running",
         "UnitFileState": "enabled",
         "started_enabled": True,
+        "needs_daemon_reload": False,
     }
+    # It started a minute ago (CLOCK_MONOTONIC, as systemd's), in wall-clock seconds (issue 46).
+    assert abs(time.time() - 60 - started) < 5
     assert r["units"]["vllm-b"]["started_enabled"] is False
+    assert r["units"]["vllm-b"]["started_at"] is None and r["units"]["vllm-b"]["needs_daemon_reload"] is True
 
 
 def test_disk_listening_ports_and_exists(probe, host, tmp_path):
