@@ -13,6 +13,7 @@ or a power loss (the host container killed and started again). Then, as an opera
 The reference run (uncut, towards the first setting) lists the task boundaries; `--points` picks from them:
   sample      the cuts CI runs (SAMPLE: the task names, each cut when the play reaches it)
   all         every task boundary of the reference run (the long lane: tests/faults/run)
+  every:N     every N-th boundary, a kill and a power loss in turn
   3,17,40     those task numbers of the reference run
 Each point's outcome is one JSON line in --out/points.jsonl; `campaign.py --table points.jsonl` prints the table of
 docs/reliability.md. Exit 1 when any point did not converge.
@@ -174,6 +175,10 @@ def choose(points, reference):
     """[(kind, task number)] from --points and the reference run's task list."""
     if points == "all":
         return [("kill", i) for i in range(2, len(reference) + 1)]
+    if points.startswith("every:"):
+        # Every n-th boundary, a kill and a power loss in turn (the long lane's shorter sweep).
+        step = int(points.split(":", 1)[1])
+        return [("kill" if k % 2 == 0 else "power", i) for k, i in enumerate(range(2, len(reference) + 1, step))]
     return [("kill", int(n)) for n in points.split(",")]
 
 
