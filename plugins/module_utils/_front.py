@@ -725,7 +725,7 @@ def render(settings):
             raise FrontError(
                 "the engine key of service %s holds spaces or quotes: the proxy cannot send it" % svc["name"]
             )
-    files[SETTLE_FILE] = {"content": settle_lua(), "mode": "0644", "secret": False}
+    files[SETTLE_FILE] = {"content": settle_lua(), "mode": "0600", "secret": False}
     files[ENGINE_MAP] = {
         "content": "# service -> the engine's own API key (root only)\n" + "".join(k + "\n" for k in keys),
         "mode": "0600",

@@ -18,8 +18,6 @@ KNOWN = {
     ("roles/nvidia_driver/tasks/extra_rpms.yml", "Install the missing ones from the bundle's repositories only"),
     ("roles/nvidia_driver/tasks/install.yml", "Install the driver from the .run"),
     ("roles/nvidia_driver/tasks/uninstall.yml", "Uninstall the driver with its own uninstaller"),
-    ("roles/vllm_front/tasks/install.yml", "Import the HAProxy image, or say why it cannot be"),
-    ("roles/vllm_image/tasks/install.yml", "Import the vLLM image, or say why it cannot be"),
     ("roles/vllm_service/tasks/start.yml", "Verify the service, or put the last good configuration back"),
 }
 

@@ -153,7 +153,7 @@ def test_an_over_limit_request_waits_for_a_closing_stream_before_its_429():
     refuse = next(i for i, line in enumerate(lines) if "status 429" in line and "Retry-After 1" in line)
     assert refuse > first + 2
     lua = files["settle.lua"]
-    assert lua["mode"] == "0644" and not lua["secret"]
+    assert lua["mode"] == "0600" and not lua["secret"]
     assert 'core.register_action("airgap_settle", { "http-req" }' in lua["content"]
     assert "while waited < %d and (tonumber(txn.f:sc_trackers(0)) or 0) > limit do" % f.SETTLE_MS in lua["content"]
 
