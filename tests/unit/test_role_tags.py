@@ -232,3 +232,32 @@ def test_the_walk_sees_an_include_without_its_tag_and_one_without_apply(tmp_path
     walk.file("main.yml", [])
     assert walk.selected == ["main.yml: facts", "a.yml: task a", "inner.yml: plain"]
     assert len(walk.missing) == 1 and "'loop' is tagged r, but none of its tasks takes the tag" in walk.missing[0]
+
+
+def _site_includes(node, found, inherited=()):
+    """(role, the include's tags with those of its play and blocks, tasks_from) of every include_role in site.yml."""
+    if isinstance(node, dict):
+        here = list(inherited) + _tags(node)
+        for key in ("ansible.builtin.include_role", "include_role"):
+            if isinstance(node.get(key), dict):
+                found.append((node[key]["name"].split(".")[-1], here, node[key].get("tasks_from")))
+        for key, value in node.items():
+            if key != "tags":
+                _site_includes(value, found, here)
+    elif isinstance(node, list):
+        for value in node:
+            _site_includes(value, found, inherited)
+    return found
+
+
+def test_site_yml_reaches_every_role_tag_through_its_dynamic_includes():
+    """`ansible-playbook site.yml --tags vllm_front_configure` runs that part of the role: site.yml runs the front door
+    and observe stages by include_role, which runs only when one of its OWN tags is selected (the included tasks then
+    keep theirs), so the include carries every tag the role's README lists. An import_role needs nothing: its tasks
+    carry their own tags."""
+    readme = _role_readme()
+    includes = [i for i in _site_includes(_load(os.path.join(PLAYBOOKS, "site.yml")), []) if not i[2]]
+    assert {role for role, _tags_, _from in includes} == {"vllm_front", "vllm_observe"}
+    for role, tags, _from in includes:
+        wanted = readme.role_tags(os.path.join(ROLES, role))
+        assert wanted and set(wanted) <= set(tags), (role, sorted(set(wanted) - set(tags)))
