@@ -75,6 +75,25 @@ class Walk(object):
     def __init__(self, role_dir, tag):
         self.role_dir, self.tag = role_dir, tag
         self.selected, self.missing = [], []
+        # Over the whole walk, in order (imports share them): facts set by tasks the tag skips, and by tasks it runs.
+        self.skipped_defs, self.run_defs = {}, set()
+
+    def _reads(self, task, where, text=None):
+        """Note a task that the tag runs and that reads a fact only a skipped task sets (and not with a default)."""
+        text = (
+            text if text is not None else yaml.safe_dump({k: v for k, v in task.items() if k not in ("name", "tags")})
+        )
+        for name, definer in sorted(self.skipped_defs.items()):
+            if name in self.run_defs:
+                continue
+            for match in re.finditer(
+                r"\b%s\b([.\w\[\]'\"]*)\s*(\|\s*default|is\s+(not\s+)?defined)?" % re.escape(name), text
+            ):
+                if not match.group(2):
+                    self.missing.append(
+                        "%s: %r reads %s, set by %r only under other tags" % (where, task.get("name"), name, definer)
+                    )
+                    break
 
     def file(self, name, inherited, depth=0):
         if "{{" in name or depth > 25:
@@ -84,7 +103,6 @@ class Walk(object):
             self.tasks(_load(path), inherited, name, depth + 1)
 
     def tasks(self, tasks, inherited, where, depth):
-        skipped_defs, run_defs = {}, set()
         for task in tasks or []:
             if not isinstance(task, dict):
                 continue
@@ -103,8 +121,8 @@ class Walk(object):
                 if not runs:
                     continue
                 text = yaml.safe_dump({k: v for k, v in task.items() if k not in ("name", "tags")})
-                for name, definer in sorted(skipped_defs.items()):
-                    if name not in run_defs and re.search(r"\b%s\b" % re.escape(name), text):
+                for name, definer in sorted(self.skipped_defs.items()):
+                    if name not in self.run_defs and re.search(r"\b%s\b" % re.escape(name), text):
                         self.missing.append(
                             "%s: %r reads %s, set by %r only under other tags"
                             % (where, task.get("name"), name, definer)
@@ -122,12 +140,13 @@ class Walk(object):
             if any(k in task for k in ROLE_KEYS):
                 continue
             if runs:
-                run_defs.update(_defines(task))
+                self._reads(task, where)
+                self.run_defs.update(_defines(task))
                 if self.tag in tags:
                     self.selected.append("%s: %s" % (where, task.get("name")))
             else:
                 for name in _defines(task):
-                    skipped_defs.setdefault(name, task.get("name"))
+                    self.skipped_defs.setdefault(name, task.get("name"))
 
 
 def _playbook_entry_points(role):
@@ -184,11 +203,62 @@ CASES = [
 ]
 
 
+# Phase tags whose tasks read a fact that only a task of another phase sets (found when the walk began to look at every
+# task, not only at includes; issue 42): `--tags <tag>` alone fails there with an undefined variable, as
+# `site.yml --tags vllm_front_configure` did. Known, to be fixed the way vllm_front was (the phase that reads facts runs
+# under every later phase's tag); a new one fails the test, and a fixed one must leave this list.
+KNOWN_MISSING = {
+    ("bundle", "bundle_install"),
+    ("bundle", "bundle_verify"),
+    ("bundle_build", "bundle_build_configure"),
+    ("bundle_build", "bundle_build_verify"),
+    ("gpu_free", "gpu_free_configure"),
+    ("nvidia_driver", "nvidia_driver_fabric_manager"),
+    ("nvidia_driver", "nvidia_driver_persistence"),
+    ("preflight", "preflight_checks"),
+    ("preflight", "preflight_report"),
+    ("vllm_image", "vllm_image_configure"),
+    ("vllm_image", "vllm_image_verify"),
+    ("vllm_observe", "vllm_observe_configure"),
+    ("vllm_plan", "vllm_plan_configure"),
+    ("vllm_service", "vllm_service_start"),
+}
+
+
 @pytest.mark.parametrize("role,tag", CASES, ids=["%s:%s" % case for case in CASES])
 def test_every_documented_tag_selects_work(role, tag):
     selected, missing = reachability(role, tag)
     assert selected, "roles/%s/README.md lists --tags %s, but no task of the role runs with it" % (role, tag)
-    assert missing == []
+    if (role, tag) in KNOWN_MISSING:
+        assert missing, "fixed: take (%r, %r) off KNOWN_MISSING" % (role, tag)
+    else:
+        assert missing == []
+
+
+def test_the_walk_sees_a_task_that_reads_a_fact_of_a_skipped_phase(tmp_path):
+    """What vllm_front's configure did before its preflight ran under every phase tag: a plain task (not an include)
+    reading a fact set only under another tag is found; one that reads it with a default is not."""
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    (tasks / "main.yml").write_text(
+        yaml.safe_dump(
+            [
+                {"name": "facts", "ansible.builtin.set_fact": {"__r_inputs": 1}, "tags": ["r", "r_pre"]},
+                {"name": "uses", "ansible.builtin.debug": {"msg": "{{ __r_inputs.services }}"}, "tags": ["r", "r_c"]},
+                {
+                    "name": "soft",
+                    "ansible.builtin.debug": {"msg": "{{ __r_inputs | default(0) }}"},
+                    "tags": ["r", "r_v"],
+                },
+            ]
+        )
+    )
+    walk = Walk(str(tmp_path), "r_c")
+    walk.file("main.yml", [])
+    assert walk.missing == ["main.yml: 'uses' reads __r_inputs, set by 'facts' only under other tags"]
+    walk = Walk(str(tmp_path), "r_v")
+    walk.file("main.yml", [])
+    assert walk.selected and walk.missing == []
 
 
 def test_the_walk_sees_an_include_without_its_tag_and_one_without_apply(tmp_path):
