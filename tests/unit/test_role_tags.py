@@ -212,7 +212,6 @@ KNOWN_MISSING = {
     ("bundle", "bundle_verify"),
     ("bundle_build", "bundle_build_configure"),
     ("bundle_build", "bundle_build_verify"),
-    ("gpu_free", "gpu_free_configure"),
     ("nvidia_driver", "nvidia_driver_fabric_manager"),
     ("nvidia_driver", "nvidia_driver_persistence"),
     ("preflight", "preflight_checks"),
@@ -220,7 +219,6 @@ KNOWN_MISSING = {
     ("vllm_image", "vllm_image_configure"),
     ("vllm_image", "vllm_image_verify"),
     ("vllm_observe", "vllm_observe_configure"),
-    ("vllm_plan", "vllm_plan_configure"),
     ("vllm_service", "vllm_service_start"),
 }
 
