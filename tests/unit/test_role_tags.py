@@ -83,8 +83,9 @@ class Walk(object):
         text = (
             text if text is not None else yaml.safe_dump({k: v for k, v in task.items() if k not in ("name", "tags")})
         )
+        own = _defines(task)  # its own register or facts, read in its changed_when or failed_when: set by then
         for name, definer in sorted(self.skipped_defs.items()):
-            if name in self.run_defs:
+            if name in self.run_defs or name in own:
                 continue
             for match in re.finditer(
                 r"\b%s\b([.\w\[\]'\"]*)\s*(\|\s*default|is\s+(not\s+)?defined)?" % re.escape(name), text
