@@ -212,8 +212,6 @@ KNOWN_MISSING = {
     ("bundle", "bundle_verify"),
     ("bundle_build", "bundle_build_configure"),
     ("bundle_build", "bundle_build_verify"),
-    ("nvidia_driver", "nvidia_driver_fabric_manager"),
-    ("nvidia_driver", "nvidia_driver_persistence"),
     ("vllm_image", "vllm_image_configure"),
     ("vllm_image", "vllm_image_verify"),
     ("vllm_observe", "vllm_observe_configure"),
