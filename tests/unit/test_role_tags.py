@@ -214,7 +214,6 @@ KNOWN_MISSING = {
     ("bundle_build", "bundle_build_verify"),
     ("vllm_image", "vllm_image_configure"),
     ("vllm_image", "vllm_image_verify"),
-    ("vllm_observe", "vllm_observe_configure"),
     ("vllm_service", "vllm_service_start"),
 }
 
