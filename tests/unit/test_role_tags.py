@@ -212,7 +212,6 @@ KNOWN_MISSING = {
     ("bundle", "bundle_verify"),
     ("bundle_build", "bundle_build_configure"),
     ("bundle_build", "bundle_build_verify"),
-    ("vllm_image", "vllm_image_configure"),
     ("vllm_image", "vllm_image_verify"),
     ("vllm_service", "vllm_service_start"),
 }
