@@ -758,16 +758,21 @@ def haproxy_version(text):
 
 
 def version_ok(text):
-    """(ok, sentence) for the host's HAProxy (host mode)."""
+    """(ok, sentence) for the host's HAProxy (host mode), from `haproxy -vv`: its version, and Lua (settle.lua)."""
     version = haproxy_version(text)
     if version is None:
-        return False, "haproxy -v did not say a version (%r): install HAProxy >= %d.%d" % (
+        return False, "haproxy -vv did not say a version (%r): install HAProxy >= %d.%d" % (
             (_text(text).strip()[:80],) + MIN_HAPROXY
         )
     if version[:2] < MIN_HAPROXY:
         return False, (
             "the host's HAProxy is %d.%d.%d; the front door needs >= %d.%d (http-request return, http-error): "
             "install a newer package or use vllm_front_mode: container" % (version + MIN_HAPROXY)
+        )
+    if not re.search(r"^Built with Lua version|\+LUA\b", _text(text), re.M):
+        return False, (
+            "the host's HAProxy %d.%d.%d is built without Lua; the front door's per-client limits need it (%s): "
+            "install a package built with Lua or use vllm_front_mode: container" % (version + (SETTLE_FILE,))
         )
     return True, "HAProxy %d.%d.%d" % version
 

@@ -290,9 +290,14 @@ def test_plain_http_warns():
 @pytest.mark.parametrize(
     "text, ok",
     [
-        ("HAProxy version 2.6.12-1+deb12u4 2026/10/17 - https://haproxy.org/", True),
-        ("HA-Proxy version 1.8.27 2020/12/12", False),
-        ("HAProxy version 2.2.0 2020/07/07", True),
+        (
+            "HAProxy version 2.6.12-1+deb12u4 2026/10/17 - https://haproxy.org/\nBuilt with Lua version : Lua 5.3.6",
+            True,
+        ),
+        ("HA-Proxy version 1.8.27 2020/12/12\nBuilt with Lua version : Lua 5.3.5", False),
+        ("HAProxy version 2.2.0 2020/07/07\nFeature list : +EPOLL +LUA +OPENSSL", True),
+        # settle.lua needs Lua: a build without it cannot load the front door's configuration.
+        ("HAProxy version 2.6.12-1 2026/10/17\nFeature list : +EPOLL -LUA +OPENSSL", False),
         ("command not found", False),
     ],
 )
