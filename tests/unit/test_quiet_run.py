@@ -34,3 +34,29 @@ def test_no_avoidable_warning_when_the_plays_resolve_their_hosts(args):
     )
     assert run.returncode == 0, run.stdout[-2000:]
     assert "[WARNING]" not in run.stdout, run.stdout[-2000:]
+
+
+def test_no_module_makes_remote_tmp_on_the_host():
+    """AnsibleModule.tmpdir creates ~/.ansible/tmp on the host when it is missing and warns about it (remote_tmp) on a
+    green run: our modules take the system's temporary directory (tempfile) instead."""
+    found = []
+    for top in ("plugins/modules", "plugins/module_utils"):
+        for name in sorted(os.listdir(os.path.join(ROOT, top))):
+            if name.endswith(".py"):
+                with open(os.path.join(ROOT, top, name)) as handle:
+                    if ".tmpdir" in handle.read().replace("_shell.tmpdir", ""):
+                        found.append("%s/%s" % (top, name))
+    assert found == []
+
+
+def test_the_tools_install_without_root_and_needrestart_warnings():
+    """pip warns 'Running pip as the root user' and needrestart checks services after apt installs (errors in a
+    container): tests/simulate (which runs .ci/setup and the world build) and .ci/setup turn both off."""
+    with open(os.path.join(ROOT, "tests", "simulate")) as handle:
+        simulate = handle.read()
+    assert "export PIP_ROOT_USER_ACTION=ignore NEEDRESTART_SUSPEND=1" in simulate
+    assert simulate.index("PIP_ROOT_USER_ACTION") < simulate.index("bash .ci/setup")
+    with open(os.path.join(ROOT, ".ci", "setup")) as handle:
+        setup = handle.read()
+    assert "export NEEDRESTART_SUSPEND=1" in setup
+    assert "--root-user-action=ignore -r tests/requirements-ci.txt" in setup
