@@ -48,3 +48,23 @@ def test_the_site_ca_is_outside_the_checkout_where_the_readme_says():
 def test_the_times_are_the_measured_ones():
     assert "~25 min" not in README
     assert "**14 min 28 s**" in README and "**55 s**" in README
+
+
+def test_every_scenario_on_the_simulated_inventory_keeps_its_own_site_ca():
+    """A molecule scenario with the simulated inventory's settings keeps its site CA in its own folder (served.sh saves
+    and restores it with the served host), not in the machine's ~/.airgap-vllm/simulated/pki: a restored host would
+    otherwise serve a CA that folder lacks, and the front door stage refuses it (vllm_front_pki's ca_decision)."""
+    scenarios = os.path.join(ROOT, "molecule")
+    using = []
+    for name in sorted(os.listdir(scenarios)):
+        path = os.path.join(scenarios, name, "molecule.yml")
+        if not os.path.exists(path):
+            continue
+        config = yaml.safe_load(_read("molecule", name, "molecule.yml"))
+        provisioner = config.get("provisioner") or {}
+        links = (provisioner.get("inventory") or {}).get("links") or {}
+        if "inventories/simulated/group_vars" in str(links.get("group_vars")):
+            using.append(name)
+            env = provisioner.get("env") or {}
+            assert env.get("AIRGAP_SIM_PKI_DIR") == "${MOLECULE_EPHEMERAL_DIRECTORY}/pki", name
+    assert "serve" in using and "front" in using
