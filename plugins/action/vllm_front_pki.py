@@ -12,17 +12,22 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import base64
+import binascii
 import datetime
 import fcntl
+import hashlib
 import ipaddress
 import os
 import re
 
 from ansible.errors import AnsibleActionFail
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 try:
     from cryptography import x509
+    from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -96,9 +101,64 @@ def renewal_reason(cert, ca_cert, names, renew_days, now=None):
         return "expires in %d days (renewal below %d)" % (max(left.days, 0), renew_days)
     if cert_names(cert) != wanted_names(names):
         return "its names differ from the host's front addresses"
-    if cert.issuer != ca_cert.subject:
+    if cert.issuer != ca_cert.subject or not _signed_by(cert, ca_cert):
         return "signed by another CA"
     return None
+
+
+def _signed_by(cert, ca_cert):
+    """Every site CA has the same subject name: whether ca_cert's key signed cert."""
+    try:
+        ca_cert.public_key().verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm))
+    except InvalidSignature:
+        return False
+    return True
+
+
+def ca_fingerprint(pem):
+    """SHA-256 of a PEM certificate's DER bytes, as clients show it (AA:BB:...); None for no certificate."""
+    if not pem:
+        return None
+    cert = x509.load_pem_x509_certificate(pem if isinstance(pem, bytes) else pem.encode("ascii"))
+    digest = hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest().upper()
+    return ":".join(digest[i : i + 2] for i in range(0, len(digest), 2))
+
+
+def ca_decision(directory, local_fp, host_fp, replace=False):
+    """('reuse' | 'make' | 'replace', None) or ('refuse', the message): whether this control node may use or make the
+    site CA for a host whose front door already serves the CA of fingerprint host_fp (None: it serves none yet).
+
+    The site CA is made once per site; clients trust it. A control node that lacks it (a second clone, a second
+    control node, a lost ~/.airgap-vllm) or holds another one must not silently make or use a new CA: the host's
+    certificate would be issued again and every client that trusts the old CA would break. Only `replace` (the
+    operator's deliberate vllm_front_pki_replace_ca) does that."""
+    if host_fp is None or host_fp == local_fp:
+        return ("reuse", None) if local_fp else ("make", None)
+    if replace:
+        return "replace", None
+    held = (
+        "this control node has another site CA there (SHA-256 %s)" % local_fp
+        if local_fp
+        else "this control node has no site CA there"
+    )
+    return "refuse", (
+        "the host's front door serves certificates of the site CA with SHA-256 %s, and %s. Making or using another CA "
+        "would break every client that trusts the site's CA. Copy the site CA directory (ca.crt, ca.key, the hosts' "
+        "certificates) from the control node that made it to %s, or set vllm_front_pki_dir to where it is kept; to "
+        "start a new site CA on purpose (every client must then be given the new ca.crt), run once with "
+        "-e vllm_front_pki_replace_ca=true" % (host_fp, held, directory)
+    )
+
+
+def host_ca_pem(content_b64):
+    """The host's current CA certificate (PEM bytes) from slurp's base64 content; None when it has none."""
+    if not content_b64:
+        return None
+    try:
+        pem = base64.b64decode(content_b64)
+    except (binascii.Error, TypeError) as exc:
+        raise ValueError("the host's CA certificate is not base64: %s" % exc)
+    return pem if pem.strip() else None
 
 
 def ensure_ca(directory, now=None):
@@ -172,15 +232,41 @@ def issue(ca_key, ca_cert, host, names, now=None):
     return key, cert
 
 
-def ensure(directory, host, names, renew_days=30, check=False, now=None):
-    """{'changed', 'reason', 'ca_cert', 'cert', 'key', 'not_after', 'names'}: paths on the controller."""
+def _local_fp(directory):
+    path = os.path.join(directory, "ca.crt")
+    if not (os.path.exists(path) and os.path.exists(os.path.join(directory, "ca.key"))):
+        return None
+    with open(path, "rb") as handle:
+        return ca_fingerprint(handle.read())
+
+
+def ensure(directory, host, names, renew_days=30, check=False, now=None, host_ca=None, replace_ca=False):
+    """{'changed', 'reason', 'ca_cert', 'cert', 'key', 'not_after', 'names', 'ca_sha256'}: paths on the controller.
+
+    host_ca: the CA certificate (PEM) the host's front door has now, or None; a CA other than this directory's is
+    refused (ca_decision) unless replace_ca."""
     directory = os.path.expanduser(directory)
     safe = _SAFE.sub("_", host)
     cert_path = os.path.join(directory, "%s.crt" % safe)
     key_path = os.path.join(directory, "%s.key" % safe)
     out = {"ca_cert": os.path.join(directory, "ca.crt"), "cert": cert_path, "key": key_path}
-    if check and not os.path.exists(os.path.join(directory, "ca.crt")):
-        return dict(out, changed=True, reason="no site CA yet (made on the first real run)", not_after=None)
+    verdict, message = ca_decision(directory, _local_fp(directory), ca_fingerprint(host_ca), replace_ca)
+    if verdict == "refuse":
+        raise ValueError(message)
+    if verdict == "replace" and not check:
+        for name in ("ca.key", "ca.crt"):
+            path = os.path.join(directory, name)
+            if os.path.exists(path):
+                os.rename(path, path + ".replaced-" + _now().strftime("%Y%m%dT%H%M%SZ"))
+    if check and verdict in ("make", "replace"):
+        return dict(
+            out,
+            changed=True,
+            reason="no site CA yet (made on the first real run)"
+            if verdict == "make"
+            else "a new site CA replaces the host's (vllm_front_pki_replace_ca)",
+            not_after=None,
+        )
     if not os.path.isdir(directory):
         os.makedirs(directory, 0o700)
     os.chmod(directory, 0o700)
@@ -206,6 +292,7 @@ def ensure(directory, host, names, renew_days=30, check=False, now=None):
     ips, dns = wanted_names(names)
     return dict(
         out,
+        ca_sha256=ca_fingerprint(ca_cert.public_bytes(serialization.Encoding.PEM)),
         changed=bool(reason),
         reason=reason,
         not_after=_not_after(cert).isoformat() + "Z" if cert is not None and not (reason and check) else None,
@@ -215,7 +302,7 @@ def ensure(directory, host, names, renew_days=30, check=False, now=None):
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("dir", "host", "names", "renew_days"))
+    _VALID_ARGS = frozenset(("dir", "host", "names", "renew_days", "host_ca", "replace_ca"))
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
@@ -236,8 +323,10 @@ class ActionModule(ActionBase):
                     names,
                     renew,
                     check=bool(self._play_context.check_mode),
+                    host_ca=host_ca_pem(args.get("host_ca")),
+                    replace_ca=boolean(args.get("replace_ca", False), strict=True),
                 )
             )
-        except (ValueError, OSError) as exc:
+        except (ValueError, TypeError, OSError) as exc:
             raise AnsibleActionFail("site CA in %s: %s" % (args.get("dir"), exc))
         return result

@@ -9,13 +9,13 @@ __metaclass__ = type
 
 DOCUMENTATION = r'''
 name: front_haproxy_version
-short_description: Whether the output of C(haproxy -v) names a HAProxy the front door can use (>= 2.2)
+short_description: Whether the output of C(haproxy -vv) names a HAProxy the front door can use (>= 2.2, with Lua)
 version_added: 0.2.0
 description:
   - Used by the vllm_front role in host mode.
 options:
   _input:
-    description: The output of C(haproxy -v).
+    description: The output of C(haproxy -vv) (its version, and Lua in its build options).
     type: str
     required: true
 '''

@@ -313,6 +313,27 @@ def derived_image(docker, ref, base_id, labels, base_label):
     return {"image_id": image.get("Id"), "labels": got, "current": current}
 
 
+def daemon_error(docker):
+    """None when the Docker daemon answers (`docker version` prints its server version), else what the CLI said."""
+    rc, out, err = docker.call(["version", "--format", "{{.Server.Version}}"], check=False)
+    if rc == 0 and out.strip():
+        return None
+    return "%s version: %s" % (docker.docker_bin, (err or out).strip() or "rc %s" % rc)
+
+
+def failure_message(path, error, daemon=None, hint=""):
+    """The one message of a failed import, its cause first: the archive is not there (the bundle was not staged), the
+    Docker daemon does not answer (`daemon`: daemon_error's text, asked only after a Docker failure), else the import's
+    own error. `hint` (the role's advice) follows it."""
+    if not os.path.isfile(path):
+        msg = "%s is not a file: stage the offline bundle first (--tags bundle)." % path
+    elif daemon:
+        msg = "Docker does not answer (%s)." % daemon
+    else:
+        msg = "Importing %s failed: %s" % (path, error)
+    return msg + (" " + hint if hint else "")
+
+
 def import_archive(path, docker, tag=None, check_mode=False, platform="linux/amd64"):
     """Load the archive only if its image ID is absent, then make `tag` (and its own tags) point at it."""
     if check_mode and not os.path.exists(path):

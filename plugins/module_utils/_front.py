@@ -40,6 +40,13 @@ MIN_HAPROXY = (2, 2)
 CONTAINER_CONF_DIR = "/usr/local/etc/haproxy"
 CONFIG_FILE = "haproxy.cfg"
 ENGINE_MAP = "engine.map"
+SETTLE_FILE = "settle.lua"
+# A client at its concurrency limit that starts its next request the moment the last one ended (docs/performance.md,
+# finding 5): that request's stream has sent its last bytes but is not closed yet, so it still counts in sc_trackers.
+# An over-limit request waits for such a stream to close - polled every SETTLE_STEP_MS, SETTLE_MS at most - before
+# its 429; a client really over its limit gets the 429 that much later.
+SETTLE_MS = 250
+SETTLE_STEP_MS = 5
 CERT_FILE = "server.pem"  # HAProxy >= 2.2 loads server.pem.key beside it (ssl-load-extra-files default)
 DOC = "docs/clients.md"
 FINGERPRINT_HEADER = "X-Airgap-Front-Config"
@@ -525,6 +532,29 @@ def _head(writer, hard_stop, global_extra, log_format, options, request, stream,
     return cfg
 
 
+def settle_lua():
+    """settle.lua: the HAProxy action `lua.airgap_settle` - wait while the client's streams (sc_trackers of sc0) are
+    more than its limit (txn.client_conc), SETTLE_MS at most, so that a finished stream that is still being closed
+    is counted as finished. It only waits; the 429 rule after it decides."""
+    return "\n".join(
+        [
+            "-- Written by airgap.vllm (roles/vllm_front, plugins/module_utils/_front.py): changes are overwritten.",
+            "-- A client at its concurrency limit that starts its next request the moment the last one ended: that",
+            "-- stream has sent its last bytes but is not closed yet and still counts. Wait for it (%d ms at most)."
+            % SETTLE_MS,
+            'core.register_action("airgap_settle", { "http-req" }, function(txn)',
+            '  local limit = tonumber(txn:get_var("txn.client_conc")) or 0',
+            "  local waited = 0",
+            "  while waited < %d and (tonumber(txn.f:sc_trackers(0)) or 0) > limit do" % SETTLE_MS,
+            "    core.msleep(%d)" % SETTLE_STEP_MS,
+            "    waited = waited + %d" % SETTLE_STEP_MS,
+            "  end",
+            "end, 0)",
+            "",
+        ]
+    )
+
+
 def client_map(service):
     """clients-<service>.map: '<sha256 of the key> <name>|<max concurrent>|<rate per minute>' per line."""
     lines = ["# client key SHA-256 -> name|max_concurrent|rate_per_minute (keys themselves are never stored)"]
@@ -562,7 +592,7 @@ def render(settings):
         "roles/vllm_front",
         hard_stop,
         (["    user %s" % _text(s["user"]), "    group %s" % _text(s["user"])] if s.get("user") else [])
-        + ["    tune.ssl.default-dh-param 2048"],
+        + ["    tune.ssl.default-dh-param 2048", "    lua-load %s/%s" % (conf, SETTLE_FILE)],
         # client, method, path only (%HPO: no query string), status, bytes, total time (ms) - never a header.
         "%ci front=%f client=%[var(txn.client_name)] %HM %HPO %ST %B %Tt",
         ["http-buffer-request"],
@@ -632,6 +662,10 @@ def render(settings):
             # Per-client counters: requests in flight (trackers) and requests in the last 60 s.
             "    http-request track-sc0 var(txn.client_name) table %s if !keyless" % table,
             "    http-request set-var(txn.conc_over) sc_trackers(0),sub(txn.client_conc)",
+            # Over: a stream of the client that has just ended may still be closing; count it once it is (settle.lua).
+            "    http-request lua.airgap_settle if !keyless { var(txn.conc_over) -m int gt 0 }",
+            "    http-request set-var(txn.conc_over) sc_trackers(0),sub(txn.client_conc) "
+            "if !keyless { var(txn.conc_over) -m int gt 0 }",
             "    http-request set-var(txn.rate_over) sc_http_req_rate(0),sub(txn.client_rate)",
             "    " + _return(429, " hdr Retry-After 1 if !keyless { var(txn.conc_over) -m int gt 0 }"),
             "    " + _return(429, " hdr Retry-After 10 if !keyless { var(txn.rate_over) -m int gt 0 }"),
@@ -691,6 +725,7 @@ def render(settings):
             raise FrontError(
                 "the engine key of service %s holds spaces or quotes: the proxy cannot send it" % svc["name"]
             )
+    files[SETTLE_FILE] = {"content": settle_lua(), "mode": "0600", "secret": False}
     files[ENGINE_MAP] = {
         "content": "# service -> the engine's own API key (root only)\n" + "".join(k + "\n" for k in keys),
         "mode": "0600",
@@ -723,16 +758,21 @@ def haproxy_version(text):
 
 
 def version_ok(text):
-    """(ok, sentence) for the host's HAProxy (host mode)."""
+    """(ok, sentence) for the host's HAProxy (host mode), from `haproxy -vv`: its version, and Lua (settle.lua)."""
     version = haproxy_version(text)
     if version is None:
-        return False, "haproxy -v did not say a version (%r): install HAProxy >= %d.%d" % (
+        return False, "haproxy -vv did not say a version (%r): install HAProxy >= %d.%d" % (
             (_text(text).strip()[:80],) + MIN_HAPROXY
         )
     if version[:2] < MIN_HAPROXY:
         return False, (
             "the host's HAProxy is %d.%d.%d; the front door needs >= %d.%d (http-request return, http-error): "
             "install a newer package or use vllm_front_mode: container" % (version + MIN_HAPROXY)
+        )
+    if not re.search(r"^Built with Lua version|\+LUA\b", _text(text), re.M):
+        return False, (
+            "the host's HAProxy %d.%d.%d is built without Lua; the front door's per-client limits need it (%s): "
+            "install a package built with Lua or use vllm_front_mode: container" % (version + (SETTLE_FILE,))
         )
     return True, "HAProxy %d.%d.%d" % version
 

@@ -56,6 +56,12 @@ options:
     description: Label of O(derived) that must name the archive's image ID.
     type: str
     default: org.airgap.vllm.base-image-id
+  hint:
+    description:
+      - What the caller advises when the import fails, after the cause (the archive is not a file, Docker does not
+        answer, or the import's own error), all in one failure message.
+    type: str
+    default: ""
 attributes:
   check_mode:
     support: full
@@ -145,7 +151,9 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli, DockerError
 from ansible_collections.airgap.vllm.plugins.module_utils._docker_archive import (
     ArchiveError,
+    daemon_error,
     derived_image,
+    failure_message,
     import_archive,
 )
 
@@ -160,6 +168,7 @@ def main():
             derived=dict(type="str"),
             derived_labels=dict(type="dict", default={}),
             derived_base_label=dict(type="str", default="org.airgap.vllm.base-image-id"),
+            hint=dict(type="str", default=""),
         ),
         supports_check_mode=True,
     )
@@ -172,9 +181,15 @@ def main():
             docker, p["derived"], result["image_id"], p["derived_labels"], p["derived_base_label"]
         )
     except ArchiveError as e:
-        module.fail_json(msg=str(e))
+        module.fail_json(msg=failure_message(p["path"], e, hint=p["hint"]))
     except DockerError as e:
-        module.fail_json(msg=str(e), cmd=e.cmd, rc=e.rc, stdout=e.stdout, stderr=e.stderr)
+        module.fail_json(
+            msg=failure_message(p["path"], e, daemon_error(docker), p["hint"]),
+            cmd=e.cmd,
+            rc=e.rc,
+            stdout=e.stdout,
+            stderr=e.stderr,
+        )
     for warning in result.pop("warnings", []):
         module.warn(warning)
     if module._diff:

@@ -173,8 +173,9 @@ def main():
     p = module.params
     seccomp_path = None
     if p['seccomp_profile']:
-        # A temporary copy in the module's own temporary directory (removed with it), read by the Docker CLI.
-        fd, seccomp_path = tempfile.mkstemp(prefix='seccomp-', suffix='.json', dir=module.tmpdir)
+        # A temporary copy in the system's temporary directory (removed below), read by the Docker CLI; not the module's
+        # tmpdir, which would make ~/.ansible/tmp on the host and warn about it (remote_tmp) on a green run.
+        fd, seccomp_path = tempfile.mkstemp(prefix='seccomp-', suffix='.json')
         profile = p['seccomp_profile']
         with os.fdopen(fd, 'w') as handle:
             handle.write(profile if isinstance(profile, str) else json.dumps(profile, indent=2))

@@ -19,6 +19,9 @@ description:
     host name) as subject alternative names.
   - Makes the certificate again when it is missing, expires within O(renew_days), names other addresses, or was signed
     by another CA - so renewal and rotation are a re-run. Needs the C(cryptography) package ansible-core depends on.
+  - The site CA is made once per site. When the host already serves the certificate of a CA (O(host_ca)) that O(dir)
+    does not hold (a second clone or control node, a lost directory), it fails with what to do, instead of making a new
+    CA that the site's clients do not trust; O(replace_ca) makes a new one on purpose (the old files are kept, renamed).
 author:
   - airgap.vllm maintainers (@airgap-vllm)
 options:
@@ -38,6 +41,15 @@ options:
     description: Make a new certificate when the current one expires within this many days.
     type: int
     default: 30
+  host_ca:
+    description: The CA certificate the host's front door has now, base64 (C(ansible.builtin.slurp)'s content); empty
+      when it has none.
+    type: str
+    default: ""
+  replace_ca:
+    description: Make a new site CA even though the host serves another one (every client must get the new CA).
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
@@ -73,6 +85,10 @@ key:
 reason:
   description: Why a certificate was (or would be) made; null when none was.
   returned: always
+  type: str
+ca_sha256:
+  description: SHA-256 fingerprint of the site CA certificate (AA:BB:...), as clients show it.
+  returned: when the CA exists
   type: str
 not_after:
   description: Expiry of the host's certificate (UTC, ISO 8601).

@@ -8,7 +8,7 @@ It answers and fails the way the real engine does, as far as a balancer and a fr
 - /v1/*: the key is checked only on the prefixes vLLM guards (/v1, /v2, /inference, /cohere: 401
   {"error": "Unauthorized"} without `Authorization: Bearer <key>`); POST /v1/chat/completions answers a completion, or
   SSE events one per token (`min_tokens` or `max_tokens` of them, `token_delay` seconds apart, default 0.01) with
-  `stream: true`; **500** with an EngineDeadError body while dead;
+  `stream: true`, the response's end `done_delay` seconds after its `[DONE]` event (default 0); **500** with an EngineDeadError body while dead;
 - unguarded routes answer WITHOUT a key as the real engine does (/invocations runs a chat, /tokenize, /metrics, /version,
   /ping, /openapi.json): a front door or balancer that lets them through is caught by the body and by the log;
 - the path is percent-decoded before routing, as the real server does (/%69nvocations is /invocations);
@@ -147,6 +147,8 @@ class Engine(BaseHTTPRequestHandler):
             )
         event(dict(base, choices=[], usage={"prompt_tokens": 5, "completion_tokens": n, "total_tokens": n + 5}))
         event("[DONE]")
+        # The engine's response ends a moment after its last event (its generator returns): done_delay seconds.
+        time.sleep(float(req.get("done_delay", 0)))
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 

@@ -472,6 +472,49 @@ def test_per_client_limits_are_each_members_own(world):
             conn.close()
 
 
+def test_a_client_at_its_limit_starting_its_next_request_as_the_last_ends_gets_no_429(world):
+    """docs/performance.md finding 5: a client exactly at its limit (here 1) that starts its next request the moment
+    its last one ended - it has read the [DONE] event - while the door still holds that stream (the engine ends the
+    response 50 ms later) is counted without the finished stream: 200, not 429. A second request while a stream is
+    really open is still refused."""
+    address = docker(
+        "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", world.names["engine-a"]
+    ).stdout.strip()
+
+    def post(body, timeout=30):
+        conn = _TLS(address, PORT, world.ctx, "member-a", timeout)
+        conn.request(
+            "POST",
+            "/v1/chat/completions",
+            body=json.dumps(body).encode(),
+            headers={"Authorization": "Bearer %s" % LIMITED, "Content-Type": "application/json"},
+        )
+        return conn, conn.getresponse()
+
+    for _round in range(3):
+        conn, resp = post(dict(CHAT, stream=True, max_tokens=2, min_tokens=2, token_delay=0.01, done_delay=0.05))
+        try:
+            assert resp.status == 200, resp.read()
+            for raw in resp.fp:
+                if raw.strip() == b"data: [DONE]":
+                    break
+            nconn, nresp = post(CHAT)
+            status, body = nresp.status, nresp.read()
+            nconn.close()
+            assert status == 200, (status, body)
+        finally:
+            conn.close()
+    conn, resp = post(dict(CHAT, stream=True, max_tokens=20, min_tokens=20, token_delay=0.1))
+    try:
+        assert resp.status == 200
+        nconn, nresp = post(CHAT)
+        status, headers = nresp.status, dict((k.lower(), v) for k, v in nresp.getheaders())
+        nconn.close()
+        assert status == 429 and headers.get("retry-after") == "1", status
+    finally:
+        conn.close()
+
+
 def test_a_stopped_member_door_costs_no_new_request(world):
     """The member's door process is gone (host down): connections to it are refused, the balancer retries and
     redispatches to the other member (retries 2, option redispatch) before its checks have even noticed."""

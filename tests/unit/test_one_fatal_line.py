@@ -4,7 +4,9 @@ what a failing fleet prints - has none: its failed task is the stage's one failu
 back and says so without failing again (roles/nvidia_driver/tasks/main.yml; molecule/fleet/verify.yml counts the
 lines of a real failed rollout).
 
-The other rescue-then-fail blocks below are known and left as they are (each adds the rollback's own news to the
+The driver's installer, uninstaller and build packages are read, not failed on, and one task then fails with their own
+words (test_a_failure_read_then_said_once); an image import fails once with its cause (docker_archive's
+failure_message). The one rescue-then-fail block left below is known (the service's rollback adds its own news to the
 second line); a new one fails this test."""
 
 import os
@@ -15,11 +17,6 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 FAILS = ("ansible.builtin.fail", "ansible.builtin.assert", "fail", "assert")
 BLOCK_KEYS = ("block", "rescue", "always")
 KNOWN = {
-    ("roles/nvidia_driver/tasks/extra_rpms.yml", "Install the missing ones from the bundle's repositories only"),
-    ("roles/nvidia_driver/tasks/install.yml", "Install the driver from the .run"),
-    ("roles/nvidia_driver/tasks/uninstall.yml", "Uninstall the driver with its own uninstaller"),
-    ("roles/vllm_front/tasks/install.yml", "Import the HAProxy image, or say why it cannot be"),
-    ("roles/vllm_image/tasks/install.yml", "Import the vLLM image, or say why it cannot be"),
     ("roles/vllm_service/tasks/start.yml", "Verify the service, or put the last good configuration back"),
 }
 
@@ -96,3 +93,38 @@ def test_the_check_sees_a_rescue_that_fails_again():
         {"name": "fine", "block": [], "always": [{"name": "say", "ansible.builtin.debug": {"msg": "x"}}]},
     ]
     assert rescue_then_fail(tasks, "t.yml") == [("t.yml", "outer")]
+
+
+def _named(tasks, name):
+    for task in tasks or []:
+        if not isinstance(task, dict):
+            continue
+        if task.get("name") == name:
+            return task
+        for key in BLOCK_KEYS:
+            found = _named(task.get(key), name)
+            if found:
+                return found
+    return None
+
+
+def test_a_failure_read_then_said_once():
+    """The installer, the uninstaller and dnf are read (failed_when: false), and the one task that fails says why, only
+    when they failed (their rc): turning either back into a rescue, or failing on success, fails here."""
+    cases = [
+        ("install.yml", "Run the NVIDIA installer silently", "Fail with the installer's own words"),
+        ("uninstall.yml", "Run nvidia-installer --uninstall silently", "Fail with the uninstaller's own words"),
+        (
+            "extra_rpms.yml",
+            "Install the driver build's missing packages from the bundle",
+            "Fail when the bundle's RPM directories cannot provide them",
+        ),
+    ]
+    for name, runs, fails in cases:
+        with open(os.path.join(ROOT, "roles", "nvidia_driver", "tasks", name)) as f:
+            tasks = yaml.safe_load(f)
+        run, fail = _named(tasks, runs), _named(tasks, fails)
+        assert run["failed_when"] is False, name
+        when = fail["when"] if isinstance(fail["when"], str) else " and ".join(fail["when"])
+        assert "%s.rc | default(1) != 0" % run["register"] in when, name
+        assert rescue_then_fail(tasks, name) == [], name

@@ -75,6 +75,26 @@ class Walk(object):
     def __init__(self, role_dir, tag):
         self.role_dir, self.tag = role_dir, tag
         self.selected, self.missing = [], []
+        # Over the whole walk, in order (imports share them): facts set by tasks the tag skips, and by tasks it runs.
+        self.skipped_defs, self.run_defs = {}, set()
+
+    def _reads(self, task, where, text=None):
+        """Note a task that the tag runs and that reads a fact only a skipped task sets (and not with a default)."""
+        text = (
+            text if text is not None else yaml.safe_dump({k: v for k, v in task.items() if k not in ("name", "tags")})
+        )
+        own = _defines(task)  # its own register or facts, read in its changed_when or failed_when: set by then
+        for name, definer in sorted(self.skipped_defs.items()):
+            if name in self.run_defs or name in own:
+                continue
+            for match in re.finditer(
+                r"\b%s\b([.\w\[\]'\"]*)\s*(\|\s*default|is\s+(not\s+)?defined)?" % re.escape(name), text
+            ):
+                if not match.group(2):
+                    self.missing.append(
+                        "%s: %r reads %s, set by %r only under other tags" % (where, task.get("name"), name, definer)
+                    )
+                    break
 
     def file(self, name, inherited, depth=0):
         if "{{" in name or depth > 25:
@@ -84,7 +104,6 @@ class Walk(object):
             self.tasks(_load(path), inherited, name, depth + 1)
 
     def tasks(self, tasks, inherited, where, depth):
-        skipped_defs, run_defs = {}, set()
         for task in tasks or []:
             if not isinstance(task, dict):
                 continue
@@ -103,8 +122,8 @@ class Walk(object):
                 if not runs:
                     continue
                 text = yaml.safe_dump({k: v for k, v in task.items() if k not in ("name", "tags")})
-                for name, definer in sorted(skipped_defs.items()):
-                    if name not in run_defs and re.search(r"\b%s\b" % re.escape(name), text):
+                for name, definer in sorted(self.skipped_defs.items()):
+                    if name not in self.run_defs and re.search(r"\b%s\b" % re.escape(name), text):
                         self.missing.append(
                             "%s: %r reads %s, set by %r only under other tags"
                             % (where, task.get("name"), name, definer)
@@ -122,12 +141,13 @@ class Walk(object):
             if any(k in task for k in ROLE_KEYS):
                 continue
             if runs:
-                run_defs.update(_defines(task))
+                self._reads(task, where)
+                self.run_defs.update(_defines(task))
                 if self.tag in tags:
                     self.selected.append("%s: %s" % (where, task.get("name")))
             else:
                 for name in _defines(task):
-                    skipped_defs.setdefault(name, task.get("name"))
+                    self.skipped_defs.setdefault(name, task.get("name"))
 
 
 def _playbook_entry_points(role):
@@ -184,11 +204,56 @@ CASES = [
 ]
 
 
+# Phase tags whose tasks read a fact that only a task of another phase sets (found when the walk began to look at every
+# task, not only at includes; issue 42): `--tags <tag>` alone fails there with an undefined variable, as
+# `site.yml --tags vllm_front_configure` did. The read-only phases now run under the later phases' tags (vllm_front,
+# preflight, bundle install, gpu_free, nvidia_driver, vllm_plan, vllm_image configure, vllm_observe). Left: phases that
+# read what a CHANGING phase just did (the staging result, the written manifest, the derived image, the restart
+# decision); they need that phase's record on the host instead of its register. A new one fails the test, and a fixed
+# one must leave this list.
+KNOWN_MISSING = {
+    ("bundle", "bundle_verify"),
+    ("bundle_build", "bundle_build_configure"),
+    ("bundle_build", "bundle_build_verify"),
+    ("vllm_image", "vllm_image_verify"),
+    ("vllm_service", "vllm_service_start"),
+}
+
+
 @pytest.mark.parametrize("role,tag", CASES, ids=["%s:%s" % case for case in CASES])
 def test_every_documented_tag_selects_work(role, tag):
     selected, missing = reachability(role, tag)
     assert selected, "roles/%s/README.md lists --tags %s, but no task of the role runs with it" % (role, tag)
-    assert missing == []
+    if (role, tag) in KNOWN_MISSING:
+        assert missing, "fixed: take (%r, %r) off KNOWN_MISSING" % (role, tag)
+    else:
+        assert missing == []
+
+
+def test_the_walk_sees_a_task_that_reads_a_fact_of_a_skipped_phase(tmp_path):
+    """What vllm_front's configure did before its preflight ran under every phase tag: a plain task (not an include)
+    reading a fact set only under another tag is found; one that reads it with a default is not."""
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    (tasks / "main.yml").write_text(
+        yaml.safe_dump(
+            [
+                {"name": "facts", "ansible.builtin.set_fact": {"__r_inputs": 1}, "tags": ["r", "r_pre"]},
+                {"name": "uses", "ansible.builtin.debug": {"msg": "{{ __r_inputs.services }}"}, "tags": ["r", "r_c"]},
+                {
+                    "name": "soft",
+                    "ansible.builtin.debug": {"msg": "{{ __r_inputs | default(0) }}"},
+                    "tags": ["r", "r_v"],
+                },
+            ]
+        )
+    )
+    walk = Walk(str(tmp_path), "r_c")
+    walk.file("main.yml", [])
+    assert walk.missing == ["main.yml: 'uses' reads __r_inputs, set by 'facts' only under other tags"]
+    walk = Walk(str(tmp_path), "r_v")
+    walk.file("main.yml", [])
+    assert walk.selected and walk.missing == []
 
 
 def test_the_walk_sees_an_include_without_its_tag_and_one_without_apply(tmp_path):
@@ -232,3 +297,32 @@ def test_the_walk_sees_an_include_without_its_tag_and_one_without_apply(tmp_path
     walk.file("main.yml", [])
     assert walk.selected == ["main.yml: facts", "a.yml: task a", "inner.yml: plain"]
     assert len(walk.missing) == 1 and "'loop' is tagged r, but none of its tasks takes the tag" in walk.missing[0]
+
+
+def _site_includes(node, found, inherited=()):
+    """(role, the include's tags with those of its play and blocks, tasks_from) of every include_role in site.yml."""
+    if isinstance(node, dict):
+        here = list(inherited) + _tags(node)
+        for key in ("ansible.builtin.include_role", "include_role"):
+            if isinstance(node.get(key), dict):
+                found.append((node[key]["name"].split(".")[-1], here, node[key].get("tasks_from")))
+        for key, value in node.items():
+            if key != "tags":
+                _site_includes(value, found, here)
+    elif isinstance(node, list):
+        for value in node:
+            _site_includes(value, found, inherited)
+    return found
+
+
+def test_site_yml_reaches_every_role_tag_through_its_dynamic_includes():
+    """`ansible-playbook site.yml --tags vllm_front_configure` runs that part of the role: site.yml runs the front door
+    and observe stages by include_role, which runs only when one of its OWN tags is selected (the included tasks then
+    keep theirs), so the include carries every tag the role's README lists. An import_role needs nothing: its tasks
+    carry their own tags."""
+    readme = _role_readme()
+    includes = [i for i in _site_includes(_load(os.path.join(PLAYBOOKS, "site.yml")), []) if not i[2]]
+    assert {role for role, _tags_, _from in includes} == {"vllm_front", "vllm_observe"}
+    for role, tags, _from in includes:
+        wanted = readme.role_tags(os.path.join(ROLES, role))
+        assert wanted and set(wanted) <= set(tags), (role, sorted(set(wanted) - set(tags)))

@@ -367,3 +367,39 @@ def test_check_mode_before_staging_reports_would_load(tmp_path):
     assert r["changed"] and r["loaded"] and d.calls == [] and r["warnings"]
     with pytest.raises(da.ArchiveError, match="no such file"):
         da.import_archive(str(tmp_path / "not-yet.tar"), d, tag=TAG)
+
+
+def test_failure_message_says_the_cause_first_then_the_hint(tmp_path):
+    """One fatal line for a failed import (tests/unit/test_one_fatal_line.py): no rescue in the roles asks again."""
+    missing = str(tmp_path / "absent.tar")
+    assert da.failure_message(missing, da.ArchiveError("x"), hint="Use the bundle.") == (
+        "%s is not a file: stage the offline bundle first (--tags bundle). Use the bundle." % missing
+    )
+    archive = tmp_path / "image.tar"
+    archive.write_bytes(b"x")
+    down = "docker version: Cannot connect to the Docker daemon"
+    assert da.failure_message(str(archive), dk.DockerError("load failed"), down) == (
+        "Docker does not answer (%s)." % down
+    )
+    assert da.failure_message(str(archive), dk.DockerError("docker load failed (rc=1): bad layer"), None) == (
+        "Importing %s failed: docker load failed (rc=1): bad layer" % archive
+    )
+
+
+@pytest.mark.parametrize(
+    "answer, expected",
+    [
+        ((0, "20.10.24\n", ""), None),
+        ((1, "", "Cannot connect to the Docker daemon\n"), "docker version: Cannot connect to the Docker daemon"),
+        ((0, "\n", ""), "docker version: rc 0"),
+    ],
+)
+def test_daemon_error_asks_docker_version(answer, expected):
+    calls = []
+
+    def run(cmd):
+        calls.append(cmd)
+        return answer
+
+    assert da.daemon_error(dk.DockerCli("docker", run=run)) == expected
+    assert calls == [["docker", "version", "--format", "{{.Server.Version}}"]]

@@ -137,6 +137,27 @@ def test_client_limits_capped_and_defaulted():
     assert svc["clients"][0]["max_concurrent"] == 3
 
 
+def test_an_over_limit_request_waits_for_a_closing_stream_before_its_429():
+    """docs/performance.md finding 5: settle.lua is loaded, runs only for a request over its client's limit, and the
+    count is taken again after it, before the 429 (tests/front_door proves it against a real HAProxy)."""
+    files = rendered()
+    cfg = files["haproxy.cfg"]["content"]
+    assert "    lua-load /usr/local/etc/haproxy/settle.lua" in cfg.split("defaults", 1)[0]
+    lines = [line.strip() for line in cfg.splitlines()]
+    first = lines.index("http-request set-var(txn.conc_over) sc_trackers(0),sub(txn.client_conc)")
+    assert lines[first + 1] == "http-request lua.airgap_settle if !keyless { var(txn.conc_over) -m int gt 0 }"
+    assert lines[first + 2] == (
+        "http-request set-var(txn.conc_over) sc_trackers(0),sub(txn.client_conc) "
+        "if !keyless { var(txn.conc_over) -m int gt 0 }"
+    )
+    refuse = next(i for i, line in enumerate(lines) if "status 429" in line and "Retry-After 1" in line)
+    assert refuse > first + 2
+    lua = files["settle.lua"]
+    assert lua["mode"] == "0600" and not lua["secret"]
+    assert 'core.register_action("airgap_settle", { "http-req" }' in lua["content"]
+    assert "while waited < %d and (tonumber(txn.f:sc_trackers(0)) or 0) > limit do" % f.SETTLE_MS in lua["content"]
+
+
 def test_config_has_every_rule():
     cfg = rendered(max_body_bytes=1000, queue_timeout=3, request_timeout=9, stream_timeout=1800)["haproxy.cfg"][
         "content"
@@ -269,9 +290,14 @@ def test_plain_http_warns():
 @pytest.mark.parametrize(
     "text, ok",
     [
-        ("HAProxy version 2.6.12-1+deb12u4 2026/10/17 - https://haproxy.org/", True),
-        ("HA-Proxy version 1.8.27 2020/12/12", False),
-        ("HAProxy version 2.2.0 2020/07/07", True),
+        (
+            "HAProxy version 2.6.12-1+deb12u4 2026/10/17 - https://haproxy.org/\nBuilt with Lua version : Lua 5.3.6",
+            True,
+        ),
+        ("HA-Proxy version 1.8.27 2020/12/12\nBuilt with Lua version : Lua 5.3.5", False),
+        ("HAProxy version 2.2.0 2020/07/07\nFeature list : +EPOLL +LUA +OPENSSL", True),
+        # settle.lua needs Lua: a build without it cannot load the front door's configuration.
+        ("HAProxy version 2.6.12-1 2026/10/17\nFeature list : +EPOLL -LUA +OPENSSL", False),
         ("command not found", False),
     ],
 )

@@ -39,7 +39,11 @@ def test_write_then_converged_then_revoke(run_module, tmp_path):
     r = run_module(M, check_mode=True, **args)
     assert r["changed"] and r["reload"] and not os.path.exists(d)
     r = run_module(M, **args)
-    assert r["changed"] and r["reload"] and sorted(r["files"]) == ["clients-vllm.map", "engine.map", "haproxy.cfg"]
+    assert (
+        r["changed"]
+        and r["reload"]
+        and sorted(r["files"]) == ["clients-vllm.map", "engine.map", "haproxy.cfg", "settle.lua"]
+    )
     assert r["services"] == [
         dict(name="vllm", front_port=8443, engine_port=8000, cap=8, clients=["alice"], metrics_port=0)
     ]
