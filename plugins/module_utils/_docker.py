@@ -39,7 +39,6 @@ class DockerTimeout(DockerError):
     """A docker CLI call ran past its time limit (and was killed)."""
 
 
-
 def subprocess_run(argv, timeout=None):
     """(rc, stdout, stderr) of argv, killed after `timeout` seconds (DockerTimeout). A missing binary is rc 127."""
     try:

@@ -41,7 +41,6 @@ class ExposeError(Exception):
     """Refused settings or an unreadable answer; the message says what to change."""
 
 
-
 def _ip(address):
     """ipaddress object of an IP literal (brackets allowed around IPv6), else None."""
     text = _text(address).strip()

@@ -98,7 +98,12 @@ class NvmlError(Exception):
     def record(self, result, state):
         """Sets result's nvml_state and nvml_error (the one place the error dict is built); returns result."""
         result['nvml_state'] = state
-        result['nvml_error'] = {'code': self.code, 'name': self.name, 'message': self.message, 'function': self.function}
+        result['nvml_error'] = {
+            'code': self.code,
+            'name': self.name,
+            'message': self.message,
+            'function': self.function,
+        }
         return result
 
 
@@ -143,7 +148,6 @@ class ProcessInfo(ctypes.Structure):
         ('gpuInstanceId', ctypes.c_uint),
         ('computeInstanceId', ctypes.c_uint),
     ]
-
 
 
 class Nvml:
