@@ -99,24 +99,22 @@ removed:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import StampCache
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import BundleError
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_pack import FAT32_SPLIT, pack
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            dest=dict(type="path", required=True),
-            artifacts=dict(type="list", elements="dict", required=True),
-            split_size=dict(type="int", default=FAT32_SPLIT),
-            stamp_file=dict(type="path", default="~/.cache/airgap-vllm/bundle-build-stamps.json"),
-            collection_version=dict(type="str", default=""),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        dest=dict(type="path", required=True),
+        artifacts=dict(type="list", elements="dict", required=True),
+        split_size=dict(type="int", default=FAT32_SPLIT),
+        stamp_file=dict(type="path", default="~/.cache/airgap-vllm/bundle-build-stamps.json"),
+        collection_version=dict(type="str", default=""),
+    ),
+)
+def main(module):
     p = module.params
     try:
         if not module.check_mode and not os.path.isdir(p["dest"]):

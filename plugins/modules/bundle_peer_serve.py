@@ -114,9 +114,8 @@ import os
 import signal
 import time
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import BundleError
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 from ansible_collections.airgap.vllm.plugins.module_utils._peer_fetch import make_server, serve_until
 
 
@@ -139,21 +138,20 @@ def _stop_leftover(pid_file):
     return True
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            bind=dict(type="str", required=True),
-            port=dict(type="int", default=8477),
-            token=dict(type="str", required=True, no_log=True),
-            root=dict(type="path", required=True),
-            artifacts=dict(type="list", elements="dict", required=True),
-            stop_file=dict(type="path", default="/run/airgap-vllm-peer/stop"),
-            pid_file=dict(type="path", default="/run/airgap-vllm-peer/serve.pid"),
-            max_seconds=dict(type="int", default=21600),
-            log_path=dict(type="path", default="/var/log/airgap-vllm-peer-serve.log"),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        bind=dict(type="str", required=True),
+        port=dict(type="int", default=8477),
+        token=dict(type="str", required=True, no_log=True),
+        root=dict(type="path", required=True),
+        artifacts=dict(type="list", elements="dict", required=True),
+        stop_file=dict(type="path", default="/run/airgap-vllm-peer/stop"),
+        pid_file=dict(type="path", default="/run/airgap-vllm-peer/serve.pid"),
+        max_seconds=dict(type="int", default=21600),
+        log_path=dict(type="path", default="/var/log/airgap-vllm-peer-serve.log"),
+    ),
+)
+def main(module):
     p = module.params
     if module.check_mode:
         module.exit_json(

@@ -169,8 +169,6 @@ bytes_copied:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import StampCache
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import (
     BundleError,
@@ -186,6 +184,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._bundle_stage import (
     probe_dest,
     stage_files,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 
 
 def _save(module, stamps):
@@ -195,28 +194,27 @@ def _save(module, stamps):
         module.fail_json(msg=str(e))
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            src=dict(type="path", required=True),
-            dest=dict(type="path", required=True),
-            remote_src=dict(type="bool", default=False),
-            manifest=dict(type="path", default="manifest.yml"),
-            artifacts=dict(type="list", elements="dict"),
-            stamp_file=dict(type="path", default="/var/cache/airgap-vllm/stage-stamps.json"),
-            log_path=dict(type="path", default="/var/log/airgap-vllm-stage.log"),
-            chunk_size=dict(type="int", default=268435456),
-            mode=dict(type="raw", default="0644"),
-            min_free_bytes=dict(type="int", default=0),
-            # Internal protocol of the action plugin (remote_src=false): probe, append, commit.
-            _op=dict(type="str", choices=["stage", "probe", "append", "commit"], default="stage"),
-            _chunk=dict(type="path"),
-            _offset=dict(type="int"),
-            _path=dict(type="str"),
-            _segments=dict(type="list", elements="dict"),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        src=dict(type="path", required=True),
+        dest=dict(type="path", required=True),
+        remote_src=dict(type="bool", default=False),
+        manifest=dict(type="path", default="manifest.yml"),
+        artifacts=dict(type="list", elements="dict"),
+        stamp_file=dict(type="path", default="/var/cache/airgap-vllm/stage-stamps.json"),
+        log_path=dict(type="path", default="/var/log/airgap-vllm-stage.log"),
+        chunk_size=dict(type="int", default=268435456),
+        mode=dict(type="raw", default="0644"),
+        min_free_bytes=dict(type="int", default=0),
+        # Internal protocol of the action plugin (remote_src=false): probe, append, commit.
+        _op=dict(type="str", choices=["stage", "probe", "append", "commit"], default="stage"),
+        _chunk=dict(type="path"),
+        _offset=dict(type="int"),
+        _path=dict(type="str"),
+        _segments=dict(type="list", elements="dict"),
+    ),
+)
+def main(module):
     p = module.params
     stamps = StampCache(None)
     try:

@@ -133,28 +133,26 @@ failures:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import StampCache, verify_bundle, verify_failures
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import (
     BundleError,
     load_manifest,
     validate_entries,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", required=True),
-            manifest=dict(type="path", default="manifest.yml"),
-            artifacts=dict(type="list", elements="dict"),
-            stamp_file=dict(type="path", default="/var/cache/airgap-vllm/verify-stamps.json"),
-            workers=dict(type="int", default=4),
-            allow_unlisted=dict(type="bool", default=False),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        path=dict(type="path", required=True),
+        manifest=dict(type="path", default="manifest.yml"),
+        artifacts=dict(type="list", elements="dict"),
+        stamp_file=dict(type="path", default="/var/cache/airgap-vllm/verify-stamps.json"),
+        workers=dict(type="int", default=4),
+        allow_unlisted=dict(type="bool", default=False),
+    ),
+)
+def main(module):
     p = module.params
     if not os.path.isdir(p["path"]):
         module.fail_json(msg="bundle directory %s not found" % p["path"])

@@ -140,29 +140,27 @@ derived:
               type: bool}
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli, DockerError
 from ansible_collections.airgap.vllm.plugins.module_utils._docker_archive import (
     ArchiveError,
     derived_image,
     import_archive,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", required=True),
-            tag=dict(type="str"),
-            docker_bin=dict(type="str", default="docker"),
-            platform=dict(type="str", default="linux/amd64"),
-            derived=dict(type="str"),
-            derived_labels=dict(type="dict", default={}),
-            derived_base_label=dict(type="str", default="org.airgap.vllm.base-image-id"),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        path=dict(type="path", required=True),
+        tag=dict(type="str"),
+        docker_bin=dict(type="str", default="docker"),
+        platform=dict(type="str", default="linux/amd64"),
+        derived=dict(type="str"),
+        derived_labels=dict(type="dict", default={}),
+        derived_base_label=dict(type="str", default="org.airgap.vllm.base-image-id"),
+    ),
+)
+def main(module):
     p = module.params
     docker_bin = module.get_bin_path(p["docker_bin"], required=True)
     docker = DockerCli(docker_bin)

@@ -315,7 +315,6 @@ import lzma
 import os
 import platform
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airgap.vllm.plugins.module_utils._boot_kernel import (
     BLS_DIR,
     DEFAULT_GRUB,
@@ -343,6 +342,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._files import (
     read_text_report,
 )
 from ansible_collections.airgap.vllm.plugins.module_utils._hostinfo import host_facts, parse_docker_info
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 from ansible_collections.airgap.vllm.plugins.module_utils._nvidia_rpms import (
     RPM_QUERY_FORMAT,
     driver_packages,
@@ -519,53 +519,52 @@ def driver_facts(module, spec, installed, rpm_error, pci):
     return state
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            kernel_release=dict(type='str'),
-            os_release_path=dict(type='path', default='/etc/os-release'),
-            productinfo_path=dict(type='path', default='/etc/.productinfo'),
-            docker=dict(type='bool', default=True),
-            docker_bin=dict(type='str', default='docker'),
-            pci=dict(type='bool', default=False),
-            rpms=dict(type='list', elements='str', default=[]),
-            files=dict(type='list', elements='path', default=[]),
-            images=dict(type='list', elements='str', default=[]),
-            units=dict(type='list', elements='str', default=[]),
-            disk=dict(type='list', elements='path', default=[]),
-            listening=dict(type='bool', default=False),
-            exists=dict(type='list', elements='path', default=[]),
-            paths=dict(
-                type='list',
-                elements='dict',
-                default=[],
-                options=dict(
-                    path=dict(type='path', required=True),
-                    type=dict(type='str', choices=['file', 'directory'], default='file'),
-                    mode=dict(type='str', required=True),
-                    uid=dict(type='int', default=0),
-                    gid=dict(type='int', default=0),
-                    sha1=dict(type='str'),
-                ),
-            ),
-            nvidia_driver=dict(
-                type='dict',
-                options=dict(
-                    version=dict(type='str', required=True),
-                    version_file=dict(type='path', default='/proc/driver/nvidia/version'),
-                    keep_rpms=dict(type='list', elements='str', default=[]),
-                    extra_rpms=dict(type='list', elements='str', default=[]),
-                    blacklist_file=dict(type='path'),
-                    blacklist_content=dict(type='str', default=''),
-                    dnf_module_file=dict(type='path', default='/etc/dnf/modules.d/nvidia-driver.module'),
-                    fabric_manager=dict(type='str', default='false'),
-                    kernel_release=dict(type='str'),
-                    next_kernel=dict(type='str', choices=['build', 'fail', 'ignore'], default='build'),
-                ),
+@ansible_module(
+    dict(
+        kernel_release=dict(type='str'),
+        os_release_path=dict(type='path', default='/etc/os-release'),
+        productinfo_path=dict(type='path', default='/etc/.productinfo'),
+        docker=dict(type='bool', default=True),
+        docker_bin=dict(type='str', default='docker'),
+        pci=dict(type='bool', default=False),
+        rpms=dict(type='list', elements='str', default=[]),
+        files=dict(type='list', elements='path', default=[]),
+        images=dict(type='list', elements='str', default=[]),
+        units=dict(type='list', elements='str', default=[]),
+        disk=dict(type='list', elements='path', default=[]),
+        listening=dict(type='bool', default=False),
+        exists=dict(type='list', elements='path', default=[]),
+        paths=dict(
+            type='list',
+            elements='dict',
+            default=[],
+            options=dict(
+                path=dict(type='path', required=True),
+                type=dict(type='str', choices=['file', 'directory'], default='file'),
+                mode=dict(type='str', required=True),
+                uid=dict(type='int', default=0),
+                gid=dict(type='int', default=0),
+                sha1=dict(type='str'),
             ),
         ),
-        supports_check_mode=True,
-    )
+        nvidia_driver=dict(
+            type='dict',
+            options=dict(
+                version=dict(type='str', required=True),
+                version_file=dict(type='path', default='/proc/driver/nvidia/version'),
+                keep_rpms=dict(type='list', elements='str', default=[]),
+                extra_rpms=dict(type='list', elements='str', default=[]),
+                blacklist_file=dict(type='path'),
+                blacklist_content=dict(type='str', default=''),
+                dnf_module_file=dict(type='path', default='/etc/dnf/modules.d/nvidia-driver.module'),
+                fabric_manager=dict(type='str', default='false'),
+                kernel_release=dict(type='str'),
+                next_kernel=dict(type='str', choices=['build', 'fail', 'ignore'], default='build'),
+            ),
+        ),
+    ),
+)
+def main(module):
     p = module.params
     os_release, os_release_problem = read_text_report(p['os_release_path'])
     productinfo, productinfo_problem = read_text_report(p['productinfo_path'])

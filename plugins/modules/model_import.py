@@ -135,14 +135,13 @@ architectures:
 import grp
 import pwd
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.airgap.vllm.plugins.module_utils._model_import import (
     ModelError,
     import_model,
     read_stamp,
     validate_model_dir,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 
 
 def _id(value, db):
@@ -156,22 +155,21 @@ def _id(value, db):
         raise ModelError("unknown user or group %r" % value)
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            src=dict(type="path"),
-            models_dir=dict(type="path", required=True),
-            name=dict(type="str", required=True),
-            sha256=dict(type="str"),
-            owner=dict(type="str"),
-            group=dict(type="str"),
-            language_model_only=dict(type="bool", default=False),
-            force=dict(type="bool", default=False),
-            validate_only=dict(type="bool", default=False),
-        ),
-        required_if=[("validate_only", False, ("src", "sha256"))],
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        src=dict(type="path"),
+        models_dir=dict(type="path", required=True),
+        name=dict(type="str", required=True),
+        sha256=dict(type="str"),
+        owner=dict(type="str"),
+        group=dict(type="str"),
+        language_model_only=dict(type="bool", default=False),
+        force=dict(type="bool", default=False),
+        validate_only=dict(type="bool", default=False),
+    ),
+    required_if=[("validate_only", False, ("src", "sha256"))],
+)
+def main(module):
     p = module.params
     if p["validate_only"]:
         path = "%s/%s" % (p["models_dir"], p["name"])

@@ -151,7 +151,6 @@ in_place:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airgap.vllm.plugins.module_utils._model_import import ModelError, validate_model_dir
 from ansible_collections.airgap.vllm.plugins.module_utils._model_versions import (
     ModelVersionError,
@@ -162,22 +161,22 @@ from ansible_collections.airgap.vllm.plugins.module_utils._model_versions import
     version_dir,
     version_id,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            models_dir=dict(type="path", required=True),
-            name=dict(type="str", required=True),
-            version=dict(type="str", default=""),
-            sha256=dict(type="str", required=True),
-            keep=dict(type="int", default=1),
-            protect=dict(type="list", elements="str", default=[]),
-            language_model_only=dict(type="bool", default=False),
-            state=dict(type="str", choices=["prepared", "active"], default="prepared"),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        models_dir=dict(type="path", required=True),
+        name=dict(type="str", required=True),
+        version=dict(type="str", default=""),
+        sha256=dict(type="str", required=True),
+        keep=dict(type="int", default=1),
+        protect=dict(type="list", elements="str", default=[]),
+        language_model_only=dict(type="bool", default=False),
+        state=dict(type="str", choices=["prepared", "active"], default="prepared"),
+    ),
+)
+def main(module):
     p = module.params
     if p["keep"] < 0:
         module.fail_json(msg="keep must be 0 or more, got %d" % p["keep"])

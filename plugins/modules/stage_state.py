@@ -150,7 +150,7 @@ paths:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 from ansible_collections.airgap.vllm.plugins.module_utils._stage_state import (
     EVERY_INSTANCE,
     StageStateError,
@@ -164,19 +164,18 @@ from ansible_collections.airgap.vllm.plugins.module_utils._stage_state import (
 )
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            dir=dict(type="path", default="/var/lib/airgap-vllm/state"),
-            stage=dict(type="str"),
-            instance=dict(type="str"),
-            data=dict(type="dict"),
-            state=dict(type="str", choices=["read", "present", "absent"], default="read"),
-            on_damaged=dict(type="str", choices=["fail", "report"], default="fail"),
-        ),
-        required_if=[("state", "present", ("stage", "data")), ("state", "absent", ("stage",))],
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        dir=dict(type="path", default="/var/lib/airgap-vllm/state"),
+        stage=dict(type="str"),
+        instance=dict(type="str"),
+        data=dict(type="dict"),
+        state=dict(type="str", choices=["read", "present", "absent"], default="read"),
+        on_damaged=dict(type="str", choices=["fail", "report"], default="fail"),
+    ),
+    required_if=[("state", "present", ("stage", "data")), ("state", "absent", ("stage",))],
+)
+def main(module):
     p = module.params
     try:
         if p["state"] == "read":

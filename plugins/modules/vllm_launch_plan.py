@@ -370,8 +370,7 @@ alternatives:
   elements: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import (
     GIB,
     KV_CACHE_DTYPES,
@@ -432,8 +431,8 @@ def argument_spec():
     )
 
 
-def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+@ansible_module(argument_spec())
+def main(module):
     params = dict(module.params)
     if params["kv_offloading_gib"] and params["host_ram_bytes"]:
         if params["kv_offloading_gib"] * (1 << 30) > 0.8 * params["host_ram_bytes"]:
