@@ -34,6 +34,11 @@ class DockerError(Exception):
         self.stdout = stdout
         self.stderr = stderr
 
+    @property
+    def details(self):
+        """The failed call's cmd, rc, stdout and stderr: the result keys a module fails with (_module.py)."""
+        return dict(cmd=self.cmd, rc=self.rc, stdout=self.stdout, stderr=self.stderr)
+
 
 class DockerTimeout(DockerError):
     """A docker CLI call ran past its time limit (and was killed)."""

@@ -48,7 +48,6 @@ def _kind(value):
     return "a %s" % type(value).__name__
 
 
-
 def parse_daemon_json(value):
     """(data, problem): daemon.json's text as a dict and None, or None and what is wrong with the file.
 

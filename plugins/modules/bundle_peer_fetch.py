@@ -146,6 +146,8 @@ from ansible_collections.airgap.vllm.plugins.module_utils._peer_fetch import fet
         retries=dict(type="int", default=3),
         connect_wait=dict(type="int", default=60),
     ),
+    errors=(StageError, BundleError),
+    wording="fetching from the seed failed: {0}",
 )
 def main(module):
     p = module.params
@@ -170,17 +172,13 @@ def main(module):
         )
         if not module.check_mode:
             stamps.save()
-    except StageError as e:
+    except StageError:
         try:
             stamps.save()
         except BundleError:
             pass
-        module.fail_json(msg=str(e), files=e.results, bytes_copied=sum(r.get("bytes_copied", 0) for r in e.results))
-    except BundleError as e:
-        module.fail_json(msg=str(e))
-    except (IOError, OSError) as e:
-        module.fail_json(msg="fetching from the seed failed: %s" % e)
-    module.exit_json(
+        raise
+    return dict(
         changed=any(r["state"] == "copied" for r in results),
         files=results,
         bytes_copied=sum(r["bytes_copied"] for r in results),

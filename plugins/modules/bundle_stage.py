@@ -187,13 +187,6 @@ from ansible_collections.airgap.vllm.plugins.module_utils._bundle_stage import (
 from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 
 
-def _save(module, stamps):
-    try:
-        stamps.save()
-    except BundleError as e:
-        module.fail_json(msg=str(e))
-
-
 @ansible_module(
     dict(
         src=dict(type="path", required=True),
@@ -213,6 +206,8 @@ def _save(module, stamps):
         _path=dict(type="str"),
         _segments=dict(type="list", elements="dict"),
     ),
+    errors=(StageError, BundleError),
+    wording="staging failed: {0}",
 )
 def main(module):
     p = module.params
@@ -224,7 +219,7 @@ def main(module):
         if p["_op"] == "probe":
             files = probe_dest(p["dest"], entries, stamps, keep_free=p["min_free_bytes"])
             if not module.check_mode:
-                _save(module, stamps)
+                stamps.save()
             module.exit_json(changed=False, files=files)
         if p["_op"] == "append":
             if module.check_mode:
@@ -238,7 +233,7 @@ def main(module):
         if p["_op"] == "commit":
             files = commit_parts(p["dest"], entries, stamps, mode=mode, check_mode=module.check_mode)
             if not module.check_mode:
-                _save(module, stamps)
+                stamps.save()
             module.exit_json(changed=bool(files), files=files)
         if not p["remote_src"]:
             module.fail_json(msg="remote_src=false needs the airgap.vllm.bundle_stage action plugin")
@@ -258,15 +253,11 @@ def main(module):
         try:
             stamps.save()
         except BundleError as save_error:
-            e = StageError("%s; %s" % (e, save_error), e.results)
-        module.fail_json(msg=str(e), files=e.results, bytes_copied=sum(r.get("bytes_copied", 0) for r in e.results))
-    except BundleError as e:
-        module.fail_json(msg=str(e))
-    except (IOError, OSError) as e:
-        module.fail_json(msg="staging failed: %s" % e)
+            raise StageError("%s; %s" % (e, save_error), e.results)
+        raise
     if not module.check_mode:
-        _save(module, stamps)
-    module.exit_json(
+        stamps.save()
+    return dict(
         changed=any(r["state"] == "copied" for r in results),
         files=results,
         bytes_copied=sum(r["bytes_copied"] for r in results),

@@ -151,20 +151,18 @@ from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible
         workers=dict(type="int", default=4),
         allow_unlisted=dict(type="bool", default=False),
     ),
+    errors=(BundleError,),
 )
 def main(module):
     p = module.params
     if not os.path.isdir(p["path"]):
         module.fail_json(msg="bundle directory %s not found" % p["path"])
-    try:
-        if p["artifacts"]:
-            entries = validate_entries(p["artifacts"])
-        else:
-            entries = load_manifest(os.path.join(p["path"], p["manifest"]))
-        stamps = StampCache(p["stamp_file"] or None)
-        results, summary = verify_bundle(p["path"], entries, stamps=stamps, workers=p["workers"])
-    except BundleError as e:
-        module.fail_json(msg=str(e))
+    if p["artifacts"]:
+        entries = validate_entries(p["artifacts"])
+    else:
+        entries = load_manifest(os.path.join(p["path"], p["manifest"]))
+    stamps = StampCache(p["stamp_file"] or None)
+    results, summary = verify_bundle(p["path"], entries, stamps=stamps, workers=p["workers"])
     if not module.check_mode:
         try:
             stamps.save()
@@ -174,7 +172,7 @@ def main(module):
     out = dict(changed=False, files=results, summary=summary, failures=failures)
     if failures:
         module.fail_json(msg="bundle %s failed verification: %s" % (p["path"], "; ".join(failures)), **out)
-    module.exit_json(**out)
+    return out
 
 
 if __name__ == "__main__":

@@ -159,20 +159,16 @@ from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible
         derived_labels=dict(type="dict", default={}),
         derived_base_label=dict(type="str", default="org.airgap.vllm.base-image-id"),
     ),
+    errors=(ArchiveError, DockerError),
 )
 def main(module):
     p = module.params
     docker_bin = module.get_bin_path(p["docker_bin"], required=True)
     docker = DockerCli(docker_bin)
-    try:
-        result = import_archive(p["path"], docker, tag=p["tag"], check_mode=module.check_mode, platform=p["platform"])
-        result["derived"] = derived_image(
-            docker, p["derived"], result["image_id"], p["derived_labels"], p["derived_base_label"]
-        )
-    except ArchiveError as e:
-        module.fail_json(msg=str(e))
-    except DockerError as e:
-        module.fail_json(msg=str(e), cmd=e.cmd, rc=e.rc, stdout=e.stdout, stderr=e.stderr)
+    result = import_archive(p["path"], docker, tag=p["tag"], check_mode=module.check_mode, platform=p["platform"])
+    result["derived"] = derived_image(
+        docker, p["derived"], result["image_id"], p["derived_labels"], p["derived_base_label"]
+    )
     for warning in result.pop("warnings", []):
         module.warn(warning)
     if module._diff:
@@ -183,7 +179,7 @@ def main(module):
             },
             "after": {"image_present": True, "image_id": result["image_id"], "tags": sorted(result["repo_tags"])},
         }
-    module.exit_json(**result)
+    return result
 
 
 if __name__ == "__main__":

@@ -209,16 +209,12 @@ def start(module, p):
         from_version=dict(type='str', default=''),
         to_version=dict(type='str', default=''),
     ),
+    wording='driver upgrade record {record_file}: {0}. It lists the units stopped for a driver change: start '
+    'them by hand (systemctl enable --now UNIT) and delete the file',
+    worded=(DriverUpgradeError, IOError, OSError, ValueError),
 )
 def main(module):
-    try:
-        result = (stop if module.params['state'] == 'stopped' else start)(module, module.params)
-    except (DriverUpgradeError, IOError, OSError, ValueError) as exc:
-        module.fail_json(
-            msg='driver upgrade record %s: %s. It lists the units stopped for a driver change: start '
-            'them by hand (systemctl enable --now UNIT) and delete the file' % (module.params['record_file'], exc)
-        )
-    module.exit_json(**result)
+    return (stop if module.params['state'] == 'stopped' else start)(module, module.params)
 
 
 if __name__ == '__main__':

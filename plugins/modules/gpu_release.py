@@ -158,15 +158,13 @@ def restore(module, docker, state):
         state_file=dict(type='path', default='/var/lib/airgap-vllm/gpu-release.json'),
         docker_bin=dict(type='str', default='docker'),
     ),
+    errors=(GpuReleaseError, DockerError, ValueError, OSError),
 )
 def main(module):
     docker = DockerCli(module.get_bin_path(module.params['docker_bin'], required=True))
-    try:
-        before = read_state_file(module.params['state_file'])
-        handler = release if module.params['state'] == 'released' else restore
-        actions, after, extra = handler(module, docker, before)
-    except (GpuReleaseError, DockerError, ValueError, OSError) as exc:
-        module.fail_json(msg=str(exc))
+    before = read_state_file(module.params['state_file'])
+    handler = release if module.params['state'] == 'released' else restore
+    actions, after, extra = handler(module, docker, before)
     recorded = extra.pop('_recorded', False)
     result = dict(
         changed=bool(actions) or recorded,
@@ -182,7 +180,7 @@ def main(module):
             before=json.dumps(before, indent=2, sort_keys=True) + '\n',
             after=json.dumps(after, indent=2, sort_keys=True) + '\n',
         )
-    module.exit_json(**result)
+    return result
 
 
 if __name__ == '__main__':
