@@ -175,7 +175,7 @@ def main(module):
         for path in (p["pid_file"], p["stop_file"]):
             if os.path.exists(path):
                 os.unlink(path)
-    module.exit_json(changed=False, stopped_leftover=stopped_leftover, **stats)
+    return dict(changed=False, stopped_leftover=stopped_leftover, **stats)
 
 
 if __name__ == "__main__":

@@ -148,7 +148,7 @@ def main(module):
     result.update(changed=False, unit_state=unit_state, gpus=gpus, seconds=round(time.time() - start, 1))
     if not ok:
         module.fail_json(**result)
-    module.exit_json(**result)
+    return result
 
 
 if __name__ == '__main__':

@@ -190,7 +190,7 @@ def load(module, p):
 )
 def main(module):
     p = module.params
-    module.exit_json(**(unload(module, p) if p['state'] == 'absent' else load(module, p)))
+    return unload(module, p) if p['state'] == 'absent' else load(module, p)
 
 
 if __name__ == '__main__':

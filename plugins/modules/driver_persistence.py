@@ -96,7 +96,7 @@ def main(module):
     result.pop('ok')
     if not report['ok']:
         module.fail_json(**result)
-    module.exit_json(**result)
+    return result
 
 
 if __name__ == '__main__':

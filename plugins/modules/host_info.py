@@ -608,7 +608,7 @@ def main(module):
     if p['paths']:
         result['paths'] = dict((want['path'], path_state(want['path'])) for want in p['paths'])
         result['paths_differing'] = paths_differing(result['paths'], p['paths'])
-    module.exit_json(changed=False, **result)
+    return dict(changed=False, **result)
 
 
 if __name__ == '__main__':

@@ -158,7 +158,7 @@ def main(module):
             before_header='NVIDIA driver RPMs',
             after_header='NVIDIA driver RPMs',
         )
-    module.exit_json(**result)
+    return result
 
 
 if __name__ == '__main__':

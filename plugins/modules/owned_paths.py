@@ -171,7 +171,7 @@ def main(module):
                     remove_tree(path)
                 except (IOError, OSError) as exc:
                     module.fail_json(msg="cannot remove %s: %s" % (path, exc), removed_before=removed[:-1])
-    module.exit_json(changed=bool(removed), removed=removed, absent=absent, not_ours=not_ours)
+    return dict(changed=bool(removed), removed=removed, absent=absent, not_ours=not_ours)
 
 
 if __name__ == "__main__":

@@ -134,7 +134,7 @@ def main(module):
     result["notes"] = unreadable + result["notes"]
     for note in result["notes"]:
         module.warn(note)
-    module.exit_json(changed=False, **result)
+    return dict(changed=False, **result)
 
 
 if __name__ == "__main__":

@@ -203,7 +203,7 @@ def main(module):
         )
     if result['ok'] is None:
         module.warn(result['message'])
-    module.exit_json(changed=False, **result)
+    return dict(changed=False, **result)
 
 
 if __name__ == '__main__':

@@ -130,6 +130,7 @@ def _mode(path):
         engine_keys=dict(type="dict", default={}, no_log=True),
         fleet=dict(type="dict"),
     ),
+    errors=(FrontError,),
 )
 def main(module):
     p = module.params
@@ -178,9 +179,7 @@ def main(module):
                 fingerprint="",
                 msg="would write the front door's files once the plan exists (%s)" % exc,
             )
-        module.fail_json(msg=str(exc))
-    except FrontError as exc:
-        module.fail_json(msg=str(exc))
+        raise
     directory = p["dir"]
     changed_files, before_cfg = [], read_text(os.path.join(directory, "haproxy.cfg")) or ""
     for name in sorted(files):
@@ -224,7 +223,7 @@ def main(module):
             "before_header": "haproxy.cfg",
             "after_header": "haproxy.cfg",
         }
-    module.exit_json(**result)
+    return result
 
 
 if __name__ == "__main__":

@@ -200,7 +200,7 @@ def main(module):
             write_atomic(p["record_file"], new_text, mode=0o644, makedirs=0o755)
         elif os.path.exists(p["record_file"]):
             os.unlink(p["record_file"])
-    module.exit_json(changed=changed, firewalld=state, summary=summary, warnings_text=warnings)
+    return dict(changed=changed, firewalld=state, summary=summary, warnings_text=warnings)
 
 
 if __name__ == "__main__":

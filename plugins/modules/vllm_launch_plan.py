@@ -431,7 +431,7 @@ def argument_spec():
     )
 
 
-@ansible_module(argument_spec())
+@ansible_module(argument_spec(), errors=(PlanError,))
 def main(module):
     params = dict(module.params)
     if params["kv_offloading_gib"] and params["host_ram_bytes"]:
@@ -443,8 +443,6 @@ def main(module):
         result = plan(params)
     except InfeasibleError as exc:
         module.fail_json(msg=str(exc), alternatives=exc.alternatives)
-    except PlanError as exc:
-        module.fail_json(msg=str(exc))
     # What NVML gave, resolved: a re-plan (vllm_plan_confirm, the trade-off) needs no NVML facts.
     measured = result["ledger"]["kv_pool_measured"]
     by_gpu = measured and not params["measured_kv_cache_bytes"]  # found in measured_kv_cache_bytes_by_gpu
@@ -470,7 +468,7 @@ def main(module):
     text = render_ledger(dict(result, warnings=[]))
     if result["tradeoff"]["single_len"]:
         text += "\n" + "\n".join(render_tradeoff_markdown(result["tradeoff"]))
-    module.exit_json(changed=False, ledger_text=text, warnings_list=warnings_list, **result)
+    return dict(changed=False, ledger_text=text, warnings_list=warnings_list, **result)
 
 
 if __name__ == "__main__":

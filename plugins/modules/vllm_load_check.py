@@ -608,7 +608,7 @@ def main(module):
             argv=first_argv,
             promises=rows,
         )
-    module.exit_json(
+    return dict(
         changed=False,
         figures=figures,
         warnings_list=warnings,

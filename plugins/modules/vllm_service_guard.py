@@ -381,7 +381,7 @@ def main(module):
     out = dict(
         (k, result[k]) for k in ("docker_options", "container_port", "served_model_name", "run_argv") if k in result
     )
-    module.exit_json(changed=False, invocation=invocation, **out)
+    return dict(changed=False, invocation=invocation, **out)
 
 
 if __name__ == "__main__":

@@ -256,7 +256,7 @@ def main(module):
             dict(before_header=p["path"], after_header=p["path"], before=p["before"], after=p["after"])
             for p in changed_items
         ]
-    module.exit_json(**result)
+    return result
 
 
 if __name__ == "__main__":
