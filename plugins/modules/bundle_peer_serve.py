@@ -150,6 +150,7 @@ def _stop_leftover(pid_file):
         max_seconds=dict(type="int", default=21600),
         log_path=dict(type="path", default="/var/log/airgap-vllm-peer-serve.log"),
     ),
+    errors=(BundleError,),
 )
 def main(module):
     p = module.params
@@ -163,10 +164,7 @@ def main(module):
     stopped_leftover = _stop_leftover(p["pid_file"])
     if os.path.exists(p["stop_file"]):
         os.unlink(p["stop_file"])
-    try:
-        server = make_server(p["bind"], p["port"], p["token"], p["root"], p["artifacts"], log_path=p["log_path"])
-    except BundleError as e:
-        module.fail_json(msg=str(e))
+    server = make_server(p["bind"], p["port"], p["token"], p["root"], p["artifacts"], log_path=p["log_path"])
     with open(p["pid_file"], "w") as f:
         f.write("%d\n" % os.getpid())
     try:

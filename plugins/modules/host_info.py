@@ -563,6 +563,7 @@ def driver_facts(module, spec, installed, rpm_error, pci):
             ),
         ),
     ),
+    errors=(ValueError,),
 )
 def main(module):
     p = module.params
@@ -574,10 +575,7 @@ def main(module):
     result = host_facts(os_release, productinfo, p['kernel_release'] or platform.release(), platform.python_version())
     result['docker'] = docker_facts(module, p['docker_bin']) if p['docker'] else {'installed': None, 'running': None}
     if p['nvidia_driver']:
-        try:
-            p['nvidia_driver']['fabric_manager'] = normalize_setting(p['nvidia_driver']['fabric_manager'])
-        except ValueError as e:
-            module.fail_json(msg=str(e))
+        p['nvidia_driver']['fabric_manager'] = normalize_setting(p['nvidia_driver']['fabric_manager'])
     if p['pci'] or (p['nvidia_driver'] and p['nvidia_driver']['fabric_manager'] == 'auto'):
         lspci = module.get_bin_path('lspci')  # PATH, then the sbin directories
         rc, out, err = module.run_command([lspci] + LSPCI_ARGS) if lspci else (None, '', '')
