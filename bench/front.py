@@ -38,7 +38,6 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 NAME = "front"
 HOST = os.environ.get("AIRGAP_SIM_NAME", "airgap-kylin-sim")
@@ -322,61 +321,13 @@ def client_main(argv):
 # ------------------------------------------------------------------------------------------------ CI stand-ins
 
 
-class _FakeEngine(BaseHTTPRequestHandler):
-    """Streams `min_tokens` SSE events a few ms apart, as vLLM's chat endpoint does (role chunk, text chunks,
-    finish, usage, [DONE])."""
+def stand_in_engine():
+    """The test world's fake engine (tests/front_door/fake_engine.py) in process, not yet serving: SSE a few ms per
+    token as vLLM's chat endpoint streams them (role chunk, text chunks, finish, usage, [DONE]), any key."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "front_door"))
+    import fake_engine  # noqa: PLC0415 (the CI mode only: the client containers have no tests/)
 
-    protocol_version = "HTTP/1.1"
-    token_s = 0.002
-
-    def setup(self):
-        BaseHTTPRequestHandler.setup(self)
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def log_message(self, *a):
-        pass
-
-    def do_GET(self):
-        body = json.dumps({"object": "list", "data": [{"id": "stand-in", "object": "model"}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_POST(self):
-        req = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-        n = int(req.get("min_tokens") or req.get("max_tokens") or 8)
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-
-        def send(obj):
-            data = ("data: %s\n\n" % (obj if isinstance(obj, str) else json.dumps(obj))).encode()
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-            self.wfile.flush()
-
-        base = {"id": "chatcmpl-x", "object": "chat.completion.chunk", "model": "stand-in"}
-        send(dict(base, choices=[{"index": 0, "delta": {"role": "assistant", "content": ""}}]))
-        for i in range(n):
-            time.sleep(self.token_s)
-            send(
-                dict(
-                    base,
-                    choices=[
-                        {
-                            "index": 0,
-                            "delta": {"content": "t%d " % i},
-                            "finish_reason": "length" if i == n - 1 else None,
-                        }
-                    ],
-                )
-            )
-        send(dict(base, choices=[], usage={"prompt_tokens": 10, "completion_tokens": n, "total_tokens": n + 10}))
-        send("[DONE]")
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
+    return fake_engine.make_server(model="stand-in", token_s=0.002)
 
 
 class _Relay(socketserver.ThreadingTCPServer):
@@ -643,7 +594,7 @@ def report(c, rounds, source):
 
 
 def small(args):
-    engine = _serve(ThreadingHTTPServer(("127.0.0.1", 0), _FakeEngine))
+    engine = _serve(stand_in_engine())
     relay = _serve(_Relay(engine.server_address))
     urls = {
         "direct": "http://127.0.0.1:%d/v1" % engine.server_address[1],

@@ -2,7 +2,6 @@
 the CI stand-ins (no docker, no simulated host)."""
 
 import threading
-from http.server import ThreadingHTTPServer
 
 import pytest
 
@@ -83,7 +82,7 @@ def test_prompts_have_unique_heads():
 
 
 def test_stdlib_client_through_the_relay():
-    engine = ThreadingHTTPServer(("127.0.0.1", 0), front._FakeEngine)
+    engine = front.stand_in_engine()
     threading.Thread(target=engine.serve_forever, daemon=True).start()
     relay = front._Relay(engine.server_address)
     threading.Thread(target=relay.serve_forever, daemon=True).start()

@@ -37,16 +37,13 @@ _value:
   type: dict
 '''
 
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_images import BundleImageError, select_image
+from ansible_collections.airgap.vllm.plugins.plugin_utils._filter import filter_errors
 
 
+@filter_errors(BundleImageError)
 def _bundle_image(staged, role):
-    try:
-        return select_image(staged, role)
-    except BundleImageError as e:
-        raise AnsibleFilterError(str(e))
+    return select_image(staged, role)
 
 
 class FilterModule(object):

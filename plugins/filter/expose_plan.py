@@ -42,16 +42,13 @@ _value:
   type: dict
 '''
 
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.airgap.vllm.plugins.module_utils._expose import ExposeError, plan
+from ansible_collections.airgap.vllm.plugins.plugin_utils._filter import filter_errors
 
 
+@filter_errors(ExposeError)
 def _expose_plan(settings, observed=None):
-    try:
-        return plan(settings, observed or [])
-    except ExposeError as e:
-        raise AnsibleFilterError(str(e))
+    return plan(settings, observed or [])
 
 
 class FilterModule(object):

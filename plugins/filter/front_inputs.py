@@ -43,18 +43,15 @@ _value:
   type: dict
 '''
 
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.airgap.vllm.plugins.module_utils._front import FrontError, front_inputs as _front_inputs
+from ansible_collections.airgap.vllm.plugins.plugin_utils._filter import filter_errors
 
 
+@filter_errors(FrontError)
 def front_inputs(services, host_values, argvs=None):
-    try:
-        result = _front_inputs(services, host_values, argvs)
-        result.pop("check")
-        return result
-    except FrontError as exc:
-        raise AnsibleFilterError(str(exc))
+    result = _front_inputs(services, host_values, argvs)
+    result.pop("check")
+    return result
 
 
 class FilterModule(object):

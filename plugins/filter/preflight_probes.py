@@ -40,15 +40,13 @@ _value:
   elements: str
 '''
 
-from ansible.errors import AnsibleFilterError
 from ansible_collections.airgap.vllm.plugins.module_utils._preflight import probes_for
+from ansible_collections.airgap.vllm.plugins.plugin_utils._filter import filter_errors
 
 
+@filter_errors(ValueError, KeyError, TypeError, prefix='preflight_probes: ')
 def preflight_probes(checks, skip_checks=None):
-    try:
-        return probes_for(checks, skip_checks or [])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise AnsibleFilterError('preflight_probes: %s' % exc)
+    return probes_for(checks, skip_checks or [])
 
 
 class FilterModule(object):

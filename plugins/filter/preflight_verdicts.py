@@ -60,15 +60,13 @@ _value:
   type: dict
 '''
 
-from ansible.errors import AnsibleFilterError
 from ansible_collections.airgap.vllm.plugins.module_utils._preflight import evaluate, failure_message, summary_lines
+from ansible_collections.airgap.vllm.plugins.plugin_utils._filter import filter_errors
 
 
+@filter_errors(ValueError, KeyError, TypeError, prefix='preflight_verdicts: ')
 def preflight_verdicts(facts, settings):
-    try:
-        records = evaluate(facts, settings)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise AnsibleFilterError('preflight_verdicts: %s' % exc)
+    records = evaluate(facts, settings)
     return {'records': records, 'lines': summary_lines(records), 'message': failure_message(records)}
 
 

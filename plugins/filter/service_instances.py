@@ -51,19 +51,16 @@ _value:
   type: dict
 '''
 
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.airgap.vllm.plugins.module_utils._services import HOST_VALUES, resolve
+from ansible_collections.airgap.vllm.plugins.plugin_utils._filter import filter_errors
 
 
+@filter_errors(ValueError, prefix="airgap_vllm_services does not hold: ")
 def _service_instances(services, host_values):
     # lookup('ansible.builtin.vars', name, default='') answers '' for a variable nobody set.
     values = dict((name, (host_values or {}).get(name)) for name in HOST_VALUES)
     values = dict((k, None if v == '' else v) for k, v in values.items())
-    try:
-        return resolve(services or [], values)
-    except ValueError as exc:
-        raise AnsibleFilterError("airgap_vllm_services does not hold: %s" % exc)
+    return resolve(services or [], values)
 
 
 class FilterModule(object):

@@ -65,16 +65,13 @@ _value:
   type: raw
 '''
 
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.airgap.vllm.plugins.module_utils._services import instances
+from ansible_collections.airgap.vllm.plugins.plugin_utils._filter import filter_errors
 
 
+@filter_errors(ValueError, prefix="airgap_vllm_services does not hold: ")
 def _service_vars(services, host_vars, plans=None, part="public"):
-    try:
-        return instances(services or [], host_vars or {}, plans, part=part)
-    except ValueError as exc:
-        raise AnsibleFilterError("airgap_vllm_services does not hold: %s" % exc)
+    return instances(services or [], host_vars or {}, plans, part=part)
 
 
 class FilterModule(object):

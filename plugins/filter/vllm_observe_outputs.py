@@ -71,12 +71,12 @@ _value:
   type: dict
 '''
 
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.airgap.vllm.plugins.module_utils._front import FrontError
 from ansible_collections.airgap.vllm.plugins.module_utils._observe import ObserveError, role_outputs
+from ansible_collections.airgap.vllm.plugins.plugin_utils._filter import filter_errors
 
 
+@filter_errors(ObserveError, FrontError, TypeError, ValueError, prefix='vllm_observe: ')
 def vllm_observe_outputs(
     services,
     host,
@@ -89,12 +89,9 @@ def vllm_observe_outputs(
     thresholds=None,
     dcgm_port=0,
 ):
-    try:
-        return role_outputs(
-            host, address, node_port, services, instances, loadchecks, front, overrides, thresholds, int(dcgm_port or 0)
-        )
-    except (ObserveError, FrontError, TypeError, ValueError) as exc:
-        raise AnsibleFilterError('vllm_observe: %s' % exc)
+    return role_outputs(
+        host, address, node_port, services, instances, loadchecks, front, overrides, thresholds, int(dcgm_port or 0)
+    )
 
 
 class FilterModule(object):

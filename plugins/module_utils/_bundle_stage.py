@@ -50,6 +50,11 @@ class StageError(Exception):
         super(StageError, self).__init__(msg)
         self.results = results or []
 
+    @property
+    def details(self):
+        """The per-file outcome so far and the bytes copied: the result keys a module fails with (_module.py)."""
+        return dict(files=self.results, bytes_copied=sum(r.get("bytes_copied", 0) for r in self.results))
+
 
 # ---------------------------------------------------------------- progress
 

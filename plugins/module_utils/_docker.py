@@ -16,6 +16,8 @@ __metaclass__ = type
 import json
 import subprocess
 
+from ansible_collections.airgap.vllm.plugins.module_utils._text import as_text as _text
+
 DEFAULT_TIMEOUT = 120
 # `docker load` of an 8.5 GB vLLM image takes minutes on a slow disk.
 LOAD_TIMEOUT = 3600
@@ -32,13 +34,14 @@ class DockerError(Exception):
         self.stdout = stdout
         self.stderr = stderr
 
+    @property
+    def details(self):
+        """The failed call's cmd, rc, stdout and stderr: the result keys a module fails with (_module.py)."""
+        return dict(cmd=self.cmd, rc=self.rc, stdout=self.stdout, stderr=self.stderr)
+
 
 class DockerTimeout(DockerError):
     """A docker CLI call ran past its time limit (and was killed)."""
-
-
-def _text(data):
-    return data.decode("utf-8", "replace") if isinstance(data, bytes) else (data or "")
 
 
 def subprocess_run(argv, timeout=None):
@@ -85,14 +88,15 @@ class DockerCli(object):
             rc, out, err = self._run(cmd)
         out, err = _text(out), _text(err)
         if check and rc != 0:
-            raise DockerError(
-                "%s failed (rc=%s): %s" % (" ".join(cmd), rc, (err or out).strip()),
-                cmd=cmd,
-                rc=rc,
-                stdout=out,
-                stderr=err,
-            )
+            raise self.failed(args, rc, out, err)
         return rc, out, err
+
+    def failed(self, args, rc, out, err):
+        """The DockerError of `docker <args>` that exited rc (the one wording of a failed call)."""
+        cmd = [self.docker_bin] + list(args)
+        return DockerError(
+            "%s failed (rc=%s): %s" % (" ".join(cmd), rc, (err or out).strip()), cmd=cmd, rc=rc, stdout=out, stderr=err
+        )
 
     def inspect_json(self, args):
         """Parsed JSON of an inspect-like call, or None when docker says the object does not exist."""
@@ -100,14 +104,7 @@ class DockerCli(object):
         if rc != 0:
             if is_missing(err) or is_missing(out):
                 return None
-            cmd = [self.docker_bin] + list(args)
-            raise DockerError(
-                "%s failed (rc=%s): %s" % (" ".join(cmd), rc, (err or out).strip()),
-                cmd=cmd,
-                rc=rc,
-                stdout=out,
-                stderr=err,
-            )
+            raise self.failed(args, rc, out, err)
         try:
             return json.loads(out)
         except ValueError as exc:
@@ -128,10 +125,7 @@ class DockerCli(object):
             return out.strip() or None
         if is_missing(err) or is_missing(out):
             return None
-        cmd = [self.docker_bin] + args
-        raise DockerError(
-            "%s failed (rc=%s): %s" % (" ".join(cmd), rc, (err or out).strip()), cmd=cmd, rc=rc, stdout=out, stderr=err
-        )
+        raise self.failed(args, rc, out, err)
 
     def load(self, path):
         return self.call(["load", "--input", path], timeout=LOAD_TIMEOUT)

@@ -26,6 +26,8 @@ __metaclass__ = type
 import copy
 import json
 
+from ansible_collections.airgap.vllm.plugins.module_utils._text import as_text as _text
+
 RUNTIME_NAME = "nvidia"
 # What nvidia-ctk writes under runtimes.nvidia.
 RUNTIME_ENTRY = {"args": [], "path": "nvidia-container-runtime"}
@@ -46,12 +48,6 @@ def _kind(value):
     return "a %s" % type(value).__name__
 
 
-def _text(value):
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return "%s" % (value,)
-
-
 def parse_daemon_json(value):
     """(data, problem): daemon.json's text as a dict and None, or None and what is wrong with the file.
 
@@ -62,7 +58,7 @@ def parse_daemon_json(value):
     elif isinstance(value, list):
         return None, "is not a JSON object (its top level is an array)"
     else:
-        text = "" if value is None else _text(value)
+        text = _text(value)
         if not text.strip():
             return {}, None
         try:

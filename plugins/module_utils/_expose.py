@@ -25,6 +25,8 @@ __metaclass__ = type
 import ipaddress
 import json
 
+from ansible_collections.airgap.vllm.plugins.module_utils._text import as_text as _text
+
 FIREWALLD_MODES = ("auto", "always", "never")
 FIREWALL_CMD = "firewall-cmd"
 FIREWALL_OFFLINE_CMD = "firewall-offline-cmd"
@@ -37,14 +39,6 @@ DOC = "docs/monitoring.md"
 
 class ExposeError(Exception):
     """Refused settings or an unreadable answer; the message says what to change."""
-
-
-def _text(value):
-    if value is None:
-        return ""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return "%s" % (value,)
 
 
 def _ip(address):

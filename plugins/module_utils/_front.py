@@ -31,7 +31,8 @@ import ipaddress
 import json
 import re
 
-from ansible_collections.airgap.vllm.plugins.module_utils._expose import _text, sources_problems
+from ansible_collections.airgap.vllm.plugins.module_utils._expose import sources_problems
+from ansible_collections.airgap.vllm.plugins.module_utils._text import as_text as _text
 from ansible_collections.airgap.vllm.plugins.module_utils._version import release
 
 MIN_HAPROXY = (2, 2)

@@ -15,6 +15,7 @@ import os
 import re
 
 from ansible_collections.airgap.vllm.plugins.module_utils._files import read_text
+from ansible_collections.airgap.vllm.plugins.module_utils._text import as_text as _text
 
 NVML_SUCCESS = 0
 NVML_ERROR_NAMES = {
@@ -89,6 +90,22 @@ class NvmlError(Exception):
         self.message = message or self.name
         super(NvmlError, self).__init__('%s failed: %s (%d)' % (function, self.message, code))
 
+    @classmethod
+    def dlopen(cls, exc):
+        """The library could not be loaded (an OSError of ctypes.CDLL), as an NVML error."""
+        return cls(NVML_ERROR_LIBRARY_NOT_FOUND, 'dlopen', str(exc))
+
+    def record(self, result, state):
+        """Sets result's nvml_state and nvml_error (the one place the error dict is built); returns result."""
+        result['nvml_state'] = state
+        result['nvml_error'] = {
+            'code': self.code,
+            'name': self.name,
+            'message': self.message,
+            'function': self.function,
+        }
+        return result
+
 
 class PciInfo(ctypes.Structure):
     _fields_ = [
@@ -131,10 +148,6 @@ class ProcessInfo(ctypes.Structure):
         ('gpuInstanceId', ctypes.c_uint),
         ('computeInstanceId', ctypes.c_uint),
     ]
-
-
-def _text(raw):
-    return raw.decode('utf-8', 'replace')
 
 
 class Nvml:
@@ -388,8 +401,7 @@ def empty_result():
 
 
 def _fail(result, state, err):
-    result['nvml_state'] = state
-    result['nvml_error'] = {'code': err.code, 'name': err.name, 'message': err.message, 'function': err.function}
+    err.record(result, state)
     result['hint'] = HINTS[state].format(
         kernel=result['kernel_module_version'] or 'unknown',
         library=result['library_version'] or 'unknown',
@@ -412,15 +424,7 @@ def collect(library='libnvidia-ml.so.1', driver_version_file='/proc/driver/nvidi
     try:
         lib = ctypes.CDLL(library)
     except OSError as e:
-        result['nvml_state'] = 'absent'
-        result['nvml_error'] = {
-            'code': NVML_ERROR_LIBRARY_NOT_FOUND,
-            'name': NVML_ERROR_NAMES[12],
-            'message': str(e),
-            'function': 'dlopen',
-        }
-        result['hint'] = HINTS['absent']
-        return result
+        return _fail(result, 'absent', NvmlError.dlopen(e))
     result['library_path'] = library_file(lib) or loaded_library_path() or (library if os.path.isabs(library) else None)
     result['library_version'] = library_version_from_path(result['library_path'])
     nvml = Nvml(lib)
@@ -578,21 +582,12 @@ def collect_health(library='libnvidia-ml.so.1'):
     try:
         lib = ctypes.CDLL(library)
     except OSError as e:
-        result['nvml_state'] = 'absent'
-        result['nvml_error'] = {
-            'code': NVML_ERROR_LIBRARY_NOT_FOUND,
-            'name': NVML_ERROR_NAMES[12],
-            'message': str(e),
-            'function': 'dlopen',
-        }
-        return result
+        return NvmlError.dlopen(e).record(result, 'absent')
     nvml = Nvml(lib)
     try:
         nvml.init()
     except NvmlError as e:
-        result['nvml_state'] = STATE_BY_INIT_ERROR.get(e.code, 'error')
-        result['nvml_error'] = {'code': e.code, 'name': e.name, 'message': e.message, 'function': e.function}
-        return result
+        return e.record(result, STATE_BY_INIT_ERROR.get(e.code, 'error'))
     try:
         result['driver_version'] = nvml.string('nvmlSystemGetDriverVersion')
         count = ctypes.c_uint()
@@ -604,8 +599,7 @@ def collect_health(library='libnvidia-ml.so.1'):
                 result['gpu_errors'].append({'index': i, 'code': e.code, 'name': e.name, 'function': e.function})
         result['nvml_state'] = 'ok'
     except NvmlError as e:
-        result['nvml_state'] = 'error'
-        result['nvml_error'] = {'code': e.code, 'name': e.name, 'message': e.message, 'function': e.function}
+        e.record(result, 'error')
     finally:
         nvml.shutdown()
     return result

@@ -42,7 +42,7 @@ DEFAULTS = {
     "gpu_count": 1,
     "tensor_parallel_size": None,
     "compute_capability": "9.0",
-    "concurrency": 1,
+    "concurrency": 4,
     "context": "max",
     "kv_cache_dtype": "auto",
     "gpu_memory_utilization": 0.92,

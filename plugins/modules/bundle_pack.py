@@ -99,44 +99,39 @@ removed:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import StampCache
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import BundleError
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_pack import FAT32_SPLIT, pack
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            dest=dict(type="path", required=True),
-            artifacts=dict(type="list", elements="dict", required=True),
-            split_size=dict(type="int", default=FAT32_SPLIT),
-            stamp_file=dict(type="path", default="~/.cache/airgap-vllm/bundle-build-stamps.json"),
-            collection_version=dict(type="str", default=""),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        dest=dict(type="path", required=True),
+        artifacts=dict(type="list", elements="dict", required=True),
+        split_size=dict(type="int", default=FAT32_SPLIT),
+        stamp_file=dict(type="path", default="~/.cache/airgap-vllm/bundle-build-stamps.json"),
+        collection_version=dict(type="str", default=""),
+    ),
+    errors=(BundleError,),
+    wording="packing the bundle failed: {0}",
+)
+def main(module):
     p = module.params
-    try:
-        if not module.check_mode and not os.path.isdir(p["dest"]):
-            os.makedirs(p["dest"], 0o755)
-        stamps = StampCache(p["stamp_file"] or None)
-        out = pack(
-            p["dest"],
-            p["artifacts"],
-            split_size=p["split_size"],
-            stamps=stamps,
-            check_mode=module.check_mode,
-            collection_version=p["collection_version"],
-        )
-        if not module.check_mode:
-            stamps.save()
-    except BundleError as e:
-        module.fail_json(msg=str(e))
-    except (IOError, OSError) as e:
-        module.fail_json(msg="packing the bundle failed: %s" % e)
-    module.exit_json(changed=bool(out["copied"] or out["removed"]), **out)
+    if not module.check_mode and not os.path.isdir(p["dest"]):
+        os.makedirs(p["dest"], 0o755)
+    stamps = StampCache(p["stamp_file"] or None)
+    out = pack(
+        p["dest"],
+        p["artifacts"],
+        split_size=p["split_size"],
+        stamps=stamps,
+        check_mode=module.check_mode,
+        collection_version=p["collection_version"],
+    )
+    if not module.check_mode:
+        stamps.save()
+    return dict(changed=bool(out["copied"] or out["removed"]), **out)
 
 
 if __name__ == "__main__":

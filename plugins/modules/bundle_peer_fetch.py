@@ -125,31 +125,31 @@ bytes_copied:
   type: int
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import StampCache
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import BundleError, validate_entries
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_stage import StageError, parse_mode
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 from ansible_collections.airgap.vllm.plugins.module_utils._peer_fetch import fetch_files
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            url=dict(type="str", required=True),
-            token=dict(type="str", required=True, no_log=True),
-            dest=dict(type="path", required=True),
-            artifacts=dict(type="list", elements="dict", required=True),
-            stamp_file=dict(type="path", default="/var/cache/airgap-vllm/stage-stamps.json"),
-            log_path=dict(type="path", default="/var/log/airgap-vllm-peer-fetch.log"),
-            mode=dict(type="raw", default="0644"),
-            min_free_bytes=dict(type="int", default=0),
-            timeout=dict(type="int", default=60),
-            retries=dict(type="int", default=3),
-            connect_wait=dict(type="int", default=60),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        url=dict(type="str", required=True),
+        token=dict(type="str", required=True, no_log=True),
+        dest=dict(type="path", required=True),
+        artifacts=dict(type="list", elements="dict", required=True),
+        stamp_file=dict(type="path", default="/var/cache/airgap-vllm/stage-stamps.json"),
+        log_path=dict(type="path", default="/var/log/airgap-vllm-peer-fetch.log"),
+        mode=dict(type="raw", default="0644"),
+        min_free_bytes=dict(type="int", default=0),
+        timeout=dict(type="int", default=60),
+        retries=dict(type="int", default=3),
+        connect_wait=dict(type="int", default=60),
+    ),
+    errors=(StageError, BundleError),
+    wording="fetching from the seed failed: {0}",
+)
+def main(module):
     p = module.params
     stamps = StampCache(None)
     try:
@@ -172,17 +172,13 @@ def main():
         )
         if not module.check_mode:
             stamps.save()
-    except StageError as e:
+    except StageError:
         try:
             stamps.save()
         except BundleError:
             pass
-        module.fail_json(msg=str(e), files=e.results, bytes_copied=sum(r.get("bytes_copied", 0) for r in e.results))
-    except BundleError as e:
-        module.fail_json(msg=str(e))
-    except (IOError, OSError) as e:
-        module.fail_json(msg="fetching from the seed failed: %s" % e)
-    module.exit_json(
+        raise
+    return dict(
         changed=any(r["state"] == "copied" for r in results),
         files=results,
         bytes_copied=sum(r["bytes_copied"] for r in results),

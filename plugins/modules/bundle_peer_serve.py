@@ -114,9 +114,8 @@ import os
 import signal
 import time
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import BundleError
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 from ansible_collections.airgap.vllm.plugins.module_utils._peer_fetch import make_server, serve_until
 
 
@@ -139,21 +138,21 @@ def _stop_leftover(pid_file):
     return True
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            bind=dict(type="str", required=True),
-            port=dict(type="int", default=8477),
-            token=dict(type="str", required=True, no_log=True),
-            root=dict(type="path", required=True),
-            artifacts=dict(type="list", elements="dict", required=True),
-            stop_file=dict(type="path", default="/run/airgap-vllm-peer/stop"),
-            pid_file=dict(type="path", default="/run/airgap-vllm-peer/serve.pid"),
-            max_seconds=dict(type="int", default=21600),
-            log_path=dict(type="path", default="/var/log/airgap-vllm-peer-serve.log"),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        bind=dict(type="str", required=True),
+        port=dict(type="int", default=8477),
+        token=dict(type="str", required=True, no_log=True),
+        root=dict(type="path", required=True),
+        artifacts=dict(type="list", elements="dict", required=True),
+        stop_file=dict(type="path", default="/run/airgap-vllm-peer/stop"),
+        pid_file=dict(type="path", default="/run/airgap-vllm-peer/serve.pid"),
+        max_seconds=dict(type="int", default=21600),
+        log_path=dict(type="path", default="/var/log/airgap-vllm-peer-serve.log"),
+    ),
+    errors=(BundleError,),
+)
+def main(module):
     p = module.params
     if module.check_mode:
         module.exit_json(
@@ -165,10 +164,7 @@ def main():
     stopped_leftover = _stop_leftover(p["pid_file"])
     if os.path.exists(p["stop_file"]):
         os.unlink(p["stop_file"])
-    try:
-        server = make_server(p["bind"], p["port"], p["token"], p["root"], p["artifacts"], log_path=p["log_path"])
-    except BundleError as e:
-        module.fail_json(msg=str(e))
+    server = make_server(p["bind"], p["port"], p["token"], p["root"], p["artifacts"], log_path=p["log_path"])
     with open(p["pid_file"], "w") as f:
         f.write("%d\n" % os.getpid())
     try:
@@ -177,7 +173,7 @@ def main():
         for path in (p["pid_file"], p["stop_file"]):
             if os.path.exists(path):
                 os.unlink(path)
-    module.exit_json(changed=False, stopped_leftover=stopped_leftover, **stats)
+    return dict(changed=False, stopped_leftover=stopped_leftover, **stats)
 
 
 if __name__ == "__main__":

@@ -169,8 +169,6 @@ bytes_copied:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import StampCache
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import (
     BundleError,
@@ -186,37 +184,32 @@ from ansible_collections.airgap.vllm.plugins.module_utils._bundle_stage import (
     probe_dest,
     stage_files,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 
 
-def _save(module, stamps):
-    try:
-        stamps.save()
-    except BundleError as e:
-        module.fail_json(msg=str(e))
-
-
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            src=dict(type="path", required=True),
-            dest=dict(type="path", required=True),
-            remote_src=dict(type="bool", default=False),
-            manifest=dict(type="path", default="manifest.yml"),
-            artifacts=dict(type="list", elements="dict"),
-            stamp_file=dict(type="path", default="/var/cache/airgap-vllm/stage-stamps.json"),
-            log_path=dict(type="path", default="/var/log/airgap-vllm-stage.log"),
-            chunk_size=dict(type="int", default=268435456),
-            mode=dict(type="raw", default="0644"),
-            min_free_bytes=dict(type="int", default=0),
-            # Internal protocol of the action plugin (remote_src=false): probe, append, commit.
-            _op=dict(type="str", choices=["stage", "probe", "append", "commit"], default="stage"),
-            _chunk=dict(type="path"),
-            _offset=dict(type="int"),
-            _path=dict(type="str"),
-            _segments=dict(type="list", elements="dict"),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        src=dict(type="path", required=True),
+        dest=dict(type="path", required=True),
+        remote_src=dict(type="bool", default=False),
+        manifest=dict(type="path", default="manifest.yml"),
+        artifacts=dict(type="list", elements="dict"),
+        stamp_file=dict(type="path", default="/var/cache/airgap-vllm/stage-stamps.json"),
+        log_path=dict(type="path", default="/var/log/airgap-vllm-stage.log"),
+        chunk_size=dict(type="int", default=268435456),
+        mode=dict(type="raw", default="0644"),
+        min_free_bytes=dict(type="int", default=0),
+        # Internal protocol of the action plugin (remote_src=false): probe, append, commit.
+        _op=dict(type="str", choices=["stage", "probe", "append", "commit"], default="stage"),
+        _chunk=dict(type="path"),
+        _offset=dict(type="int"),
+        _path=dict(type="str"),
+        _segments=dict(type="list", elements="dict"),
+    ),
+    errors=(StageError, BundleError),
+    wording="staging failed: {0}",
+)
+def main(module):
     p = module.params
     stamps = StampCache(None)
     try:
@@ -226,7 +219,7 @@ def main():
         if p["_op"] == "probe":
             files = probe_dest(p["dest"], entries, stamps, keep_free=p["min_free_bytes"])
             if not module.check_mode:
-                _save(module, stamps)
+                stamps.save()
             module.exit_json(changed=False, files=files)
         if p["_op"] == "append":
             if module.check_mode:
@@ -240,7 +233,7 @@ def main():
         if p["_op"] == "commit":
             files = commit_parts(p["dest"], entries, stamps, mode=mode, check_mode=module.check_mode)
             if not module.check_mode:
-                _save(module, stamps)
+                stamps.save()
             module.exit_json(changed=bool(files), files=files)
         if not p["remote_src"]:
             module.fail_json(msg="remote_src=false needs the airgap.vllm.bundle_stage action plugin")
@@ -260,15 +253,11 @@ def main():
         try:
             stamps.save()
         except BundleError as save_error:
-            e = StageError("%s; %s" % (e, save_error), e.results)
-        module.fail_json(msg=str(e), files=e.results, bytes_copied=sum(r.get("bytes_copied", 0) for r in e.results))
-    except BundleError as e:
-        module.fail_json(msg=str(e))
-    except (IOError, OSError) as e:
-        module.fail_json(msg="staging failed: %s" % e)
+            raise StageError("%s; %s" % (e, save_error), e.results)
+        raise
     if not module.check_mode:
-        _save(module, stamps)
-    module.exit_json(
+        stamps.save()
+    return dict(
         changed=any(r["state"] == "copied" for r in results),
         files=results,
         bytes_copied=sum(r["bytes_copied"] for r in results),

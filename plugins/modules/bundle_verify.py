@@ -133,40 +133,36 @@ failures:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import StampCache, verify_bundle, verify_failures
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import (
     BundleError,
     load_manifest,
     validate_entries,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", required=True),
-            manifest=dict(type="path", default="manifest.yml"),
-            artifacts=dict(type="list", elements="dict"),
-            stamp_file=dict(type="path", default="/var/cache/airgap-vllm/verify-stamps.json"),
-            workers=dict(type="int", default=4),
-            allow_unlisted=dict(type="bool", default=False),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        path=dict(type="path", required=True),
+        manifest=dict(type="path", default="manifest.yml"),
+        artifacts=dict(type="list", elements="dict"),
+        stamp_file=dict(type="path", default="/var/cache/airgap-vllm/verify-stamps.json"),
+        workers=dict(type="int", default=4),
+        allow_unlisted=dict(type="bool", default=False),
+    ),
+    errors=(BundleError,),
+)
+def main(module):
     p = module.params
     if not os.path.isdir(p["path"]):
         module.fail_json(msg="bundle directory %s not found" % p["path"])
-    try:
-        if p["artifacts"]:
-            entries = validate_entries(p["artifacts"])
-        else:
-            entries = load_manifest(os.path.join(p["path"], p["manifest"]))
-        stamps = StampCache(p["stamp_file"] or None)
-        results, summary = verify_bundle(p["path"], entries, stamps=stamps, workers=p["workers"])
-    except BundleError as e:
-        module.fail_json(msg=str(e))
+    if p["artifacts"]:
+        entries = validate_entries(p["artifacts"])
+    else:
+        entries = load_manifest(os.path.join(p["path"], p["manifest"]))
+    stamps = StampCache(p["stamp_file"] or None)
+    results, summary = verify_bundle(p["path"], entries, stamps=stamps, workers=p["workers"])
     if not module.check_mode:
         try:
             stamps.save()
@@ -176,7 +172,7 @@ def main():
     out = dict(changed=False, files=results, summary=summary, failures=failures)
     if failures:
         module.fail_json(msg="bundle %s failed verification: %s" % (p["path"], "; ".join(failures)), **out)
-    module.exit_json(**out)
+    return out
 
 
 if __name__ == "__main__":

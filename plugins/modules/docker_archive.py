@@ -146,8 +146,6 @@ derived:
               type: bool}
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli, DockerError
 from ansible_collections.airgap.vllm.plugins.module_utils._docker_archive import (
     ArchiveError,
@@ -156,25 +154,26 @@ from ansible_collections.airgap.vllm.plugins.module_utils._docker_archive import
     failure_message,
     import_archive,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", required=True),
-            tag=dict(type="str"),
-            docker_bin=dict(type="str", default="docker"),
-            platform=dict(type="str", default="linux/amd64"),
-            derived=dict(type="str"),
-            derived_labels=dict(type="dict", default={}),
-            derived_base_label=dict(type="str", default="org.airgap.vllm.base-image-id"),
-            hint=dict(type="str", default=""),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        path=dict(type="path", required=True),
+        tag=dict(type="str"),
+        docker_bin=dict(type="str", default="docker"),
+        platform=dict(type="str", default="linux/amd64"),
+        derived=dict(type="str"),
+        derived_labels=dict(type="dict", default={}),
+        derived_base_label=dict(type="str", default="org.airgap.vllm.base-image-id"),
+        hint=dict(type="str", default=""),
+    ),
+)
+def main(module):
     p = module.params
     docker_bin = module.get_bin_path(p["docker_bin"], required=True)
     docker = DockerCli(docker_bin)
+    # Its own failure: one message with the cause, the daemon's state and the hint (one fatal line, issue 42).
     try:
         result = import_archive(p["path"], docker, tag=p["tag"], check_mode=module.check_mode, platform=p["platform"])
         result["derived"] = derived_image(
@@ -200,7 +199,7 @@ def main():
             },
             "after": {"image_present": True, "image_id": result["image_id"], "tags": sorted(result["repo_tags"])},
         }
-    module.exit_json(**result)
+    return result
 
 
 if __name__ == "__main__":

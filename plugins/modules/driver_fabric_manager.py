@@ -94,8 +94,8 @@ msg:
 import os
 import time
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airgap.vllm.plugins.module_utils._fabric_manager import UNIT, parse_smi_fabric, report
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 
 LOG_TAIL = 1024 * 1024
 
@@ -127,16 +127,15 @@ def look(module, p):
     return unit_state, gpus, result
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            unit=dict(type='str', default=UNIT),
-            nvidia_smi=dict(type='str', default='nvidia-smi'),
-            log_file=dict(type='path', default='/var/log/fabricmanager.log'),
-            wait=dict(type='int', default=60),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        unit=dict(type='str', default=UNIT),
+        nvidia_smi=dict(type='str', default='nvidia-smi'),
+        log_file=dict(type='path', default='/var/log/fabricmanager.log'),
+        wait=dict(type='int', default=60),
+    ),
+)
+def main(module):
     p = module.params
     start = time.time()
     while True:
@@ -149,7 +148,7 @@ def main():
     result.update(changed=False, unit_state=unit_state, gpus=gpus, seconds=round(time.time() - start, 1))
     if not ok:
         module.fail_json(**result)
-    module.exit_json(**result)
+    return result
 
 
 if __name__ == '__main__':

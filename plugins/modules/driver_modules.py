@@ -99,13 +99,13 @@ seconds:
 
 import time
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airgap.vllm.plugins.module_utils._driver_upgrade import (
     gpu_processes,
     holder_text,
     nvidia_modules,
     parse_proc_modules,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 from ansible_collections.airgap.vllm.plugins.module_utils._nvml import collect
 
 
@@ -179,19 +179,18 @@ def load(module, p):
     return result
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            state=dict(type='str', choices=['absent', 'present'], default='absent'),
-            modules_file=dict(type='path', default='/proc/modules'),
-            wait=dict(type='int', default=60),
-            load=dict(type='str', default='nvidia'),
-            driver_version_file=dict(type='path', default='/proc/driver/nvidia/version'),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        state=dict(type='str', choices=['absent', 'present'], default='absent'),
+        modules_file=dict(type='path', default='/proc/modules'),
+        wait=dict(type='int', default=60),
+        load=dict(type='str', default='nvidia'),
+        driver_version_file=dict(type='path', default='/proc/driver/nvidia/version'),
+    ),
+)
+def main(module):
     p = module.params
-    module.exit_json(**(unload(module, p) if p['state'] == 'absent' else load(module, p)))
+    return unload(module, p) if p['state'] == 'absent' else load(module, p)
 
 
 if __name__ == '__main__':

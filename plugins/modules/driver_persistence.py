@@ -71,20 +71,19 @@ msg:
 
 import time
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airgap.vllm.plugins.module_utils._driver_persistence import persistence_report
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 from ansible_collections.airgap.vllm.plugins.module_utils._nvml import NVML_ARGUMENT_SPEC, collect
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            NVML_ARGUMENT_SPEC,
-            wait=dict(type='int', default=10),
-            unit=dict(type='str', default='nvidia-persistenced.service'),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        NVML_ARGUMENT_SPEC,
+        wait=dict(type='int', default=10),
+        unit=dict(type='str', default='nvidia-persistenced.service'),
+    ),
+)
+def main(module):
     p = module.params
     start = time.time()
     while True:
@@ -97,7 +96,7 @@ def main():
     result.pop('ok')
     if not report['ok']:
         module.fail_json(**result)
-    module.exit_json(**result)
+    return result
 
 
 if __name__ == '__main__':

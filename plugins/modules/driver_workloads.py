@@ -116,7 +116,6 @@ record:
 import json
 import os
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airgap.vllm.plugins.module_utils._driver_upgrade import (
     DriverUpgradeError,
     gpu_processes,
@@ -127,6 +126,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._driver_upgrade import
     workload_plan,
 )
 from ansible_collections.airgap.vllm.plugins.module_utils._files import write_atomic
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 
 
 def unit_states(module, units):
@@ -199,27 +199,22 @@ def start(module, p):
     return result
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            state=dict(type='str', choices=['stopped', 'started'], default='stopped'),
-            services=dict(type='dict', default={}),
-            host_units=dict(type='list', elements='str', default=[]),
-            gpus=dict(type='list', elements='dict', default=[]),
-            record_file=dict(type='path', default='/var/lib/airgap-vllm/driver-upgrade.json'),
-            from_version=dict(type='str', default=''),
-            to_version=dict(type='str', default=''),
-        ),
-        supports_check_mode=True,
-    )
-    try:
-        result = (stop if module.params['state'] == 'stopped' else start)(module, module.params)
-    except (DriverUpgradeError, IOError, OSError, ValueError) as exc:
-        module.fail_json(
-            msg='driver upgrade record %s: %s. It lists the units stopped for a driver change: start '
-            'them by hand (systemctl enable --now UNIT) and delete the file' % (module.params['record_file'], exc)
-        )
-    module.exit_json(**result)
+@ansible_module(
+    dict(
+        state=dict(type='str', choices=['stopped', 'started'], default='stopped'),
+        services=dict(type='dict', default={}),
+        host_units=dict(type='list', elements='str', default=[]),
+        gpus=dict(type='list', elements='dict', default=[]),
+        record_file=dict(type='path', default='/var/lib/airgap-vllm/driver-upgrade.json'),
+        from_version=dict(type='str', default=''),
+        to_version=dict(type='str', default=''),
+    ),
+    wording='driver upgrade record {record_file}: {0}. It lists the units stopped for a driver change: start '
+    'them by hand (systemctl enable --now UNIT) and delete the file',
+    worded=(DriverUpgradeError, IOError, OSError, ValueError),
+)
+def main(module):
+    return (stop if module.params['state'] == 'stopped' else start)(module, module.params)
 
 
 if __name__ == '__main__':

@@ -111,7 +111,6 @@ gone:
 
 import json
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli, DockerError
 from ansible_collections.airgap.vllm.plugins.module_utils._gpu_release import (
     GpuReleaseError,
@@ -122,6 +121,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._gpu_release import (
     restore_workloads,
     write_state_atomic,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 
 
 def release(module, docker, state):
@@ -149,25 +149,22 @@ def restore(module, docker, state):
     return actions, load_state(''), {'gone': gone, '_recorded': recorded}
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            state=dict(type='str', choices=['released', 'restored'], default='released'),
-            containers=dict(type='list', elements='str', default=[]),
-            services=dict(type='list', elements='str', default=[]),
-            exclude=dict(type='list', elements='str', default=[]),
-            state_file=dict(type='path', default='/var/lib/airgap-vllm/gpu-release.json'),
-            docker_bin=dict(type='str', default='docker'),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        state=dict(type='str', choices=['released', 'restored'], default='released'),
+        containers=dict(type='list', elements='str', default=[]),
+        services=dict(type='list', elements='str', default=[]),
+        exclude=dict(type='list', elements='str', default=[]),
+        state_file=dict(type='path', default='/var/lib/airgap-vllm/gpu-release.json'),
+        docker_bin=dict(type='str', default='docker'),
+    ),
+    errors=(GpuReleaseError, DockerError, ValueError, OSError),
+)
+def main(module):
     docker = DockerCli(module.get_bin_path(module.params['docker_bin'], required=True))
-    try:
-        before = read_state_file(module.params['state_file'])
-        handler = release if module.params['state'] == 'released' else restore
-        actions, after, extra = handler(module, docker, before)
-    except (GpuReleaseError, DockerError, ValueError, OSError) as exc:
-        module.fail_json(msg=str(exc))
+    before = read_state_file(module.params['state_file'])
+    handler = release if module.params['state'] == 'released' else restore
+    actions, after, extra = handler(module, docker, before)
     recorded = extra.pop('_recorded', False)
     result = dict(
         changed=bool(actions) or recorded,
@@ -183,7 +180,7 @@ def main():
             before=json.dumps(before, indent=2, sort_keys=True) + '\n',
             after=json.dumps(after, indent=2, sort_keys=True) + '\n',
         )
-    module.exit_json(**result)
+    return result
 
 
 if __name__ == '__main__':

@@ -317,7 +317,6 @@ import os
 import platform
 import time
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airgap.vllm.plugins.module_utils._boot_kernel import (
     BLS_DIR,
     DEFAULT_GRUB,
@@ -345,6 +344,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._files import (
     read_text_report,
 )
 from ansible_collections.airgap.vllm.plugins.module_utils._hostinfo import host_facts, parse_docker_info
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 from ansible_collections.airgap.vllm.plugins.module_utils._nvidia_rpms import (
     RPM_QUERY_FORMAT,
     driver_packages,
@@ -526,53 +526,53 @@ def driver_facts(module, spec, installed, rpm_error, pci):
     return state
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            kernel_release=dict(type='str'),
-            os_release_path=dict(type='path', default='/etc/os-release'),
-            productinfo_path=dict(type='path', default='/etc/.productinfo'),
-            docker=dict(type='bool', default=True),
-            docker_bin=dict(type='str', default='docker'),
-            pci=dict(type='bool', default=False),
-            rpms=dict(type='list', elements='str', default=[]),
-            files=dict(type='list', elements='path', default=[]),
-            images=dict(type='list', elements='str', default=[]),
-            units=dict(type='list', elements='str', default=[]),
-            disk=dict(type='list', elements='path', default=[]),
-            listening=dict(type='bool', default=False),
-            exists=dict(type='list', elements='path', default=[]),
-            paths=dict(
-                type='list',
-                elements='dict',
-                default=[],
-                options=dict(
-                    path=dict(type='path', required=True),
-                    type=dict(type='str', choices=['file', 'directory'], default='file'),
-                    mode=dict(type='str', required=True),
-                    uid=dict(type='int', default=0),
-                    gid=dict(type='int', default=0),
-                    sha1=dict(type='str'),
-                ),
-            ),
-            nvidia_driver=dict(
-                type='dict',
-                options=dict(
-                    version=dict(type='str', required=True),
-                    version_file=dict(type='path', default='/proc/driver/nvidia/version'),
-                    keep_rpms=dict(type='list', elements='str', default=[]),
-                    extra_rpms=dict(type='list', elements='str', default=[]),
-                    blacklist_file=dict(type='path'),
-                    blacklist_content=dict(type='str', default=''),
-                    dnf_module_file=dict(type='path', default='/etc/dnf/modules.d/nvidia-driver.module'),
-                    fabric_manager=dict(type='str', default='false'),
-                    kernel_release=dict(type='str'),
-                    next_kernel=dict(type='str', choices=['build', 'fail', 'ignore'], default='build'),
-                ),
+@ansible_module(
+    dict(
+        kernel_release=dict(type='str'),
+        os_release_path=dict(type='path', default='/etc/os-release'),
+        productinfo_path=dict(type='path', default='/etc/.productinfo'),
+        docker=dict(type='bool', default=True),
+        docker_bin=dict(type='str', default='docker'),
+        pci=dict(type='bool', default=False),
+        rpms=dict(type='list', elements='str', default=[]),
+        files=dict(type='list', elements='path', default=[]),
+        images=dict(type='list', elements='str', default=[]),
+        units=dict(type='list', elements='str', default=[]),
+        disk=dict(type='list', elements='path', default=[]),
+        listening=dict(type='bool', default=False),
+        exists=dict(type='list', elements='path', default=[]),
+        paths=dict(
+            type='list',
+            elements='dict',
+            default=[],
+            options=dict(
+                path=dict(type='path', required=True),
+                type=dict(type='str', choices=['file', 'directory'], default='file'),
+                mode=dict(type='str', required=True),
+                uid=dict(type='int', default=0),
+                gid=dict(type='int', default=0),
+                sha1=dict(type='str'),
             ),
         ),
-        supports_check_mode=True,
-    )
+        nvidia_driver=dict(
+            type='dict',
+            options=dict(
+                version=dict(type='str', required=True),
+                version_file=dict(type='path', default='/proc/driver/nvidia/version'),
+                keep_rpms=dict(type='list', elements='str', default=[]),
+                extra_rpms=dict(type='list', elements='str', default=[]),
+                blacklist_file=dict(type='path'),
+                blacklist_content=dict(type='str', default=''),
+                dnf_module_file=dict(type='path', default='/etc/dnf/modules.d/nvidia-driver.module'),
+                fabric_manager=dict(type='str', default='false'),
+                kernel_release=dict(type='str'),
+                next_kernel=dict(type='str', choices=['build', 'fail', 'ignore'], default='build'),
+            ),
+        ),
+    ),
+    errors=(ValueError,),
+)
+def main(module):
     p = module.params
     os_release, os_release_problem = read_text_report(p['os_release_path'])
     productinfo, productinfo_problem = read_text_report(p['productinfo_path'])
@@ -582,10 +582,7 @@ def main():
     result = host_facts(os_release, productinfo, p['kernel_release'] or platform.release(), platform.python_version())
     result['docker'] = docker_facts(module, p['docker_bin']) if p['docker'] else {'installed': None, 'running': None}
     if p['nvidia_driver']:
-        try:
-            p['nvidia_driver']['fabric_manager'] = normalize_setting(p['nvidia_driver']['fabric_manager'])
-        except ValueError as e:
-            module.fail_json(msg=str(e))
+        p['nvidia_driver']['fabric_manager'] = normalize_setting(p['nvidia_driver']['fabric_manager'])
     if p['pci'] or (p['nvidia_driver'] and p['nvidia_driver']['fabric_manager'] == 'auto'):
         lspci = module.get_bin_path('lspci')  # PATH, then the sbin directories
         rc, out, err = module.run_command([lspci] + LSPCI_ARGS) if lspci else (None, '', '')
@@ -616,7 +613,7 @@ def main():
     if p['paths']:
         result['paths'] = dict((want['path'], path_state(want['path'])) for want in p['paths'])
         result['paths_differing'] = paths_differing(result['paths'], p['paths'])
-    module.exit_json(changed=False, **result)
+    return dict(changed=False, **result)
 
 
 if __name__ == '__main__':

@@ -135,14 +135,13 @@ architectures:
 import grp
 import pwd
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.airgap.vllm.plugins.module_utils._model_import import (
     ModelError,
     import_model,
     read_stamp,
     validate_model_dir,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 
 
 def _id(value, db):
@@ -156,56 +155,49 @@ def _id(value, db):
         raise ModelError("unknown user or group %r" % value)
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            src=dict(type="path"),
-            models_dir=dict(type="path", required=True),
-            name=dict(type="str", required=True),
-            sha256=dict(type="str"),
-            owner=dict(type="str"),
-            group=dict(type="str"),
-            language_model_only=dict(type="bool", default=False),
-            force=dict(type="bool", default=False),
-            validate_only=dict(type="bool", default=False),
-        ),
-        required_if=[("validate_only", False, ("src", "sha256"))],
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        src=dict(type="path"),
+        models_dir=dict(type="path", required=True),
+        name=dict(type="str", required=True),
+        sha256=dict(type="str"),
+        owner=dict(type="str"),
+        group=dict(type="str"),
+        language_model_only=dict(type="bool", default=False),
+        force=dict(type="bool", default=False),
+        validate_only=dict(type="bool", default=False),
+    ),
+    required_if=[("validate_only", False, ("src", "sha256"))],
+    errors=(ModelError,),
+    wording="model import failed: {0}",
+)
+def main(module):
     p = module.params
     if p["validate_only"]:
         path = "%s/%s" % (p["models_dir"], p["name"])
-        try:
-            info = validate_model_dir(path, p["language_model_only"])
-        except ModelError as e:
-            module.fail_json(msg=str(e))
+        info = validate_model_dir(path, p["language_model_only"])
         for w in info.pop("warnings", []):
             module.warn(w)
         module.exit_json(changed=False, path=path, imported=False, **info)
-    try:
-        uid = _id(p["owner"], pwd.getpwnam)
-        gid = _id(p["group"], grp.getgrnam)
-        before = read_stamp("%s/%s" % (p["models_dir"], p["name"]))
-        result = import_model(
-            p["src"],
-            p["models_dir"],
-            p["name"],
-            p["sha256"].lower(),
-            uid=uid,
-            gid=gid,
-            language_model_only=p["language_model_only"],
-            check_mode=module.check_mode,
-            force=p["force"],
-        )
-    except ModelError as e:
-        module.fail_json(msg=str(e))
-    except (IOError, OSError) as e:
-        module.fail_json(msg="model import failed: %s" % e)
+    uid = _id(p["owner"], pwd.getpwnam)
+    gid = _id(p["group"], grp.getgrnam)
+    before = read_stamp("%s/%s" % (p["models_dir"], p["name"]))
+    result = import_model(
+        p["src"],
+        p["models_dir"],
+        p["name"],
+        p["sha256"].lower(),
+        uid=uid,
+        gid=gid,
+        language_model_only=p["language_model_only"],
+        check_mode=module.check_mode,
+        force=p["force"],
+    )
     for w in result.pop("warnings", []):
         module.warn(w)
     if module._diff:
         result["diff"] = {"before": {"sha256": (before or {}).get("sha256")}, "after": {"sha256": p["sha256"].lower()}}
-    module.exit_json(**result)
+    return result
 
 
 if __name__ == "__main__":

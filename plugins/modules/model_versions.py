@@ -151,7 +151,6 @@ in_place:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airgap.vllm.plugins.module_utils._model_import import ModelError, validate_model_dir
 from ansible_collections.airgap.vllm.plugins.module_utils._model_versions import (
     ModelVersionError,
@@ -162,50 +161,45 @@ from ansible_collections.airgap.vllm.plugins.module_utils._model_versions import
     version_dir,
     version_id,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            models_dir=dict(type="path", required=True),
-            name=dict(type="str", required=True),
-            version=dict(type="str", default=""),
-            sha256=dict(type="str", required=True),
-            keep=dict(type="int", default=1),
-            protect=dict(type="list", elements="str", default=[]),
-            language_model_only=dict(type="bool", default=False),
-            state=dict(type="str", choices=["prepared", "active"], default="prepared"),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        models_dir=dict(type="path", required=True),
+        name=dict(type="str", required=True),
+        version=dict(type="str", default=""),
+        sha256=dict(type="str", required=True),
+        keep=dict(type="int", default=1),
+        protect=dict(type="list", elements="str", default=[]),
+        language_model_only=dict(type="bool", default=False),
+        state=dict(type="str", choices=["prepared", "active"], default="prepared"),
+    ),
+    errors=(ModelVersionError,),
+    wording="cannot manage the versions of {name} in {models_dir}: {0}",
+)
+def main(module):
     p = module.params
     if p["keep"] < 0:
         module.fail_json(msg="keep must be 0 or more, got %d" % p["keep"])
-    try:
-        vid = version_id(p["version"], p["sha256"])
-        common = dict(
-            version=vid, version_name="%s@%s" % (p["name"], vid), dir=os.path.join(p["models_dir"], p["name"])
-        )
-        before = current_version(p["models_dir"], p["name"])
-        if p["state"] == "prepared":
-            changed, msg = prepare(p["models_dir"], p["name"], vid, p["sha256"], module.check_mode)
-            done = not changed and in_place(p["models_dir"], p["name"], vid, p["sha256"], p["keep"])
-            if done:
-                try:
-                    validate_model_dir(version_dir(p["models_dir"], p["name"], vid), p["language_model_only"])
-                except ModelError:
-                    done = False  # the import path validates again and says what is wrong
-            module.exit_json(changed=changed, msg=msg, in_place=done, **common)
-        result = activate(p["models_dir"], p["name"], vid, p["keep"], p["protect"], module.check_mode)
-    except ModelVersionError as exc:
-        module.fail_json(msg=str(exc))
-    except (IOError, OSError) as exc:
-        module.fail_json(msg="cannot manage the versions of %s in %s: %s" % (p["name"], p["models_dir"], exc))
+    vid = version_id(p["version"], p["sha256"])
+    common = dict(version=vid, version_name="%s@%s" % (p["name"], vid), dir=os.path.join(p["models_dir"], p["name"]))
+    before = current_version(p["models_dir"], p["name"])
+    if p["state"] == "prepared":
+        changed, msg = prepare(p["models_dir"], p["name"], vid, p["sha256"], module.check_mode)
+        done = not changed and in_place(p["models_dir"], p["name"], vid, p["sha256"], p["keep"])
+        if done:
+            try:
+                validate_model_dir(version_dir(p["models_dir"], p["name"], vid), p["language_model_only"])
+            except ModelError:
+                done = False  # the import path validates again and says what is wrong
+        module.exit_json(changed=changed, msg=msg, in_place=done, **common)
+    result = activate(p["models_dir"], p["name"], vid, p["keep"], p["protect"], module.check_mode)
     result.update(common)
     for line in result["held"]:
         module.warn(line)
     after_versions = "\n".join(result["versions"]) + "\n"
-    module.exit_json(
+    return dict(
         diff=dict(
             before="link -> %s\n" % (before or "(none)"), after="link -> %s\nversions:\n%s" % (vid, after_versions)
         ),

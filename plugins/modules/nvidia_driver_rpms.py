@@ -86,7 +86,7 @@ cmd:
   elements: str
 '''
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 from ansible_collections.airgap.vllm.plugins.module_utils._nvidia_rpms import (
     RPM_QUERY_FORMAT,
     driver_packages,
@@ -108,14 +108,13 @@ def listing(names, installed):
     return ''.join('%s %s\n' % (n, v) for n in names for v in installed.get(n, []))
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            keep=dict(type='list', elements='str', default=[]),
-            extra=dict(type='list', elements='str', default=[]),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        keep=dict(type='list', elements='str', default=[]),
+        extra=dict(type='list', elements='str', default=[]),
+    ),
+)
+def main(module):
     p = module.params
     rpm = module.get_bin_path('rpm', required=True)
     installed = installed_packages(module, rpm)
@@ -159,7 +158,7 @@ def main():
             before_header='NVIDIA driver RPMs',
             after_header='NVIDIA driver RPMs',
         )
-    module.exit_json(**result)
+    return result
 
 
 if __name__ == '__main__':

@@ -130,17 +130,14 @@ gpus:
                        returned: always}
 '''
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 from ansible_collections.airgap.vllm.plugins.module_utils._nvml import NVML_ARGUMENT_SPEC, collect
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(NVML_ARGUMENT_SPEC),
-        supports_check_mode=True,
-    )
+@ansible_module(dict(NVML_ARGUMENT_SPEC))
+def main(module):
     result = collect(library=module.params['library'], driver_version_file=module.params['driver_version_file'])
-    module.exit_json(changed=False, **result)
+    return dict(changed=False, **result)
 
 
 if __name__ == '__main__':

@@ -109,8 +109,8 @@ refused:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airgap.vllm.plugins.module_utils._files import remove_tree
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 from ansible_collections.airgap.vllm.plugins.module_utils._ownership import owned_path_problem, root_problem
 
 
@@ -124,17 +124,16 @@ def _has_marker(path, marker):
         return False
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            paths=dict(type="list", elements="str", required=True),
-            roots=dict(type="list", elements="str", required=True),
-            marker=dict(type="str"),
-            state=dict(type="str", choices=["absent", "empty"], default="absent"),
-            gone=dict(type="list", elements="str", default=[]),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        paths=dict(type="list", elements="str", required=True),
+        roots=dict(type="list", elements="str", required=True),
+        marker=dict(type="str"),
+        state=dict(type="str", choices=["absent", "empty"], default="absent"),
+        gone=dict(type="list", elements="str", default=[]),
+    ),
+)
+def main(module):
     p = module.params
     empty = p["state"] == "empty"
     refused = []
@@ -172,7 +171,7 @@ def main():
                     remove_tree(path)
                 except (IOError, OSError) as exc:
                     module.fail_json(msg="cannot remove %s: %s" % (path, exc), removed_before=removed[:-1])
-    module.exit_json(changed=bool(removed), removed=removed, absent=absent, not_ours=not_ours)
+    return dict(changed=bool(removed), removed=removed, absent=absent, not_ours=not_ours)
 
 
 if __name__ == "__main__":

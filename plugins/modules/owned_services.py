@@ -84,7 +84,7 @@ notes:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 from ansible_collections.airgap.vllm.plugins.module_utils._ownership import CONTAINER_LABEL, parse_docker_ps, survey
 
 
@@ -109,15 +109,14 @@ def read_units(unit_dirs):
     return texts, problems
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            names=dict(type="list", elements="str", default=[]),
-            unit_dirs=dict(type="list", elements="path", default=["/etc/systemd/system"]),
-            docker_bin=dict(type="str", default="docker"),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        names=dict(type="list", elements="str", default=[]),
+        unit_dirs=dict(type="list", elements="path", default=["/etc/systemd/system"]),
+        docker_bin=dict(type="str", default="docker"),
+    ),
+)
+def main(module):
     p = module.params
     texts, unreadable = read_units(p["unit_dirs"])
     rows = None
@@ -135,7 +134,7 @@ def main():
     result["notes"] = unreadable + result["notes"]
     for note in result["notes"]:
         module.warn(note)
-    module.exit_json(changed=False, **result)
+    return dict(changed=False, **result)
 
 
 if __name__ == "__main__":

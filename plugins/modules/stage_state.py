@@ -150,7 +150,7 @@ paths:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 from ansible_collections.airgap.vllm.plugins.module_utils._stage_state import (
     EVERY_INSTANCE,
     StageStateError,
@@ -164,64 +164,58 @@ from ansible_collections.airgap.vllm.plugins.module_utils._stage_state import (
 )
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            dir=dict(type="path", default="/var/lib/airgap-vllm/state"),
-            stage=dict(type="str"),
-            instance=dict(type="str"),
-            data=dict(type="dict"),
-            state=dict(type="str", choices=["read", "present", "absent"], default="read"),
-            on_damaged=dict(type="str", choices=["fail", "report"], default="fail"),
-        ),
-        required_if=[("state", "present", ("stage", "data")), ("state", "absent", ("stage",))],
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        dir=dict(type="path", default="/var/lib/airgap-vllm/state"),
+        stage=dict(type="str"),
+        instance=dict(type="str"),
+        data=dict(type="dict"),
+        state=dict(type="str", choices=["read", "present", "absent"], default="read"),
+        on_damaged=dict(type="str", choices=["fail", "report"], default="fail"),
+    ),
+    required_if=[("state", "present", ("stage", "data")), ("state", "absent", ("stage",))],
+    errors=(StageStateError,),
+)
+def main(module):
     p = module.params
-    try:
-        if p["state"] == "read":
-            stages, damaged = read_each(p["dir"])
-            if damaged and p["on_damaged"] == "fail":
-                module.fail_json(
-                    msg="damaged state file(s), nothing decided on the rest: %s"
-                    % "; ".join(d["reason"] for d in damaged),
-                    damaged=damaged,
-                )
-            module.exit_json(
-                changed=False,
-                stages=stages,
-                instances=by_instance(stages),
-                facts=published_facts(stages),
+    if p["state"] == "read":
+        stages, damaged = read_each(p["dir"])
+        if damaged and p["on_damaged"] == "fail":
+            module.fail_json(
+                msg="damaged state file(s), nothing decided on the rest: %s" % "; ".join(d["reason"] for d in damaged),
                 damaged=damaged,
             )
-        every = p["instance"] == EVERY_INSTANCE
-        if every and p["state"] != "absent":
-            module.fail_json(msg="instance '*' (every service) works with state=absent only")
-        path = os.path.join(p["dir"], stage_key(p["stage"], None if every else p["instance"]) + ".json")
-        paths, aside = [], {}
-        if every:
-            changed, removed, aside = remove_every_instance(p["dir"], p["stage"], module.check_mode)
-            paths = sorted(removed)
-            before = "".join(removed[k] for k in paths)
-            after = ""
-        elif p["state"] == "present":
-            changed, before, after = write_stage(
-                p["dir"], p["stage"], p["data"], module.check_mode, instance=p["instance"]
-            )
-        else:
-            changed, before, moved = remove_stage(p["dir"], p["stage"], module.check_mode, instance=p["instance"])
-            after = ""
-            paths = [path] if changed else []
-            aside = {path: moved} if moved else {}
-    except StageStateError as exc:
-        module.fail_json(msg=str(exc))
+        module.exit_json(
+            changed=False,
+            stages=stages,
+            instances=by_instance(stages),
+            facts=published_facts(stages),
+            damaged=damaged,
+        )
+    every = p["instance"] == EVERY_INSTANCE
+    if every and p["state"] != "absent":
+        module.fail_json(msg="instance '*' (every service) works with state=absent only")
+    path = os.path.join(p["dir"], stage_key(p["stage"], None if every else p["instance"]) + ".json")
+    paths, aside = [], {}
+    if every:
+        changed, removed, aside = remove_every_instance(p["dir"], p["stage"], module.check_mode)
+        paths = sorted(removed)
+        before = "".join(removed[k] for k in paths)
+        after = ""
+    elif p["state"] == "present":
+        changed, before, after = write_stage(p["dir"], p["stage"], p["data"], module.check_mode, instance=p["instance"])
+    else:
+        changed, before, moved = remove_stage(p["dir"], p["stage"], module.check_mode, instance=p["instance"])
+        after = ""
+        paths = [path] if changed else []
+        aside = {path: moved} if moved else {}
     extra = dict(paths=paths, set_aside=aside) if p["state"] == "absent" else {}
     for src in sorted(extra.get("set_aside", {})):
         module.warn(
             "%s is damaged: %s it to %s instead of deleting it (inspect it, then remove it)"
             % (src, "would move" if module.check_mode else "moved", aside[src])
         )
-    module.exit_json(
+    return dict(
         changed=changed,
         path=path,
         diff=dict(before=before, after=after, before_header=path, after_header=path),

@@ -80,9 +80,9 @@ unit_state:
 
 import time
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.six.moves.urllib.error import HTTPError
 from ansible.module_utils.urls import open_url
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 from ansible_collections.airgap.vllm.plugins.module_utils._unit_wait import (
     SHOW_PROPERTIES,
     parse_show,
@@ -121,17 +121,16 @@ def read_body(url):
         return None, str(e)
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            unit=dict(type='str', required=True),
-            url=dict(type='str', required=True),
-            timeout=dict(type='int', default=900),
-            interval=dict(type='int', default=5),
-            read_url=dict(type='str'),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        unit=dict(type='str', required=True),
+        url=dict(type='str', required=True),
+        timeout=dict(type='int', default=900),
+        interval=dict(type='int', default=5),
+        read_url=dict(type='str'),
+    ),
+)
+def main(module):
     p = module.params
     systemctl = module.get_bin_path('systemctl', required=True)
     start = time.time()

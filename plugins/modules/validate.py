@@ -94,21 +94,20 @@ roles:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            roles=dict(type="list", elements="str"),
-            stages=dict(type="list", elements="str"),
-            skip=dict(type="list", elements="str", default=[]),
-            manage_driver=dict(type="bool", default=True),
-            hints=dict(type="dict", default={}),
-            check_connection=dict(type="bool", default=True),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        roles=dict(type="list", elements="str"),
+        stages=dict(type="list", elements="str"),
+        skip=dict(type="list", elements="str", default=[]),
+        manage_driver=dict(type="bool", default=True),
+        hints=dict(type="dict", default={}),
+        check_connection=dict(type="bool", default=True),
+    ),
+)
+def main(module):
     module.fail_json(msg="airgap.vllm.validate runs on the controller (its action plugin); it was called as a module")
 
 

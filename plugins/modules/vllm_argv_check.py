@@ -149,27 +149,26 @@ import json
 import os
 import tempfile
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.airgap.vllm.plugins.module_utils._argv_check import ArgvCheckError, check
 from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            image=dict(type='str', required=True),
-            argv=dict(type='list', elements='str', required=True),
-            script=dict(type='str', required=True),
-            release=dict(type='str', default=''),
-            python=dict(type='str', default='python3'),
-            docker_options=dict(type='list', elements='str', default=[]),
-            seccomp_profile=dict(type='raw'),
-            docker_bin=dict(type='str', default='docker'),
-            cache_file=dict(type='path'),
-            timeout=dict(type='int', default=900),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        image=dict(type='str', required=True),
+        argv=dict(type='list', elements='str', required=True),
+        script=dict(type='str', required=True),
+        release=dict(type='str', default=''),
+        python=dict(type='str', default='python3'),
+        docker_options=dict(type='list', elements='str', default=[]),
+        seccomp_profile=dict(type='raw'),
+        docker_bin=dict(type='str', default='docker'),
+        cache_file=dict(type='path'),
+        timeout=dict(type='int', default=900),
+    ),
+)
+def main(module):
     p = module.params
     seccomp_path = None
     if p['seccomp_profile']:
@@ -205,7 +204,7 @@ def main():
         )
     if result['ok'] is None:
         module.warn(result['message'])
-    module.exit_json(changed=False, **result)
+    return dict(changed=False, **result)
 
 
 if __name__ == '__main__':

@@ -100,8 +100,6 @@ import os
 import re
 import stat
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.airgap.vllm.plugins.module_utils._files import read_text, write_atomic
 from ansible_collections.airgap.vllm.plugins.module_utils._front import (
     FrontError,
@@ -111,6 +109,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._front import (
     render,
     render_fleet,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 
 _OURS = re.compile(r"\A(clients|metrics)-[A-Za-z0-9_.@-]+\.map\Z")
 
@@ -122,18 +121,18 @@ def _mode(path):
         return None
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            dir=dict(type="path", required=True),
-            conf_dir=dict(type="str", default="/usr/local/etc/haproxy"),
-            settings=dict(type="dict", required=True),
-            services=dict(type="list", elements="dict", required=True),
-            engine_keys=dict(type="dict", default={}, no_log=True),
-            fleet=dict(type="dict"),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        dir=dict(type="path", required=True),
+        conf_dir=dict(type="str", default="/usr/local/etc/haproxy"),
+        settings=dict(type="dict", required=True),
+        services=dict(type="list", elements="dict", required=True),
+        engine_keys=dict(type="dict", default={}, no_log=True),
+        fleet=dict(type="dict"),
+    ),
+    errors=(FrontError,),
+)
+def main(module):
     p = module.params
     try:
         planned = []
@@ -180,9 +179,7 @@ def main():
                 fingerprint="",
                 msg="would write the front door's files once the plan exists (%s)" % exc,
             )
-        module.fail_json(msg=str(exc))
-    except FrontError as exc:
-        module.fail_json(msg=str(exc))
+        raise
     directory = p["dir"]
     changed_files, before_cfg = [], read_text(os.path.join(directory, "haproxy.cfg")) or ""
     for name in sorted(files):
@@ -226,7 +223,7 @@ def main():
             "before_header": "haproxy.cfg",
             "after_header": "haproxy.cfg",
         }
-    module.exit_json(**result)
+    return result
 
 
 if __name__ == "__main__":

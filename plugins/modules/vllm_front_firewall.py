@@ -101,10 +101,9 @@ warnings_text:
 import json
 import os
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.airgap.vllm.plugins.module_utils._expose import ExposeError, plan
 from ansible_collections.airgap.vllm.plugins.module_utils._files import read_text, write_atomic
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 
 RECORD_VERSION = 1
 
@@ -125,20 +124,19 @@ def _ask(module, argv):
     return module.run_command(argv)
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            ports=dict(type="list", elements="int", default=[]),
-            metrics_ports=dict(type="list", elements="int", default=[]),
-            metrics_sources=dict(type="list", elements="str", default=[]),
-            address=dict(type="str", default="0.0.0.0"),
-            sources=dict(type="list", elements="str", default=[]),
-            firewalld=dict(type="str", choices=["auto", "always", "never"], default="auto"),
-            zone=dict(type="str", default=""),
-            record_file=dict(type="path", required=True),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        ports=dict(type="list", elements="int", default=[]),
+        metrics_ports=dict(type="list", elements="int", default=[]),
+        metrics_sources=dict(type="list", elements="str", default=[]),
+        address=dict(type="str", default="0.0.0.0"),
+        sources=dict(type="list", elements="str", default=[]),
+        firewalld=dict(type="str", choices=["auto", "always", "never"], default="auto"),
+        zone=dict(type="str", default=""),
+        record_file=dict(type="path", required=True),
+    ),
+)
+def main(module):
     p = module.params
     old_text = read_text(p["record_file"]) or ""
     records = _records(old_text)
@@ -202,7 +200,7 @@ def main():
             write_atomic(p["record_file"], new_text, mode=0o644, makedirs=0o755)
         elif os.path.exists(p["record_file"]):
             os.unlink(p["record_file"])
-    module.exit_json(changed=changed, firewalld=state, summary=summary, warnings_text=warnings)
+    return dict(changed=changed, firewalld=state, summary=summary, warnings_text=warnings)
 
 
 if __name__ == "__main__":

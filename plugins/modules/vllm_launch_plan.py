@@ -84,7 +84,7 @@ options:
   concurrency:
     description: Target concurrent requests (C(--max-num-seqs)).
     type: int
-    default: 1
+    default: 4
   context:
     description:
       - Context length (C(--max-model-len)) as a number or with a suffix (C(200K) = 204800, C(200k) = 200000),
@@ -370,8 +370,7 @@ alternatives:
   elements: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import (
     GIB,
     KV_CACHE_DTYPES,
@@ -381,28 +380,31 @@ from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import (
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_ledger import render_ledger
 from ansible_collections.airgap.vllm.plugins.module_utils._planner import plan
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm_report import render_tradeoff_markdown
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_targets import DEFAULTS
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_tradeoff import tradeoff
 
 
 def argument_spec():
-    return dict(
+    """The options; their defaults are the planner's (_plan_targets.DEFAULTS, one home), but compute_capability's:
+    unset here, the planner reads it from nvml_gpus first."""
+    spec = dict(
         model_dir=dict(type="path", required=True),
         model_path=dict(type="str"),
         served_model_name=dict(type="str"),
         gpu_total_bytes=dict(type="int"),
         gpu_reserved_bytes=dict(type="int"),
-        gpu_count=dict(type="int", default=1),
+        gpu_count=dict(type="int"),
         gpus=dict(type="list", elements="str"),
         nvml_gpus=dict(type="list", elements="dict"),
         tensor_parallel_size=dict(type="int"),
         compute_capability=dict(type="str"),
-        concurrency=dict(type="int", default=1),
-        context=dict(type="str", default="max"),
-        kv_cache_dtype=dict(type="str", default="auto", choices=list(KV_CACHE_DTYPES)),
-        gpu_memory_utilization=dict(type="float", default=0.92),
-        num_speculative_tokens=dict(type="int", default=0, no_log=False),
+        concurrency=dict(type="int"),
+        context=dict(type="str"),
+        kv_cache_dtype=dict(type="str", choices=list(KV_CACHE_DTYPES)),
+        gpu_memory_utilization=dict(type="float"),
+        num_speculative_tokens=dict(type="int", no_log=False),
         prefix_caching=dict(type="bool"),
-        kv_offloading_gib=dict(type="float", default=0),
+        kv_offloading_gib=dict(type="float"),
         host_ram_bytes=dict(type="int"),
         kernel=dict(type="str"),
         docker_version=dict(type="str"),
@@ -410,15 +412,15 @@ def argument_spec():
         reasoning_parser=dict(type="str"),
         tool_call_parser=dict(type="str"),
         chat_template_kwargs=dict(type="dict"),
-        language_model_only=dict(type="bool", default=False),
+        language_model_only=dict(type="bool"),
         max_num_batched_tokens=dict(type="int", no_log=False),
-        enforce_eager=dict(type="bool", default=False),
+        enforce_eager=dict(type="bool"),
         max_image_pixels=dict(type="int"),
         measured_kv_cache_bytes=dict(type="int"),
-        pin_kv_cache_memory=dict(type="bool", default=False),
+        pin_kv_cache_memory=dict(type="bool"),
         measured_kv_cache_bytes_by_gpu=dict(type="dict"),
-        pin_measured_kv_cache=dict(type="bool", default=False),
-        require_full_length_concurrency=dict(type="bool", default=False),
+        pin_measured_kv_cache=dict(type="bool"),
+        require_full_length_concurrency=dict(type="bool"),
         api_keys_config_path=dict(type="str", no_log=False),
         host=dict(type="str"),
         port=dict(type="int"),
@@ -426,14 +428,18 @@ def argument_spec():
         extra_args=dict(type="list", elements="str"),
         extra_docker_options=dict(type="list", elements="str"),
         override_flags=dict(type="list", elements="str"),
-        log_max_size=dict(type="str", default="100m"),
-        log_max_file=dict(type="int", default=5),
+        log_max_size=dict(type="str"),
+        log_max_file=dict(type="int"),
         docker_log_driver=dict(type="str"),
     )
+    for name, option in spec.items():
+        if DEFAULTS[name] is not None and name != "compute_capability":
+            option["default"] = DEFAULTS[name]
+    return spec
 
 
-def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+@ansible_module(argument_spec(), errors=(PlanError,))
+def main(module):
     params = dict(module.params)
     if params["kv_offloading_gib"] and params["host_ram_bytes"]:
         if params["kv_offloading_gib"] * (1 << 30) > 0.8 * params["host_ram_bytes"]:
@@ -444,8 +450,6 @@ def main():
         result = plan(params)
     except InfeasibleError as exc:
         module.fail_json(msg=str(exc), alternatives=exc.alternatives)
-    except PlanError as exc:
-        module.fail_json(msg=str(exc))
     # What NVML gave, resolved: a re-plan (vllm_plan_confirm, the trade-off) needs no NVML facts.
     measured = result["ledger"]["kv_pool_measured"]
     by_gpu = measured and not params["measured_kv_cache_bytes"]  # found in measured_kv_cache_bytes_by_gpu
@@ -471,7 +475,7 @@ def main():
     text = render_ledger(dict(result, warnings=[]))
     if result["tradeoff"]["single_len"]:
         text += "\n" + "\n".join(render_tradeoff_markdown(result["tradeoff"]))
-    module.exit_json(changed=False, ledger_text=text, warnings_list=warnings_list, **result)
+    return dict(changed=False, ledger_text=text, warnings_list=warnings_list, **result)
 
 
 if __name__ == "__main__":

@@ -172,7 +172,6 @@ import os
 import threading
 import time
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 from ansible_collections.airgap.vllm.plugins.module_utils._files import write_atomic
 from ansible_collections.airgap.vllm.plugins.module_utils._loadcheck import (
@@ -204,6 +203,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._loadcheck import (
     tool_outcome,
     vocab_size_of,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm_report import render_markdown
 
 RESULT_DIR = "/tmp"
@@ -418,30 +418,29 @@ class Check(object):
         return vocab_size_of(out) if rc == 0 else None
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            container=dict(type="str", required=True),
-            docker_bin=dict(type="str", default="docker"),
-            keys_file=dict(type="path"),
-            metrics_url=dict(type="str"),
-            concurrency=dict(type="int"),
-            num_prompts=dict(type="int", default=32),
-            input_len=dict(type="int", default=256),
-            output_len=dict(type="int", default=64),
-            ttft_p95_max_ms=dict(type="float"),
-            tpot_p95_max_ms=dict(type="float"),
-            fail_on_threshold=dict(type="bool", default=False),
-            timeout=dict(type="int", default=900),
-            result_path=dict(type="path"),
-            profiles=dict(type="list", elements="str", default=["random"], choices=list(PROFILES)),
-            profile_settings=dict(type="dict", default={}),
-            promise_thresholds=dict(type="dict", default={}),
-            report_dir=dict(type="path"),
-            fail_on_missed_promise=dict(type="bool", default=False),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        container=dict(type="str", required=True),
+        docker_bin=dict(type="str", default="docker"),
+        keys_file=dict(type="path"),
+        metrics_url=dict(type="str"),
+        concurrency=dict(type="int"),
+        num_prompts=dict(type="int", default=32),
+        input_len=dict(type="int", default=256),
+        output_len=dict(type="int", default=64),
+        ttft_p95_max_ms=dict(type="float"),
+        tpot_p95_max_ms=dict(type="float"),
+        fail_on_threshold=dict(type="bool", default=False),
+        timeout=dict(type="int", default=900),
+        result_path=dict(type="path"),
+        profiles=dict(type="list", elements="str", default=["random"], choices=list(PROFILES)),
+        profile_settings=dict(type="dict", default={}),
+        promise_thresholds=dict(type="dict", default={}),
+        report_dir=dict(type="path"),
+        fail_on_missed_promise=dict(type="bool", default=False),
+    ),
+)
+def main(module):
     p = module.params
     wrong = settings_problems(
         p["num_prompts"],
@@ -609,7 +608,7 @@ def main():
             argv=first_argv,
             promises=rows,
         )
-    module.exit_json(
+    return dict(
         changed=False,
         figures=figures,
         warnings_list=warnings,

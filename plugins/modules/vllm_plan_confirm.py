@@ -284,9 +284,8 @@ import hashlib
 import json
 import os
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.airgap.vllm.plugins.module_utils._files import write_atomic
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import PlanError
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm import confirm
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm_report import carry_promises, render_markdown
@@ -318,23 +317,12 @@ def _write(path, content, check_mode):
     return True
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=argument_spec(), supports_check_mode=True, required_one_of=[("metrics_text", "journal_text")]
-    )
+@ansible_module(argument_spec(), errors=(PlanError,), required_one_of=[("metrics_text", "journal_text")])
+def main(module):
     p = module.params
-    try:
-        result = confirm(
-            p["plan"],
-            p["metrics_text"],
-            p["journal_text"],
-            p["is_replan"],
-            p["tradeoff"],
-            p["replanned"],
-            p["engine_env"],
-        )
-    except PlanError as exc:
-        module.fail_json(msg=str(exc))
+    result = confirm(
+        p["plan"], p["metrics_text"], p["journal_text"], p["is_replan"], p["tradeoff"], p["replanned"], p["engine_env"]
+    )
     changed = False
     if p["report_dir"]:
         try:
@@ -367,7 +355,7 @@ def main():
             (os.path.basename(path), hashlib.sha1(content.encode("utf-8")).hexdigest())
             for path, content in zip(files, contents)
         )
-    module.exit_json(changed=changed, **result)
+    return dict(changed=changed, **result)
 
 
 if __name__ == "__main__":

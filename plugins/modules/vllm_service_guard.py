@@ -270,9 +270,8 @@ run_argv:
            "vllm/vllm-openai:v0.27.1", "/srv/models/qwen3", "--served-model-name", "qwen3"]
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.airgap.vllm.plugins.module_utils._container_allowlist import words
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 from ansible_collections.airgap.vllm.plugins.module_utils._service_guard import (
     SECCOMP_MODES,
     SELINUX_RELABEL,
@@ -285,42 +284,41 @@ from ansible_collections.airgap.vllm.plugins.module_utils._service_guard import 
 NO_LOG = ("env", "extra_env", "api_keys")
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            argv=dict(type="raw", required=True),
-            docker_options=dict(type="raw", default=[]),
-            env_names=dict(type="raw", default=[]),
-            env=dict(type="raw", no_log=True),
-            extra_env=dict(type="raw", no_log=True),
-            api_keys=dict(type="raw", no_log=True),
-            allow_docker_options=dict(type="list", elements="str", default=[]),
-            allow_env_names=dict(type="list", elements="str", default=[]),
-            mount_roots=dict(type="list", elements="path", default=[]),
-            unit_values=dict(type="dict"),
-            publish_host=dict(type="str", default="127.0.0.1"),
-            expose_to_network=dict(type="bool", default=False),
-            seccomp=dict(type="str", choices=list(SECCOMP_MODES), default="profile"),
-            seccomp_profile=dict(type="path"),
-            docker_security_options=dict(type="list", elements="str"),
-            metrics_expose=dict(type="bool", default=False),
-            metrics_address=dict(type="str", default=""),
-            metrics_port=dict(type="int", default=8000),
-            publish_port=dict(type="int", default=8000),
-            container_port=dict(type="int"),
-            has_api_keys=dict(type="bool", default=False),
-            docker_bin=dict(type="str", default="/usr/bin/docker"),
-            name=dict(type="str"),
-            image=dict(type="str"),
-            model_dir=dict(type="str"),
-            model_version=dict(type="str", default=""),
-            service_dir=dict(type="str"),
-            api_keys_container_path=dict(type="str", default="/etc/vllm/keys.yaml", no_log=False),
-            selinux_relabel=dict(type="str", choices=list(SELINUX_RELABEL), default="auto"),
-            selinux_enabled=dict(type="bool", default=False),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        argv=dict(type="raw", required=True),
+        docker_options=dict(type="raw", default=[]),
+        env_names=dict(type="raw", default=[]),
+        env=dict(type="raw", no_log=True),
+        extra_env=dict(type="raw", no_log=True),
+        api_keys=dict(type="raw", no_log=True),
+        allow_docker_options=dict(type="list", elements="str", default=[]),
+        allow_env_names=dict(type="list", elements="str", default=[]),
+        mount_roots=dict(type="list", elements="path", default=[]),
+        unit_values=dict(type="dict"),
+        publish_host=dict(type="str", default="127.0.0.1"),
+        expose_to_network=dict(type="bool", default=False),
+        seccomp=dict(type="str", choices=list(SECCOMP_MODES), default="profile"),
+        seccomp_profile=dict(type="path"),
+        docker_security_options=dict(type="list", elements="str"),
+        metrics_expose=dict(type="bool", default=False),
+        metrics_address=dict(type="str", default=""),
+        metrics_port=dict(type="int", default=8000),
+        publish_port=dict(type="int", default=8000),
+        container_port=dict(type="int"),
+        has_api_keys=dict(type="bool", default=False),
+        docker_bin=dict(type="str", default="/usr/bin/docker"),
+        name=dict(type="str"),
+        image=dict(type="str"),
+        model_dir=dict(type="str"),
+        model_version=dict(type="str", default=""),
+        service_dir=dict(type="str"),
+        api_keys_container_path=dict(type="str", default="/etc/vllm/keys.yaml", no_log=False),
+        selinux_relabel=dict(type="str", choices=list(SELINUX_RELABEL), default="auto"),
+        selinux_enabled=dict(type="bool", default=False),
+    ),
+)
+def main(module):
     p = module.params
     # Environment values are never repeated by the guard; masking them would also mask every "1" of the output.
     module.no_log_values.clear()
@@ -383,7 +381,7 @@ def main():
     out = dict(
         (k, result[k]) for k in ("docker_options", "container_port", "served_model_name", "run_argv") if k in result
     )
-    module.exit_json(changed=False, invocation=invocation, **out)
+    return dict(changed=False, invocation=invocation, **out)
 
 
 if __name__ == "__main__":

@@ -197,8 +197,7 @@ expected:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 from ansible_collections.airgap.vllm.plugins.module_utils._source_patch import (
     CATALOGUE,
     STATE_PATCHED,
@@ -214,16 +213,15 @@ from ansible_collections.airgap.vllm.plugins.module_utils._source_patch import (
 )
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            root=dict(type="path"),
-            patches=dict(type="list", elements="str", choices=sorted(CATALOGUE), default=["madvise_populate_write"]),
-            kv_offloading=dict(type="bool"),
-            kernel_release=dict(type="str"),
-        ),
-        supports_check_mode=True,
-    )
+@ansible_module(
+    dict(
+        root=dict(type="path"),
+        patches=dict(type="list", elements="str", choices=sorted(CATALOGUE), default=["madvise_populate_write"]),
+        kv_offloading=dict(type="bool"),
+        kernel_release=dict(type="str"),
+    ),
+)
+def main(module):
     root = module.params["root"]
     specs = [get_patch(name) for name in module.params["patches"]]
     result = dict(changed=False, files=[], patches=[s.ident for s in specs], catalogue=[s.as_dict() for s in specs])
@@ -258,7 +256,7 @@ def main():
             dict(before_header=p["path"], after_header=p["path"], before=p["before"], after=p["after"])
             for p in changed_items
         ]
-    module.exit_json(**result)
+    return result
 
 
 if __name__ == "__main__":

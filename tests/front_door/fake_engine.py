@@ -16,6 +16,9 @@ It answers and fails the way the real engine does, as far as a balancer and a fr
 
 Every response carries `X-Fake-Engine: <name>` (the test counts which member answered); every request is appended to
 --log as a JSON line {"method", "path" (raw), "route" (decoded), "key_ok"}.
+
+The one fake engine of the tree: bench/front.py's CI mode serves it in process (make_server: any key, a few ms per
+token, no log) in place of the real engine.
 """
 
 import argparse
@@ -29,7 +32,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 GUARDED = ("/v1", "/v2", "/inference", "/cohere")
 UNGUARDED = {"/invocations", "/tokenize", "/detokenize", "/metrics", "/version", "/ping", "/openapi.json", "/load"}
-ARGS = None
 LOCK = threading.Lock()
 
 
@@ -45,15 +47,19 @@ class Engine(BaseHTTPRequestHandler):
     def log_message(self, *a):
         pass
 
+    @property
+    def cfg(self):
+        return self.server.engine
+
     def dead(self):
-        return os.path.exists(ARGS.down_file)
+        return bool(self.cfg.down_file) and os.path.exists(self.cfg.down_file)
 
     def send(self, status, body, ctype="application/json"):
         data = body if isinstance(body, bytes) else (json.dumps(body) if not isinstance(body, str) else body).encode()
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
-        self.send_header("X-Fake-Engine", ARGS.name)
+        self.send_header("X-Fake-Engine", self.cfg.name)
         self.end_headers()
         self.wfile.write(data)
 
@@ -63,16 +69,17 @@ class Engine(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         auth = self.headers.get_all("Authorization") or []
-        key_ok = auth == ["Bearer %s" % ARGS.key]
-        with LOCK, open(ARGS.log, "a") as log:
-            log.write(json.dumps({"method": method, "path": raw, "route": route, "key_ok": key_ok}) + "\n")
+        key_ok = self.cfg.key is None or auth == ["Bearer %s" % self.cfg.key]
+        if self.cfg.log:
+            with LOCK, open(self.cfg.log, "a") as log:
+                log.write(json.dumps({"method": method, "path": raw, "route": route, "key_ok": key_ok}) + "\n")
         if route == "/health" and method == "GET":
             return self.send(503, b"", "text/plain") if self.dead() else self.send(200, b"", "text/plain")
         if route.startswith(GUARDED) and not key_ok:
             return self.send(401, {"error": "Unauthorized"})
         if route == "/v1/models" and method == "GET":
             return self.send(
-                200, {"object": "list", "data": [{"id": "fake", "object": "model", "max_model_len": 2048}]}
+                200, {"object": "list", "data": [{"id": self.cfg.model, "object": "model", "max_model_len": 2048}]}
             )
         if route in ("/v1/chat/completions", "/invocations") and method == "POST":
             if self.dead():
@@ -95,14 +102,14 @@ class Engine(BaseHTTPRequestHandler):
             return self.send(
                 200,
                 {
-                    "id": "chatcmpl-%s" % ARGS.name,
+                    "id": "chatcmpl-%s" % self.cfg.name,
                     "object": "chat.completion",
-                    "model": "fake",
+                    "model": self.cfg.model,
                     "choices": [
                         {
                             "index": 0,
                             "finish_reason": "stop",
-                            "message": {"role": "assistant", "content": "hello from %s" % ARGS.name},
+                            "message": {"role": "assistant", "content": "hello from %s" % self.cfg.name},
                         }
                     ],
                     "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
@@ -117,11 +124,11 @@ class Engine(BaseHTTPRequestHandler):
 
     def stream(self, req):
         n = int(req.get("min_tokens") or req.get("max_tokens") or 16)
-        delay = float(req.get("token_delay", 0.01))
+        delay = float(req.get("token_delay", self.cfg.token_s))
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
-        self.send_header("X-Fake-Engine", ARGS.name)
+        self.send_header("X-Fake-Engine", self.cfg.name)
         self.end_headers()
 
         def event(obj):
@@ -129,7 +136,7 @@ class Engine(BaseHTTPRequestHandler):
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()
 
-        base = {"id": "chatcmpl-%s" % ARGS.name, "object": "chat.completion.chunk", "model": "fake"}
+        base = {"id": "chatcmpl-%s" % self.cfg.name, "object": "chat.completion.chunk", "model": self.cfg.model}
         event(dict(base, choices=[{"index": 0, "delta": {"role": "assistant", "content": ""}}]))
         for i in range(n):
             time.sleep(delay)
@@ -165,18 +172,25 @@ class Engine(BaseHTTPRequestHandler):
         self.handle_any("DELETE")
 
 
+def make_server(port=0, name="stand-in", key=None, down_file=None, log=None, model="fake", token_s=0.01):
+    """The engine on 127.0.0.1:port (0: any free port), not yet serving. key None: any key (or none) is accepted;
+    down_file None: never dead; log None: requests are not logged; token_s: the default pause between SSE tokens."""
+    server = ThreadingHTTPServer(("127.0.0.1", port), Engine)
+    server.daemon_threads = True
+    server.engine = argparse.Namespace(name=name, key=key, down_file=down_file, log=log, model=model, token_s=token_s)
+    return server
+
+
 def main():
-    global ARGS
     p = argparse.ArgumentParser()
     p.add_argument("--name", required=True)
     p.add_argument("--key", required=True)
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--down-file", default="/tmp/down")
     p.add_argument("--log", default="/tmp/requests.log")
-    ARGS = p.parse_args()
-    server = ThreadingHTTPServer(("127.0.0.1", ARGS.port), Engine)
-    server.daemon_threads = True
-    print("fake engine %s on 127.0.0.1:%d" % (ARGS.name, ARGS.port), flush=True)
+    args = p.parse_args()
+    server = make_server(args.port, args.name, args.key, args.down_file, args.log)
+    print("fake engine %s on 127.0.0.1:%d" % (args.name, args.port), flush=True)
     server.serve_forever()
 
 

@@ -35,11 +35,15 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 
 import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from systemd_container import systemd_flags  # noqa: E402
+
 NAME = os.environ.get("AIRGAP_SIM_NAME") or "airgap-kylin-sim"
 NET = os.environ.get("AIRGAP_SIM_NETWORK") or "airgap-sim-lan"
 SSH_DIR = os.path.expanduser(os.environ.get("AIRGAP_SIM_SSH_DIR") or "~/.airgap-vllm/ssh")
@@ -514,28 +518,6 @@ def test_readme_hand_a_server_back_over_ssh(sim_host, images, bundle, tmp_path):
 
 
 # --------------------------------------------------------------------------------------------------- requiretty
-def sim_flags():
-    import yaml  # noqa: PLC0415 (only this test needs it)
-
-    with open(os.path.join(ROOT, ".config", "molecule", "config.yml")) as f:
-        caps = yaml.safe_load(f)["platforms"][0]["capabilities"]
-    return [a for c in caps for a in ("--cap-add", c)] + [
-        "--security-opt",
-        "seccomp=unconfined",
-        "--security-opt",
-        "apparmor=unconfined",
-        "--tmpfs",
-        "/run",
-        "--tmpfs",
-        "/run/lock",
-        "--tmpfs",
-        "/tmp",
-        "-v",
-        "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-        "--cgroupns=host",
-    ]
-
-
 @pytest.fixture
 def fresh_host(needs_docker):
     """A fresh host of the test world's Kylin image on the site LAN at TTY_ADDRESS, its sshd up; nobody set up."""
@@ -547,7 +529,7 @@ def fresh_host(needs_docker):
     p = docker(
         *(
             ["run", "-d", "--name", TTY_NAME, "--hostname", TTY_NAME, "--network", NET, "--ip", TTY_ADDRESS]
-            + sim_flags()
+            + systemd_flags()
             + [KYLIN_IMAGE, "/lib/systemd/systemd"]
         )
     )

@@ -28,6 +28,7 @@ import os
 import re
 import stat
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -35,6 +36,9 @@ import yaml
 pytestmark = pytest.mark.molecule
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from systemd_container import systemd_flags  # noqa: E402
+
 NAME = "airgap-kylin-shipped"
 IMAGE = "airgap-test/kylin:v10sp3"
 BUNDLE = os.path.join(ROOT, "build", "shipped-inventories-bundle")
@@ -145,29 +149,8 @@ def bundle():
 def host():
     """One simulated Kylin host for every inventory (a --check run changes nothing on it)."""
     docker("rm", "-f", NAME)
-    with open(os.path.join(ROOT, ".config", "molecule", "config.yml")) as f:
-        caps = yaml.safe_load(f)["platforms"][0]["capabilities"]
     args = ["run", "-d", "--name", NAME, "--hostname", NAME, "--network", "none"]
-    for cap in caps:
-        args += ["--cap-add", cap]
-    args += [
-        "--security-opt",
-        "seccomp=unconfined",
-        "--security-opt",
-        "apparmor=unconfined",
-        "--tmpfs",
-        "/run",
-        "--tmpfs",
-        "/run/lock",
-        "--tmpfs",
-        "/tmp",
-        "-v",
-        "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-        "--cgroupns=host",
-        IMAGE,
-        "/lib/systemd/systemd",
-    ]
-    r = docker(*args)
+    r = docker(*(args + systemd_flags() + [IMAGE, "/lib/systemd/systemd"]))
     assert r.returncode == 0, r.stderr
     for dummy in range(60):
         state = docker("exec", NAME, "systemctl", "is-system-running").stdout.strip()

@@ -8,11 +8,15 @@ with `bash tests/world/build.sh`.
 import os
 import shutil
 import subprocess
+import sys
 import uuid
 
 import pytest
 
 from worldlib import FAKES, KYLIN_IMAGE, NEW_DRIVER, OLD_DRIVER, TOOLKIT, Container, sh
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from systemd_container import systemd_flags  # noqa: E402
 
 
 def pytest_configure(config):
@@ -57,26 +61,8 @@ def built(tmp_path_factory):
     return out
 
 
-# What a systemd + docker-in-docker container needs here (--privileged is refused: see test-world.md).
-SYSTEMD_FLAGS = [
-    "--cap-add",
-    "ALL",
-    "--cap-drop",
-    "SYS_RESOURCE",
-    "--security-opt",
-    "seccomp=unconfined",
-    "--security-opt",
-    "apparmor=unconfined",
-    "--tmpfs",
-    "/run",
-    "--tmpfs",
-    "/run/lock",
-    "--tmpfs",
-    "/tmp",
-    "-v",
-    "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-    "--cgroupns=host",
-]
+# What a systemd + docker-in-docker container needs here (tests/systemd_container.py), every capability but one.
+SYSTEMD_FLAGS = systemd_flags(["ALL"]) + ["--cap-drop", "SYS_RESOURCE"]
 
 
 def container(built, extra, command):
