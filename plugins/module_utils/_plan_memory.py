@@ -38,8 +38,32 @@ TP_COMM_BYTES = 256 * MIB
 # counts it through its CUDA-graph estimate, before the KV pool.
 FLASHINFER_WORKSPACE_BYTES = 394 * MIB
 FLASHINFER_PREFILL_BYTES_PER_ELEM = 16  # flashinfer.py:86
-# Per captured CUDA graph (executable graph + its node parameters), FULL and PIECEWISE each.
-CUDAGRAPH_PER_GRAPH_BYTES = 4 * MIB
+# CUDA graphs, calibrated on a real H100 80GB HBM3 (vLLM 0.26.0, issue 43, docs/fidelity.md): the memory a capture
+# takes grows with the graphs captured (cudagraph_counts: PIECEWISE per capture size, FULL per decode size) times the
+# decoder layers each graph replays. Qwen3-8B shape (36 layers, V2 runner): 7 PIECEWISE + 5 FULL graphs took 0.15 GiB
+# ("Graph capturing finished in 1 secs, took 0.15 GiB", 16 sequences), 51 + 35 took 0.60 GiB (256 sequences): 0.45 GiB
+# over 74 graphs = 6.23 MiB a graph = 0.173 MiB a graph and layer, and 0.077 GiB besides (the graph pool's buffers).
+# Checked on the Qwen3.5-27B FP8 shape (64 layers, V1 runner, MTP 3, 50 sequences): 42 + 26 graphs, 0.81 GiB by this
+# rule, 0.79 GiB taken ("CUDA graph pool memory: 0.79 GiB (actual), 0.68 GiB (estimated)"). Was 2 x 4 MiB a capture
+# size (0.06 and 0.46 GiB on the dense cases, 0.40 on the hybrid).
+CUDAGRAPH_BYTES_PER_GRAPH_LAYER = int(0.173 * MIB)
+CUDAGRAPH_BASE_BYTES = int(0.077 * GIB)
+# Activation peak, calibrated on the same H100 (issue 43, docs/fidelity.md), max_num_batched_tokens 8192: the Qwen3-8B
+# shape (bf16, V2 runner) peaked at 1.29 GiB with 16 and with 256 sequences alike, so the profile's sampler (after the
+# forward pass has freed its transients) does not add to the forward pass's peak: the peak is the larger of the two
+# (estimate_non_kv). 1.29 GiB / 8192 tokens = 165 KiB a token where lm_token_transient_bytes counts 116 KiB
+# (7 I + 8 H): x 1.42. Was the sum of the two, with the token term unscaled (0.95 GiB planned at 16 sequences,
+# 1.63 at 256).
+ACTIVATION_TOKEN_SCALE = 1.42
+# Gated DeltaNet layers (Qwen3.5): the Qwen3.5-27B FP8 shape (V1 runner, MTP 3, 50 sequences) peaked at 2.92 GiB:
+# 8192 x 159 KiB x 1.42 = 1.76 GiB + GDN chunk states 0.38 GiB leaves 0.78 GiB = 16.7 bytes a token per linear-
+# attention value element (48 value heads x 128): four fp32 copies of [tokens, value heads, value dim] in the gated
+# delta rule (16 bytes: 2.89 GiB planned). One measured hybrid: the rule is fitted, not derived.
+GDN_TOKEN_BYTES_PER_VALUE = 16
+# The profile's sampler (_dummy_sampler_run): fp32 logits of one row per request and the sampler's probabilities, sort
+# keys and int64 indices beside them, ~20 bytes an entry; with speculative decoding the rejection sampler adds one
+# draft row per request (gpu_model_runner.py _dummy_sampler_run: draft_token_ids [[0]] per request).
+SAMPLER_BYTES_PER_ENTRY = 20
 # Default Qwen3-VL/Qwen3.5 image processor: longest_edge 16777216 pixels.
 DEFAULT_MAX_IMAGE_PIXELS = 16777216
 # GDN chunked prefill keeps one fp32 state per 64-token chunk (fla chunk_gated_delta_rule).
@@ -141,12 +165,66 @@ def default_batched_tokens(total_bytes):
 
 def cudagraph_capture_sizes(max_num_seqs, num_spec, max_batched):
     """config/vllm.py:1833 max = min(max_num_seqs * (1 + num_spec) * 2, 512, batched tokens);
-    sizes 1, 2, 4, then multiples of 8 to 256, then multiples of 16."""
+    sizes 1, 2, 4, then multiples of 8 to 256, then multiples of 16. With speculative decoding each size is
+    rounded up to a multiple of 1 + num_spec, keeping those within the max (config/compilation.py:1503
+    adjust_cudagraph_sizes_for_spec_decode: 1, 2, 4 -> 4 with MTP 3)."""
     top = min(max_num_seqs * (1 + num_spec) * 2, 512, max_batched)
     sizes = [s for s in (1, 2, 4) if s <= top]
     sizes += list(range(8, min(top, 256) + 1, 8))
     sizes += list(range(272, top + 1, 16))
+    q = 1 + num_spec
+    if q > 1:
+        sizes = sorted(set(cdiv(s, q) * q for s in sizes if cdiv(s, q) * q <= top)) or ([q] if q <= top else [])
     return sizes
+
+
+def cudagraph_counts(t, backend):
+    """(PIECEWISE graphs, FULL graphs) vLLM 0.26.0 captures: one PIECEWISE graph per capture size (mixed prefill-
+    decode) and, in the default FULL_AND_PIECEWISE mode, one FULL graph per uniform-decode size up to max_num_seqs x
+    (1 + num_spec). As logged on the H100 (issue 43): "Capturing CUDA graphs (PIECEWISE) 7, (FULL) 5" for 16
+    sequences, 51 and 35 for 256, "PIECEWISE=42 (largest=400), FULL=26 (largest=200)" for 50 with MTP 3. FlashInfer
+    without TRT-LLM kernels has FULL graphs for single-token decode only (flashinfer_workspace_profiled): none with
+    speculative decoding. enforce_eager captures nothing."""
+    if t["enforce_eager"]:
+        return 0, 0
+    q = 1 + t["num_spec"]
+    sizes = cudagraph_capture_sizes(t["max_num_seqs"], t["num_spec"], t["max_num_batched_tokens"])
+    full = [s for s in sizes if s <= t["max_num_seqs"] * q]
+    if backend == "FLASHINFER" and t["num_spec"]:
+        full = []
+    return len(sizes), len(full)
+
+
+def cudagraph_bytes(piecewise, full, layers):
+    """CUDA-graph memory of ``piecewise`` + ``full`` graphs of a model of ``layers`` decoder layers (per GPU):
+    CUDAGRAPH_BASE_BYTES + graphs x layers x CUDAGRAPH_BYTES_PER_GRAPH_LAYER; 0 when nothing is captured."""
+    graphs = piecewise + full
+    if not graphs:
+        return 0
+    return CUDAGRAPH_BASE_BYTES + graphs * layers * CUDAGRAPH_BYTES_PER_GRAPH_LAYER
+
+
+def activation_lm_bytes(shape, t):
+    """The language model's forward peak in vLLM's profile run (max_num_batched_tokens dummy tokens): tokens x
+    lm_token_transient_bytes x ACTIVATION_TOKEN_SCALE, and for Gated DeltaNet layers tokens x value elements x
+    GDN_TOKEN_BYTES_PER_VALUE + one fp32 state per GDN_CHUNK tokens. Returns (bytes, bytes a token)."""
+    tokens, tp = t["max_num_batched_tokens"], t["tp"]
+    per_tok = int(lm_token_transient_bytes(shape) * ACTIVATION_TOKEN_SCALE)
+    g = shape["gdn"]
+    if g:
+        per_tok += (g["v_heads"] // tp) * g["v_dim"] * GDN_TOKEN_BYTES_PER_VALUE
+    lm = tokens * per_tok
+    if g:
+        lm += cdiv(tokens, GDN_CHUNK) * (g["v_heads"] // tp) * g["k_dim"] * g["v_dim"] * 4
+    return lm, per_tok
+
+
+def sampler_bytes(shape, t):
+    """The profile's sampler run: (bytes, rows). One row per dummy request (min(max_num_seqs, tokens):
+    _dummy_run's num_reqs), twice that with speculative decoding (the rejection sampler's draft rows), x vocab /
+    tp x SAMPLER_BYTES_PER_ENTRY."""
+    rows = min(t["max_num_seqs"], t["max_num_batched_tokens"]) * (2 if t["num_spec"] else 1)
+    return rows * (shape["vocab_size"] // t["tp"]) * SAMPLER_BYTES_PER_ENTRY, rows
 
 
 def lm_token_transient_bytes(shape, act_bytes=2):
@@ -241,21 +319,17 @@ def estimate_non_kv(shape, weights, t, backend, attn_groups=1):
         )
 
     tokens = t["max_num_batched_tokens"]
-    per_tok = lm_token_transient_bytes(shape)
-    lm = tokens * per_tok
-    if shape["gdn"]:
-        g = shape["gdn"]
-        lm += cdiv(tokens, GDN_CHUNK) * (g["v_heads"] // tp) * g["k_dim"] * g["v_dim"] * 4
-    # Profile sampler: one fp32 logits row per request (gpu_model_runner.py:5923, 6257), the
-    # sampler's probs and top-k/top-p sort keys and int64 indices beside it: ~20 bytes/entry;
-    # with spec decode the rejection sampler scores (1 + num_spec) rows per request.
-    rows = min(t["max_num_seqs"], tokens) * (1 + t["num_spec"])
-    sampler = rows * (shape["vocab_size"] // tp) * 20
-    lm_peak = lm + sampler
-    lm_how = "%d batched tokens x %s/token + GDN chunk states + sampler %d rows x vocab" % (
+    lm, per_tok = activation_lm_bytes(shape, t)
+    sampler, rows = sampler_bytes(shape, t)
+    # The forward pass's transients are freed before the sampler runs: the peak is the larger (issue 43: 1.29 GiB
+    # at 16 and at 256 sequences alike).
+    lm_peak = max(lm, sampler)
+    lm_how = "max(%d batched tokens x %s/token%s, sampler %d rows x vocab x %d B)" % (
         tokens,
         "%.0f KiB" % (per_tok / 1024.0),
+        " + GDN chunk states" if shape["gdn"] else "",
         rows,
+        SAMPLER_BYTES_PER_ENTRY,
     )
 
     enc_peak, enc_how, enc_cache = _encoder_peak(shape, t)
@@ -265,15 +339,22 @@ def estimate_non_kv(shape, weights, t, backend, attn_groups=1):
     else:
         items.append(("activation_peak", lm_peak, lm_how))
 
-    sizes = [] if t["enforce_eager"] else cudagraph_capture_sizes(t["max_num_seqs"], t["num_spec"], tokens)
-    if sizes:
-        cg = len(sizes) * 2 * CUDAGRAPH_PER_GRAPH_BYTES + max(sizes) * per_tok
+    piecewise, full = cudagraph_counts(t, backend)
+    if piecewise + full:
+        layers = shape["num_layers"]
+        cg = cudagraph_bytes(piecewise, full, layers)
         items.append(
             (
                 "cuda_graphs",
                 cg,
-                "%d capture sizes (max %d) x FULL+PIECEWISE x %d MiB"
-                % (len(sizes), max(sizes), CUDAGRAPH_PER_GRAPH_BYTES // MIB),
+                "%d PIECEWISE + %d FULL graphs x %d layers x %.3f MiB + %s"
+                % (
+                    piecewise,
+                    full,
+                    layers,
+                    CUDAGRAPH_BYTES_PER_GRAPH_LAYER / float(MIB),
+                    fmt_gib(CUDAGRAPH_BASE_BYTES),
+                ),
             )
         )
     return items

@@ -326,8 +326,8 @@ extras:
   type: dict
 ledger:
   description: Budget (C(gpu_memory_utilization) x C(cuda_total_bytes), NVML's total less C(gpu_reserved_bytes)),
-    non-KV components, C(outside_pool) (what vLLM allocates after sizing the pool), KV pool, block size,
-    num_gpu_blocks, GPU KV cache tokens, concurrency.
+    non-KV components, C(outside_pool) (what vLLM allocates after sizing the pool), C(kv_pool_margin_bytes) (left
+    unused out of an estimated pool), KV pool, block size, num_gpu_blocks, GPU KV cache tokens, concurrency.
   returned: success
   type: dict
 ledger_text:

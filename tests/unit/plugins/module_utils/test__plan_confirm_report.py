@@ -208,7 +208,7 @@ def test_report_markdown_svg_and_tradeoff():
     assert rep["final"]["max_model_len"] == 204800
     assert json.loads(json.dumps(rep)) == rep  # plain JSON
     md = c["report_markdown"]
-    assert "| num_gpu_blocks | 253 | 220 |" in md and "## Trade-off (RTX 6000 Ada 48 GB, planned)" in md
+    assert "| num_gpu_blocks | 246 | 220 |" in md and "## Trade-off (RTX 6000 Ada 48 GB, planned)" in md
     assert c["report_svg"].startswith("<svg") and "kv_pool" in c["report_svg"]
     assert t["single_len"] >= t["all_fit_len"] > 0
     assert [row["length"] for row in t["typical"]] == [4096, 16384, 32768]

@@ -210,3 +210,18 @@ def test_max_context_says_so_when_the_low_end_holds_no_length_for_all():
             seen += 1
             assert any("at the low end of the estimate" in w for w in r["warnings"]), r["warnings"]
     assert seen
+
+
+def test_an_estimated_pool_keeps_the_stated_margin_and_a_measured_one_none():
+    """The calibrated pool is budget - non-KV - KV_POOL_MARGIN, and the ledger says what it left unused; the estimate
+    band is about the pool before the margin; a measured pool is taken whole (issue 43)."""
+    from ansible_collections.airgap.vllm.plugins.module_utils import _plan_ledger as LG
+
+    r = plan()
+    L = r["ledger"]
+    assert L["kv_pool_margin_bytes"] == LG.KV_POOL_MARGIN > 0
+    assert L["kv_pool_bytes"] == L["budget_bytes"] - L["non_kv_bytes"] - LG.KV_POOL_MARGIN
+    assert L["estimate_band"]["kv_pool_low_bytes"] == L["kv_pool_bytes"] + LG.KV_POOL_MARGIN - LG.ESTIMATE_ERROR_LOW
+    assert "margin" in L["kv_pool_how"] and "margin (unused)" in LG.render_ledger(r)
+    M2 = plan(measured_kv_cache_bytes=ENGINE_POOL_BLOCKS * BLOCK_BYTES)["ledger"]
+    assert M2["kv_pool_margin_bytes"] == 0 and M2["kv_pool_bytes"] == ENGINE_POOL_BLOCKS * BLOCK_BYTES

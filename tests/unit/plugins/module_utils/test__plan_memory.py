@@ -169,3 +169,81 @@ def test_field_48gb_estimate_within_tolerance():
     bf16 = field("bfloat16", context="max", concurrency=1)["ledger"]
     assert bf16["block_size"] == 800
     assert abs(bf16["longest_single_request"] - 161000) / 161000.0 <= 0.05, bf16
+
+
+# --- calibration on a real H100 (vLLM 0.26.0, issue 43, docs/fidelity.md) ----------------------------------------
+
+
+def _t(seqs, spec=0, tokens=8192, eager=False, tp=1):
+    return {"max_num_seqs": seqs, "num_spec": spec, "max_num_batched_tokens": tokens, "enforce_eager": eager, "tp": tp}
+
+
+@pytest.mark.parametrize(
+    "seqs, spec, backend, logged",
+    [
+        (16, 0, "FLASH_ATTN", (7, 5)),  # Qwen3-8B: "Capturing CUDA graphs (PIECEWISE) 0/7", "(FULL) 0/5"
+        (256, 0, "FLASH_ATTN", (51, 35)),  # Qwen3-8B at 256 sequences: 0/51, 0/35
+        (50, 3, "FLASH_ATTN", (42, 26)),  # Qwen3.5-27B MTP 3: "PIECEWISE=42 (largest=400), FULL=26 (largest=200)"
+        (4, 3, "FLASHINFER", (5, 0)),  # FlashInfer with MTP: no FULL graphs (flashinfer_workspace_profiled)
+    ],
+)
+def test_cuda_graph_counts_are_the_engines(seqs, spec, backend, logged):
+    assert M.cudagraph_counts(_t(seqs, spec), backend) == logged
+
+
+def test_capture_sizes_round_to_the_spec_multiple():
+    """config/compilation.py adjust_cudagraph_sizes_for_spec_decode: MTP 3 -> multiples of 4 (1, 2, 4 -> 4)."""
+    sizes = M.cudagraph_capture_sizes(50, 3, 8192)
+    assert sizes[:3] == [4, 8, 16] and sizes[-1] == 400 and all(s % 4 == 0 for s in sizes)
+    assert M.cudagraph_capture_sizes(1, 2, 8192) == [3, 6]  # top min(1 x 3 x 2, ...) = 6: 1, 2, 4 -> 3, 3, 6
+    assert M.cudagraph_capture_sizes(16, 0, 8192) == [1, 2, 4, 8, 16, 24, 32]
+
+
+@pytest.mark.parametrize(
+    "graphs, layers, engine_gib",
+    [
+        ((7, 5), 36, 0.15),  # "Graph capturing finished in 1 secs, took 0.15 GiB"
+        ((51, 35), 36, 0.60),  # "... took 0.60 GiB"
+        ((42, 26), 64, 0.79),  # "CUDA graph pool memory: 0.79 GiB (actual)" (the rule's check: +0.02 GiB)
+    ],
+)
+def test_cuda_graph_memory_is_within_the_bounds(graphs, layers, engine_gib):
+    got = M.cudagraph_bytes(graphs[0], graphs[1], layers) / float(CM.GIB)
+    assert abs(got - engine_gib) <= max(0.05 * engine_gib, 0.1)
+    assert abs(got - engine_gib) <= 0.03
+
+
+def test_no_graphs_no_memory():
+    assert M.cudagraph_counts(_t(16, eager=True), "FLASH_ATTN") == (0, 0)
+    assert M.cudagraph_bytes(0, 0, 36) == 0
+
+
+def _qwen3_8b_shape():
+    return {"hidden_size": 4096, "intermediate_size": 12288, "vocab_size": 151936, "gdn": None}
+
+
+def test_activation_does_not_grow_with_the_sequences():
+    """The engine's peak was 1.29 GiB at 16 and at 256 sequences (Qwen3-8B shape, 8192 tokens): the forward pass,
+    not forward + sampler. The sampler wins only where its rows outgrow the forward pass."""
+    shape = _qwen3_8b_shape()
+    lm, per_tok = M.activation_lm_bytes(shape, _t(16))
+    assert round(lm / float(CM.GIB), 2) == 1.29 and per_tok == int(118784 * M.ACTIVATION_TOKEN_SCALE)
+    for seqs in (16, 256):
+        sampler, rows = M.sampler_bytes(shape, _t(seqs))
+        assert rows == seqs and sampler < lm
+    sampler, rows = M.sampler_bytes(shape, _t(1024, spec=1))
+    assert rows == 2048 and sampler > lm  # then the sampler is the peak
+
+
+def test_activation_of_the_hybrid_model_is_within_the_bounds():
+    """Qwen3.5-27B FP8 shape (48 value heads of 128, 64-token chunks): the engine's 2.92 GiB."""
+    shape = {
+        "hidden_size": 5120,
+        "intermediate_size": 17408,
+        "vocab_size": 248320,
+        "gdn": {"v_heads": 48, "k_dim": 128, "v_dim": 128},
+    }
+    lm, _per_tok = M.activation_lm_bytes(shape, _t(50, spec=3))
+    assert abs(lm / float(CM.GIB) - 2.92) <= 0.05
+    half, _per = M.activation_lm_bytes(shape, _t(50, spec=3, tp=2))
+    assert half < lm
