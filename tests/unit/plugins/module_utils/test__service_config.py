@@ -155,8 +155,9 @@ UNIT = {"ActiveState": "active", "started_at": 1000.0, "needs_daemon_reload": Fa
 DESTS = [f["dest"] for f in FILES]
 
 
-def _probe(mtimes, unit=UNIT):
-    return {"units": {"vllm": unit}, "paths": {d: {"type": "file", "mtime": m} for d, m in zip(DESTS, mtimes)}}
+def _probe(mtimes, unit=None):
+    paths = {d: {"type": "file", "mtime": m} for d, m in zip(DESTS, mtimes)}
+    return {"units": {"vllm": UNIT if unit is None else unit}, "paths": paths}
 
 
 def test_a_write_of_this_run_restarts():
