@@ -17,17 +17,13 @@ description:
     cut between the write and the restart leaves (the next run finds the files in place and writes nothing).
 options:
   _input:
-    description: The result of M(airgap.vllm.host_info) with the configuration's paths and the unit in its units.
+    description: The result of M(airgap.vllm.host_info) with the configuration's paths (filter
+      airgap.vllm.vllm_service_config_expected; its files are judged, not its directories) and the unit in its units.
     type: dict
     required: true
   unit:
     description: The unit's name (C(vllm_service_name)).
     type: str
-    required: true
-  files:
-    description: The configuration's files on the host (their C(dest)).
-    type: list
-    elements: str
     required: true
   written:
     description: The registered results of the tasks that wrote them.
@@ -37,7 +33,7 @@ options:
 '''
 
 EXAMPLES = r'''
-restart: "{{ probe | airgap.vllm.vllm_service_must_restart('vllm', ['/etc/systemd/system/vllm.service'], [written]) }}"
+restart: "{{ probe | airgap.vllm.vllm_service_must_restart('vllm', [unit_written, env_written]) }}"
 '''
 
 RETURN = r'''
@@ -49,8 +45,8 @@ _value:
 from ansible_collections.airgap.vllm.plugins.module_utils._service_config import must_restart
 
 
-def vllm_service_must_restart(probe, unit, files, written=None):
-    return must_restart(probe, unit, list(files or []), list(written or []))[0]
+def vllm_service_must_restart(probe, unit, written=None):
+    return must_restart(probe, unit, list(written or []))[0]
 
 
 class FilterModule(object):

@@ -132,31 +132,33 @@ def config_fingerprint(*args, **kwargs):
 START_SLACK_S = 1.0
 
 
-def files_newer_than_run(unit, paths, files):
-    """The dests of `files` modified after the unit's current run started (sorted), or all of them when systemd
-    says its unit file changed since it was loaded; [] when the unit is not running (starting it reads them all).
+def files_newer_than_run(unit, paths):
+    """The files of `paths` modified after the unit's current run started (sorted), or all of them when systemd says
+    its unit file changed since it was loaded; [] when the unit is not running (starting it reads them all).
 
-    unit: host_info's units[name]; paths: host_info's paths ({path: path_state}); files: the dests to judge."""
+    unit: host_info's units[name]; paths: host_info's paths ({path: path_state}) of the configuration's
+    expected_paths: its files (the unit, the logging configuration, the secret files, the seccomp profile when there
+    is one) are judged, its directories are not (writing last-good/ changes their mtime, not the service)."""
     unit = unit or {}
     started = unit.get('started_at')
     if started is None:
         return []
+    files = sorted(path for path, state in (paths or {}).items() if (state or {}).get('type') == 'file')
     if unit.get('needs_daemon_reload'):
-        return sorted(files)
-    newer = []
-    for dest in files:
-        state = (paths or {}).get(dest) or {}
-        if state.get('mtime') is not None and state['mtime'] > started + START_SLACK_S:
-            newer.append(dest)
-    return sorted(newer)
+        return files
+    return [
+        path
+        for path in files
+        if paths[path].get('mtime') is not None and paths[path]['mtime'] > started + START_SLACK_S
+    ]
 
 
-def must_restart(probe, unit_name, files, written=()):
+def must_restart(probe, unit_name, written=()):
     """(restart?, why): a write of this run changed a file (`written`: the registered results of the writes), or a
-    file is newer than the running unit's start (files_newer_than_run)."""
+    file of the probe's configuration paths is newer than the running unit's start (files_newer_than_run)."""
     if any((w or {}).get('changed') for w in written):
         return True, 'the configuration changed'
-    newer = files_newer_than_run(((probe or {}).get('units') or {}).get(unit_name), (probe or {}).get('paths'), files)
+    newer = files_newer_than_run(((probe or {}).get('units') or {}).get(unit_name), (probe or {}).get('paths'))
     if newer:
         return True, 'the service runs an older configuration than %s (a run cut before its restart)' % ', '.join(newer)
     return False, ''

@@ -247,13 +247,10 @@ def main(argv=None):
         want = SETTINGS[1] if current == SETTINGS[0] else SETTINGS[0]
         cmd = site_cmd(a.repo, a.inventory, a.host, want)
         tag = "%02d-%s-%s" % (n, kind, point if isinstance(point, int) else "sample")
-        if kind == "kill":
-            cut, name, t_cut = run_and_cut(cmd, os.path.join(a.out, tag + "-cut.log"), point)
-        else:
-            # A power loss while the play is at that task: the play is cut the same way, the host loses power.
-            cut, name, t_cut = run_and_cut(cmd, os.path.join(a.out, tag + "-cut.log"), point)
-            if cut and not power_cycle(a.container, a.host):
-                cut = False
+        cut, name, t_cut = run_and_cut(cmd, os.path.join(a.out, tag + "-cut.log"), point)
+        # A power loss while the play is at that task: the play is cut the same way, then the host loses power.
+        if kind == "power" and cut and not power_cycle(a.container, a.host):
+            cut = False
         rc1, t1, s1 = run_to_end(cmd, os.path.join(a.out, tag + "-rerun.log"))
         rc2, t2, s2 = run_to_end(cmd, os.path.join(a.out, tag + "-again.log"))
         r2 = recap(t2, a.host) or {}

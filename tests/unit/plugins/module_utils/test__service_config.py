@@ -157,33 +157,35 @@ DESTS = [f["dest"] for f in FILES]
 
 def _probe(mtimes, unit=None):
     paths = {d: {"type": "file", "mtime": m} for d, m in zip(DESTS, mtimes)}
+    # The configuration's directories (expected_paths lists them first): written last-good/ is not the service's.
+    paths[DIR] = paths[DIR + "/last-good"] = {"type": "directory", "mtime": 9999.0}
     return {"units": {"vllm": UNIT if unit is None else unit}, "paths": paths}
 
 
 def test_a_write_of_this_run_restarts():
-    assert sc.must_restart(_probe([900.0] * 4), "vllm", DESTS, [{"changed": False}, {"changed": True}]) == (
+    assert sc.must_restart(_probe([900.0] * 4), "vllm", [{"changed": False}, {"changed": True}]) == (
         True,
         "the configuration changed",
     )
 
 
 def test_files_older_than_the_running_start_restart_nothing():
-    assert sc.must_restart(_probe([900.0, 999.5, 1000.9, 400.0]), "vllm", DESTS, [{"changed": False}, {}]) == (
+    assert sc.must_restart(_probe([900.0, 999.5, 1000.9, 400.0]), "vllm", [{"changed": False}, {}]) == (
         False,
         "",
     )
 
 
 def test_a_file_written_after_the_running_start_restarts_it_and_is_named():
-    restart, why = sc.must_restart(_probe([900.0, 1005.0, 900.0, 900.0]), "vllm", DESTS, [{"skipped": True}])
+    restart, why = sc.must_restart(_probe([900.0, 1005.0, 900.0, 900.0]), "vllm", [{"skipped": True}])
     assert restart and DIR + "/logging.json" in why and "cut before its restart" in why
 
 
 def test_a_unit_file_systemd_has_not_loaded_restarts():
-    assert sc.must_restart(_probe([900.0] * 4, dict(UNIT, needs_daemon_reload=True)), "vllm", DESTS)[0]
+    assert sc.must_restart(_probe([900.0] * 4, dict(UNIT, needs_daemon_reload=True)), "vllm")[0]
 
 
 def test_a_unit_that_does_not_run_is_started_not_restarted_here():
     # started_at None: the start task starts it (and it reads every file then).
-    assert sc.must_restart(_probe([5000.0] * 4, dict(UNIT, started_at=None)), "vllm", DESTS) == (False, "")
-    assert sc.must_restart({"paths": {}}, "vllm", DESTS) == (False, "")
+    assert sc.must_restart(_probe([5000.0] * 4, dict(UNIT, started_at=None)), "vllm") == (False, "")
+    assert sc.must_restart({"paths": {}}, "vllm") == (False, "")
