@@ -58,6 +58,12 @@ def _file(task, key):
     return value if isinstance(value, str) else (value or {}).get("file")
 
 
+def _text(task):
+    """The task without its name and tags, as text to search; one line per value (a folded line would split a
+    `name | default` in two)."""
+    return yaml.safe_dump({k: v for k, v in task.items() if k not in ("name", "tags")}, width=float("inf"))
+
+
 def _defines(task):
     """Names a task sets: its register and its set_fact keys."""
     names = set()
@@ -69,20 +75,30 @@ def _defines(task):
     return names
 
 
+def _role_vars(role_dir):
+    """{name: value as text} of the role's vars/main.yml and defaults/main.yml."""
+    found = {}
+    for part in ("defaults", "vars"):
+        path = os.path.join(role_dir, part, "main.yml")
+        if os.path.exists(path):
+            for name, value in (_load(path) or {}).items():
+                found[name] = yaml.safe_dump(value, width=float("inf"))
+    return found
+
+
 class Walk(object):
     """The tasks that run for `--tags <tag>` under one entry point, and what they need that does not run."""
 
     def __init__(self, role_dir, tag):
         self.role_dir, self.tag = role_dir, tag
+        self.role_vars = _role_vars(role_dir)
         self.selected, self.missing = [], []
         # Over the whole walk, in order (imports share them): facts set by tasks the tag skips, and by tasks it runs.
         self.skipped_defs, self.run_defs = {}, set()
 
     def _reads(self, task, where, text=None):
         """Note a task that the tag runs and that reads a fact only a skipped task sets (and not with a default)."""
-        text = (
-            text if text is not None else yaml.safe_dump({k: v for k, v in task.items() if k not in ("name", "tags")})
-        )
+        text = self._expand(text if text is not None else _text(task))
         own = _defines(task)  # its own register or facts, read in its changed_when or failed_when: set by then
         for name, definer in sorted(self.skipped_defs.items()):
             if name in self.run_defs or name in own:
@@ -95,6 +111,18 @@ class Walk(object):
                         "%s: %r reads %s, set by %r only under other tags" % (where, task.get("name"), name, definer)
                     )
                     break
+
+    def _expand(self, text):
+        """The text with the value of every role variable it names (vars/main.yml, defaults/main.yml; evaluated
+        lazily, where the task reads them), and theirs in turn."""
+        seen, todo = set(), [text]
+        while todo:
+            here = todo.pop()
+            for name, value in sorted(self.role_vars.items()):
+                if name not in seen and re.search(r"\b%s\b" % re.escape(name), here):
+                    seen.add(name)
+                    todo.append(value)
+        return text + "\n" + "\n".join(self.role_vars[name] for name in sorted(seen))
 
     def file(self, name, inherited, depth=0):
         if "{{" in name or depth > 25:
@@ -121,7 +149,7 @@ class Walk(object):
             if included:
                 if not runs:
                     continue
-                text = yaml.safe_dump({k: v for k, v in task.items() if k not in ("name", "tags")})
+                text = _text(task)
                 for name, definer in sorted(self.skipped_defs.items()):
                     if name not in self.run_defs and re.search(r"\b%s\b" % re.escape(name), text):
                         self.missing.append(
@@ -204,30 +232,18 @@ CASES = [
 ]
 
 
-# Phase tags whose tasks read a fact that only a task of another phase sets (found when the walk began to look at every
-# task, not only at includes; issue 42): `--tags <tag>` alone fails there with an undefined variable, as
-# `site.yml --tags vllm_front_configure` did. The read-only phases now run under the later phases' tags (vllm_front,
-# preflight, bundle install, gpu_free, nvidia_driver, vllm_plan, vllm_image configure, vllm_observe). Left: phases that
-# read what a CHANGING phase just did (the staging result, the written manifest, the derived image, the restart
-# decision); they need that phase's record on the host instead of its register. A new one fails the test, and a fixed
-# one must leave this list.
-KNOWN_MISSING = {
-    ("bundle", "bundle_verify"),
-    ("bundle_build", "bundle_build_configure"),
-    ("bundle_build", "bundle_build_verify"),
-    ("vllm_image", "vllm_image_verify"),
-    ("vllm_service", "vllm_service_start"),
-}
+# Every phase runs alone (issue 42): the read-only phases run under the later phases' tags, and a phase that used to read
+# what a CHANGING phase just did takes it from the host when that phase did not run (bundle_verify: the configure
+# phase's record; bundle_build_configure: the payload as bundle_pack reads it in check mode; bundle_build_verify: the
+# bundle as it is; vllm_image_verify: the import and the choice of image, read-only; vllm_service_start: the probe and
+# the restart decision, refusing a configuration that is not this run's). No tag is excused.
 
 
 @pytest.mark.parametrize("role,tag", CASES, ids=["%s:%s" % case for case in CASES])
 def test_every_documented_tag_selects_work(role, tag):
     selected, missing = reachability(role, tag)
     assert selected, "roles/%s/README.md lists --tags %s, but no task of the role runs with it" % (role, tag)
-    if (role, tag) in KNOWN_MISSING:
-        assert missing, "fixed: take (%r, %r) off KNOWN_MISSING" % (role, tag)
-    else:
-        assert missing == []
+    assert missing == [], "--tags %s alone fails on a fact another phase sets" % tag
 
 
 def test_the_walk_sees_a_task_that_reads_a_fact_of_a_skipped_phase(tmp_path):
@@ -254,6 +270,32 @@ def test_the_walk_sees_a_task_that_reads_a_fact_of_a_skipped_phase(tmp_path):
     walk = Walk(str(tmp_path), "r_v")
     walk.file("main.yml", [])
     assert walk.selected and walk.missing == []
+
+
+def test_the_walk_reads_role_variables_and_long_lines(tmp_path):
+    """A fact read through a role variable (vars/main.yml, evaluated where the task reads it) counts, as does one in a
+    long expression (yaml folds long lines: `x | default` must not be split in two); a guarded read does not."""
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "vars").mkdir()
+    (tmp_path / "vars" / "main.yml").write_text(
+        yaml.safe_dump({"__r_current": "{{ __r_mid }}", "__r_mid": "{{ not __r_import.loaded }}"})
+    )
+    long_read = "{{ " + " +\n     ".join(["__r_written | default(0)"] * 12) + " }}"
+    (tmp_path / "tasks" / "main.yml").write_text(
+        yaml.safe_dump(
+            [
+                {"name": "import", "ansible.builtin.set_fact": {"__r_import": 1, "__r_written": 1}, "tags": ["r_i"]},
+                {"name": "verify", "ansible.builtin.debug": {"msg": "x"}, "when": "__r_current", "tags": ["r_v"]},
+                {"name": "long", "ansible.builtin.debug": {"msg": long_read}, "tags": ["r_l"]},
+            ]
+        )
+    )
+    walk = Walk(str(tmp_path), "r_v")
+    walk.file("main.yml", [])
+    assert walk.missing == ["main.yml: 'verify' reads __r_import, set by 'import' only under other tags"]
+    walk = Walk(str(tmp_path), "r_l")
+    walk.file("main.yml", [])
+    assert walk.selected == ["main.yml: long"] and walk.missing == []
 
 
 def test_the_walk_sees_an_include_without_its_tag_and_one_without_apply(tmp_path):
