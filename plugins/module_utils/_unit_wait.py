@@ -11,6 +11,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 SHOW_PROPERTIES = ('ActiveState', 'SubState', 'Result', 'NRestarts', 'ExecMainCode', 'ExecMainStatus')
 
 
@@ -110,3 +112,46 @@ def rollback_outcome(name, last_good_dir, last_good_exists, back, refused_noted=
         else ''
     )
     return dict(headline=headline, rollback=rollback, refused=refused)
+
+
+_CACHE_INFO = re.compile(r'^vllm:cache_config_info\{.*$', re.MULTILINE)
+
+
+def _argv_value(argv, flag):
+    return argv[argv.index(flag) + 1] if flag in argv and argv.index(flag) + 1 < len(argv) else ''
+
+
+def start_failure(health, argv, smoke=None):
+    """Why the started service is not the planned, working one - '' when it is. Read once, failed on once: the role's
+    verify reads (the health wait and the smoke test do not fail) and one task after the rollback says this reason.
+
+    health: unit_health_wait's result (failed with `msg`, or healthy with the /metrics text as `content`); argv: the
+    engine's argv (the planned --kv-cache-dtype and prefix caching are checked in vllm:cache_config_info); smoke: the
+    smoke test's verdict ({ok, reason, answer}: _smoke.smoke_verdict), None when the smoke test is off.
+    """
+    health = health if isinstance(health, dict) else {}
+    if health.get('failed'):
+        return health.get('msg') or 'the service did not come up healthy'
+    argv = [str(a) for a in argv or []]
+    kv_dtype = _argv_value(argv, '--kv-cache-dtype')
+    prefix = (
+        'True' if '--enable-prefix-caching' in argv else ('False' if '--no-enable-prefix-caching' in argv else None)
+    )
+    match = _CACHE_INFO.search(health.get('content') or '')
+    info = match.group(0) if match else ''
+    if (
+        not info
+        or (kv_dtype and 'cache_dtype="%s"' % kv_dtype not in info)
+        or (prefix is not None and 'enable_prefix_caching="%s"' % prefix not in info)
+    ):
+        return '/metrics does not show the planned cache settings (kv dtype %s, prefix caching %s): %s' % (
+            kv_dtype or 'auto',
+            prefix,
+            info or 'no vllm:cache_config_info',
+        )
+    if isinstance(smoke, dict) and not smoke.get('ok'):
+        return 'The smoke-test completion was not what a working server returns: %s. The server answered: %s' % (
+            smoke.get('reason'),
+            smoke.get('answer'),
+        )
+    return ''

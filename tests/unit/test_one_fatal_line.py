@@ -6,8 +6,9 @@ lines of a real failed rollout).
 
 The driver's installer, uninstaller and build packages are read, not failed on, and one task then fails with their own
 words (test_a_failure_read_then_said_once); an image import fails once with its cause (docker_archive's
-failure_message). The one rescue-then-fail block left below is known (the service's rollback adds its own news to the
-second line); a new one fails this test."""
+failure_message). A failing vLLM start is read, not failed on (verify.yml: the health wait, the cache settings, the smoke
+test; filter vllm_start_failure), and one task after the re-plan or the rollback fails with the reason and what the
+rollback did (test_a_failing_start_is_said_once). A new rescue-then-fail block fails this test."""
 
 import os
 
@@ -16,9 +17,7 @@ import yaml
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 FAILS = ("ansible.builtin.fail", "ansible.builtin.assert", "fail", "assert")
 BLOCK_KEYS = ("block", "rescue", "always")
-KNOWN = {
-    ("roles/vllm_service/tasks/start.yml", "Verify the service, or put the last good configuration back"),
-}
+KNOWN = set()
 
 
 def _fails(tasks):
@@ -128,3 +127,45 @@ def test_a_failure_read_then_said_once():
         when = fail["when"] if isinstance(fail["when"], str) else " and ".join(fail["when"])
         assert "%s.rc | default(1) != 0" % run["register"] in when, name
         assert rescue_then_fail(tasks, name) == [], name
+
+
+def test_a_failing_start_is_said_once():
+    """vllm_service: the health wait, the cache settings and the smoke test are read (verify.yml has no failing task;
+    its reason is noted), the steps after it run only when it noted none, and one task - after the re-plan or the
+    rollback, outside any rescue - fails with that reason. Turning the health wait back into a failure, or the
+    reason into a rescue's ansible_failed_result, fails here."""
+    tasks_dir = os.path.join(ROOT, "roles", "vllm_service", "tasks")
+    with open(os.path.join(tasks_dir, "verify.yml")) as f:
+        verify = yaml.safe_load(f)
+    wait = _named(verify, "Wait for /health, or stop waiting when the container exits; then read /metrics")
+    assert wait["failed_when"] is False
+    assert not _fails(verify)
+    decide = _named(verify, "Decide whether the service came up as planned and answers")
+    assert "airgap.vllm.vllm_start_failure" in decide["ansible.builtin.set_fact"]["__vllm_service_start_failure"]
+    with open(os.path.join(tasks_dir, "start.yml")) as f:
+        start = yaml.safe_load(f)
+    assert rescue_then_fail(start, "start.yml") == []
+    block = _named(start, "Re-plan once or roll back a start that failed, and fail once with the reason")
+    assert block["when"] == "__vllm_service_failed_start | length > 0"
+    fail = _named(block["block"], "Fail with vLLM's own reason and what the failed start printed")
+    assert "Failure: {{ __vllm_service_start_failure }}" in fail["ansible.builtin.fail"]["msg"]
+    # Only one fail in the whole file: the one above.
+    fails = [t for t in _all(start) if any(key in t for key in FAILS)]
+    assert fails == [fail]
+    verified = _named(start, "Verify the service, then confirm, load-check and keep it")
+    for task in verified["block"][1:]:
+        when = task["when"] if isinstance(task["when"], str) else " and ".join(task["when"])
+        assert "__vllm_service_start_failure | length == 0" in when, task["name"]
+    with open(os.path.join(tasks_dir, "replan.yml")) as f:
+        replan = yaml.safe_load(f)
+    assert _named(replan, "Confirm the re-plan (never restarts again)")["when"] == (
+        "__vllm_service_start_failure | length == 0"
+    )
+
+
+def _all(tasks):
+    for task in tasks or []:
+        if isinstance(task, dict):
+            yield task
+            for key in BLOCK_KEYS:
+                yield from _all(task.get(key))

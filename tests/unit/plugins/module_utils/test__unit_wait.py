@@ -98,3 +98,41 @@ def test_the_run_start_is_read_from_the_monotonic_clock_in_wall_clock_seconds():
     assert W.run_started_at(dict(props, ActiveState="failed"), 10000.0, 1500.0) is None
     assert W.run_started_at(dict(props, ActiveEnterTimestampMonotonic="0"), 10000.0, 1500.0) is None
     assert W.run_started_at({"ActiveState": "active"}, 10000.0, 1500.0) is None
+
+
+METRICS = 'vllm:cache_config_info{block_size="16",cache_dtype="fp8",enable_prefix_caching="True"} 1.0\n'
+
+
+def test_start_failure_is_empty_for_a_healthy_planned_answering_service():
+    health = {'status': 200, 'content': METRICS}
+    argv = ['--kv-cache-dtype', 'fp8', '--enable-prefix-caching']
+    assert W.start_failure(health, argv, {'ok': True, 'reason': '', 'answer': 'x'}) == ''
+    assert W.start_failure(health, ['--max-model-len', '4096'], None) == ''  # auto dtype, default prefix: not checked
+
+
+def test_start_failure_says_the_health_waits_own_reason_first():
+    health = {'failed': True, 'msg': 'vllm exited (status 1) after 3 restarts', 'status': None}
+    assert W.start_failure(health, ['--kv-cache-dtype', 'fp8'], {'ok': False}) == (
+        'vllm exited (status 1) after 3 restarts'
+    )
+    assert W.start_failure({'failed': True}, []) == 'the service did not come up healthy'
+
+
+def test_start_failure_names_cache_settings_that_are_not_the_plan():
+    health = {'status': 200, 'content': METRICS}
+    why = W.start_failure(health, ['--kv-cache-dtype', 'auto'], None)
+    assert why.startswith('/metrics does not show the planned cache settings (kv dtype auto, prefix caching None)')
+    assert 'cache_dtype="fp8"' in why
+    why = W.start_failure(health, ['--no-enable-prefix-caching'], None)
+    assert 'prefix caching False' in why
+    why = W.start_failure({'status': 200, 'content': 'vllm:num_requests_running 0\n'}, [], None)
+    assert why.endswith('no vllm:cache_config_info')
+
+
+def test_start_failure_says_what_the_smoke_answer_got_wrong():
+    health = {'status': 200, 'content': METRICS}
+    why = W.start_failure(health, [], {'ok': False, 'reason': 'no tool call', 'answer': 'It is sunny.'})
+    assert why == (
+        'The smoke-test completion was not what a working server returns: no tool call. The server answered: '
+        'It is sunny.'
+    )
