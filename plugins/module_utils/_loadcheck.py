@@ -13,6 +13,7 @@ __metaclass__ = type
 
 import json
 import math
+import random
 import re
 
 PERCENTILES = (50, 95)
@@ -254,8 +255,10 @@ def render(summary):
 # --- profiles -------------------------------------------------------------------------------------
 # Each profile is one question about the deployment, asked through vLLM's own `vllm bench serve`
 # (random, long-context, shared-prefix, single-stream) or its OpenAI API (tools), offline.
-PROFILES = ("random", "long-context", "shared-prefix", "tools", "single-stream")
-DEFAULT_PROFILES = PROFILES
+PROFILES = ("random", "long-context", "shared-prefix", "tools", "single-stream", "needle")
+# needle asks the model to read its whole context (a recall test, minutes at a long context on a slow engine): run
+# when asked for.
+DEFAULT_PROFILES = ("random", "long-context", "shared-prefix", "tools", "single-stream")
 
 # What each profile sends unless the operator overrides it (vllm_service_loadcheck_profile_settings).
 # None: derived from the serving engine (concurrency = --max-num-seqs; the long request = --max-model-len
@@ -272,6 +275,16 @@ PROFILE_DEFAULTS = {
     },
     "tools": {"num_prompts": None, "output_len": 256, "concurrency": None},
     "single-stream": {"num_prompts": 3, "input_len": 2048, "output_len": 128, "concurrency": 1},
+    # One request per depth (num_prompts depths, evenly spread), each a haystack of about context_len tokens (None:
+    # the planned context less the answer) with one random fact in it; seed picks the facts (the module draws one).
+    "needle": {
+        "num_prompts": 3,
+        "context_len": None,
+        "output_len": 16,
+        "concurrency": 1,
+        "chars_per_token": 3,
+        "seed": 1,
+    },
 }
 # Tokens left between the long-context prompt and --max-model-len: the random dataset decodes and
 # re-encodes its tokens (vllm/benchmarks/datasets/datasets.py RandomDataset: "Decode then re-encode/
@@ -364,6 +377,15 @@ def profile_settings(name, overrides, concurrency, max_model_len=None, block_siz
                 s["prefix_len"] = max(1, min(s["prefix_len"], room))
     if name == "tools" and s["num_prompts"] is None:
         s["num_prompts"] = 2 * int(s["concurrency"])
+    if name == "needle":
+        if s["context_len"] is None:
+            if not max_model_len:
+                raise LoadCheckError("needle needs the engine's --max-model-len (or context_len)")
+            s["context_len"] = int(max_model_len) - int(s["output_len"]) - NEEDLE_MARGIN
+        if max_model_len and int(s["context_len"]) + int(s["output_len"]) > int(max_model_len):
+            raise LoadCheckError(
+                "needle: %s + %s tokens exceed --max-model-len %s" % (s["context_len"], s["output_len"], max_model_len)
+            )
     for key, value in s.items():
         number = _whole(value)
         if number is None or number < 1:
@@ -417,7 +439,7 @@ def profile_argv(name, facts, settings, result_dir, result_file):
 # Profiles sent through the OpenAI API by a small client inside the container (the module's CLIENT): no
 # `vllm bench serve` start-up (~10 s of importing vLLM each on the CPU engine) for a few requests; prompts are
 # token ids (exact lengths, no tokenizer needed), streamed so the client times the first token and the rest.
-API_PROFILES = ("long-context", "shared-prefix", "tools", "single-stream")
+API_PROFILES = ("long-context", "shared-prefix", "tools", "single-stream", "needle")
 
 
 def token_ids(count, seed, vocab_size):
@@ -458,6 +480,144 @@ def _streamed(model, prompt, output_len):
     }
 
 
+# --- needle: a random fact at several depths of the planned context, recalled or not ------------------------------
+# The field notes' proof that fp8 KV loses nothing a long context holds (3 of 3 at 31K and 54K tokens). The haystack is
+# plain sentences; its length is counted in characters (no tokenizer here): chars_per_token 3 is below what English
+# text takes (about 4), so the prompt stays under the context, and the engine's own prompt_tokens says how long it was.
+NEEDLE_MARGIN = 256  # the question, and a tokenizer that splits the haystack finer than chars_per_token says
+NEEDLE_NAMES = ("Ada", "Boris", "Chen", "Dara", "Emeka", "Farah", "Goran", "Hana", "Ivo", "Jun", "Kofi", "Lena")
+_HAYSTACK = (
+    "The grass is green and the sky is blue. ",
+    "A river runs past the old mill on its way to the sea. ",
+    "Every morning the baker opens the shop at six. ",
+    "The library keeps its maps in a cool, dry room. ",
+    "Trains leave the station on the hour and at half past. ",
+    "The orchard has apple trees, pear trees and two walnut trees. ",
+    "In winter the lake freezes and children skate on it. ",
+    "The clock in the square was repaired last spring. ",
+)
+
+
+def needle_facts(seed, count):
+    """[{"name", "number", "depth"}] of a needle run: a different name and a six-digit number per request, the depths
+    spread evenly through the context ((i + 0.5) / count), all decided by the seed."""
+    rng = random.Random(int(seed))
+    names = rng.sample(NEEDLE_NAMES, min(int(count), len(NEEDLE_NAMES)))
+    names += ["%s%d" % (NEEDLE_NAMES[i % len(NEEDLE_NAMES)], i) for i in range(len(names), int(count))]
+    return [
+        {"name": names[i], "number": str(rng.randint(100000, 999999)), "depth": round((i + 0.5) / int(count), 3)}
+        for i in range(int(count))
+    ]
+
+
+def needle_prompt(fact, context_len, chars_per_token):
+    """The haystack of about context_len tokens with the fact's sentence at its depth, and the question at the end."""
+    size = int(context_len) * int(chars_per_token)
+    sentence = "The magic number of %s is %s. " % (fact["name"], fact["number"])
+    question = "\nQuestion: what is the magic number of %s?\nAnswer: the magic number of %s is" % (
+        fact["name"],
+        fact["name"],
+    )
+    room = max(0, size - len(sentence) - len(question))
+    parts, length, i = [], 0, 0
+    while length < room:
+        parts.append(_HAYSTACK[i % len(_HAYSTACK)])
+        length += len(parts[-1])
+        i += 1
+    at = int(round(len(parts) * float(fact["depth"])))
+    return "".join(parts[:at]) + sentence + "".join(parts[at:]) + question
+
+
+def needle_requests(model, settings):
+    """(facts, completions bodies) of the needle profile: one greedy completion per fact, not streamed."""
+    s = settings
+    facts = needle_facts(s["seed"], s["num_prompts"])
+    return facts, [
+        {
+            "model": model,
+            "prompt": needle_prompt(f, s["context_len"], s["chars_per_token"]),
+            "max_tokens": int(s["output_len"]),
+            "temperature": 0,
+        }
+        for f in facts
+    ]
+
+
+def needle_outcome(facts, answers, duration_s=None):
+    """What the needle profile found, from the engine's answers (completions JSON or {"error": text}, in the order of
+    the facts): per depth whether the answer holds the fact's number, and the prompt's length as the engine counted it
+    (usage.prompt_tokens; None when it did not say)."""
+    depths = []
+    for fact, answer in zip(facts or [], answers or []):
+        answer = answer if isinstance(answer, dict) else {"error": "no answer"}
+        choices = answer.get("choices") or []
+        text = str((choices[0] or {}).get("text") or "") if choices else ""
+        depths.append(
+            {
+                "depth": fact["depth"],
+                "recalled": not answer.get("error") and re.search(r"\b%s\b" % fact["number"], text) is not None,
+                "prompt_tokens": _whole((answer.get("usage") or {}).get("prompt_tokens")),
+                "answer": text.strip()[:80],
+                "error": str(answer["error"])[:200] if answer.get("error") else "",
+            }
+        )
+    return {
+        "requests": len(depths),
+        "recalled": sum(1 for d in depths if d["recalled"]),
+        "failed": sum(1 for d in depths if d["error"]),
+        "min_prompt_tokens": min([d["prompt_tokens"] for d in depths if d["prompt_tokens"]] or [None])
+        if depths
+        else None,
+        "depths": depths,
+        "duration_s": _finite(duration_s),
+    }
+
+
+def needle_row(figures, ctx):
+    """The needle promise: the fact recalled at every depth. MET only with the engine's own evidence - every request
+    answered and counted by the engine (usage.prompt_tokens) - else "not witnessed"; MISSED when an answered depth
+    lost the fact. None when the profile did not run (it runs when asked for)."""
+    if not figures:
+        return None
+    n, got = figures.get("requests") or 0, figures.get("recalled") or 0
+    expected = "recalled at every depth (%d of %d)" % (n, n)
+    where = ", ".join("%.0f %%" % (100.0 * d["depth"]) for d in figures.get("depths") or [])
+    counted = [d for d in figures.get("depths") or [] if d.get("prompt_tokens") and not d.get("error")]
+    source = "field notes: fp8 KV recalled 3 of 3 at 31K and 54K tokens"
+    if not n or figures.get("failed") or len(counted) < n:
+        why = [d["error"] for d in figures.get("depths") or [] if d.get("error")][:1]
+        return _row(
+            "needle_recall",
+            "a fact anywhere in the context is recalled",
+            expected,
+            "%d of %d answered with the engine's prompt count" % (len(counted), n),
+            "not witnessed",
+            "the engine did not answer every needle request%s: run the needle profile again"
+            % ((" (%s)" % why[0]) if why else ""),
+            source,
+        )
+    measured = "%d of %d at depths %s of %d prompt tokens (the engine's count; planned context %s)" % (
+        got,
+        n,
+        where,
+        figures.get("min_prompt_tokens") or 0,
+        ctx if ctx else "-",
+    )
+    ok = got == n
+    return _row(
+        "needle_recall",
+        "a fact anywhere in the context is recalled",
+        expected,
+        measured,
+        "MET" if ok else "MISSED",
+        ""
+        if ok
+        else "the model lost a fact its context held: compare with --kv-cache-dtype auto (fp8 KV without calibrated "
+        "scales can lose it) and keep the context within what the model was trained for",
+        source,
+    )
+
+
 def api_requests(name, model, settings, vocab_size):
     """(path, bodies) of an API profile: completions of token-id prompts (long-context: one prompt of the set
     length; shared-prefix: one prefix for all, each its own suffix; single-stream: prompts that share nothing),
@@ -481,6 +641,8 @@ def api_requests(name, model, settings, vocab_size):
             _streamed(model, token_ids(s["input_len"], 1000 + i, vocab_size), s["output_len"])
             for i in range(s["num_prompts"])
         ]
+    if name == "needle":
+        return "/v1/completions", needle_requests(model, s)[1]
     raise LoadCheckError("profile %s is not sent through the API" % name)
 
 
@@ -1115,6 +1277,10 @@ def promises(plan, engine, profiles, thresholds=None, tradeoff=None):
                 "field notes: --tool-call-parser qwen3_coder",
             )
         )
+    # a fact at several depths of the context (the needle profile, when it ran)
+    needle = needle_row(fig("needle"), ctx)
+    if needle:
+        rows.append(needle)
     # decode and prefill speed
     ss, rnd = fig("single-stream"), fig("random")
     for key, promise, value, source, advice in (
@@ -1217,6 +1383,16 @@ def profile_line(name, record):
     d = record.get("delta") or {}
     took = record.get("wall_s")
     head = "  %-13s %s" % (name, "%.0f s" % took if took is not None else "")
+    if name == "needle":
+        return "%s: the fact recalled at %d of %d depths (%s)" % (
+            head,
+            f.get("recalled") or 0,
+            f.get("requests") or 0,
+            ", ".join(
+                "%.0f %%: %s" % (100.0 * d["depth"], "recalled" if d["recalled"] else (d["error"] or "lost"))
+                for d in f.get("depths") or []
+            ),
+        )
     if name == "tools":
         return "%s: %d of %d answers with a parsed tool call, %d with reasoning" % (
             head,

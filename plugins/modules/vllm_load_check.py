@@ -17,8 +17,12 @@ description:
     random prompts, the model directory as tokenizer, C(--max-concurrency) = the planned concurrency
     (the container's C(--max-num-seqs) unless O(concurrency) is given).
   - Runs the load-check O(profiles) in turn (C(random), C(long-context), C(shared-prefix), C(tools),
-    C(single-stream); docs/load-check.md), each bounded by O(timeout). C(tools) sends chat requests with a tool
-    through the OpenAI API from inside the container, the others are C(vllm bench serve) runs.
+    C(single-stream), C(needle); docs/load-check.md), each bounded by O(timeout). C(tools) sends chat requests with a
+    tool through the OpenAI API from inside the container, the others are C(vllm bench serve) runs.
+  - C(needle) (only when asked for) places a random fact (a name and a six-digit number, a new seed each run) at
+    several depths of a plain-text haystack as long as the planned context, asks for it back with greedy completions,
+    and counts the answers that hold it; the promise is MET only when every request was answered and counted by the
+    engine (its C(usage.prompt_tokens)), else not witnessed.
   - Reads vLLM's own counters from C(/metrics) before and after each profile (prefix cache hits and queries,
     speculative drafts and accepted tokens, preemptions) and samples C(vllm:num_requests_running) and
     C(vllm:kv_cache_usage_perc) for their peaks while it runs, about four times a second, keeping how many reads
@@ -88,11 +92,12 @@ options:
     type: list
     elements: str
     default: [random]
-    choices: [random, long-context, shared-prefix, tools, single-stream]
+    choices: [random, long-context, shared-prefix, tools, single-stream, needle]
   profile_settings:
     description:
       - Per profile, settings over its defaults (num_prompts, input_len, output_len, concurrency, prefix_len,
-        suffix_len, as the profile takes them). O(num_prompts), O(input_len) and O(output_len) set C(random)'s.
+        suffix_len, as the profile takes them; C(needle) takes num_prompts (its depths), context_len, output_len,
+        chars_per_token and seed). O(num_prompts), O(input_len) and O(output_len) set C(random)'s.
     type: dict
     default: {}
   promise_thresholds:
@@ -169,23 +174,21 @@ argv:
 
 import json
 import os
+import random
 import threading
 import time
 
 from ansible.module_utils.urls import open_url
 from ansible_collections.airgap.vllm.plugins.module_utils._files import write_atomic
 from ansible_collections.airgap.vllm.plugins.module_utils._loadcheck import (
-    API_PROFILES,
-    KILL_AFTER,
-    PROFILES,
-    TIMED_OUT,
-    LoadCheckError,
     api_requests,
     api_result,
     bench_figures,
     compact,
     counter_delta,
     engine_settings,
+    needle_facts,
+    needle_outcome,
     parse_counters,
     planned_from_report,
     profile_argv,
@@ -202,6 +205,11 @@ from ansible_collections.airgap.vllm.plugins.module_utils._loadcheck import (
     timed,
     tool_outcome,
     vocab_size_of,
+    API_PROFILES,
+    KILL_AFTER,
+    LoadCheckError,
+    PROFILES,
+    TIMED_OUT,
 )
 from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm_report import render_markdown
@@ -473,6 +481,10 @@ def main(module):
         dict(num_prompts=p["num_prompts"], input_len=p["input_len"], output_len=p["output_len"]),
         **(overrides.get("random") or {}),
     )
+    # A new fact each run (the seed is in the result: a run can be repeated with the same facts).
+    overrides["needle"] = dict(
+        dict(seed=random.SystemRandom().randint(1, 2**31 - 1)), **(overrides.get("needle") or {})
+    )
     settings = {}
     try:
         for name in p["profiles"]:
@@ -505,6 +517,9 @@ def main(module):
                 figures, raw = tool_outcome(answers, len(errors), duration), None
                 if errors:
                     problems.append("tools: %d of %d requests failed: %s" % (len(errors), s["num_prompts"], errors[0]))
+            elif name == "needle":
+                records_, duration, _peak = check.api(name, s, None)
+                figures, raw = needle_outcome(needle_facts(s["seed"], s["num_prompts"]), records_, duration), None
             elif name in API_PROFILES:
                 if vocab is None:
                     vocab = check.vocab_size() or 1024

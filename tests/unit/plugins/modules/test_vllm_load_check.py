@@ -37,7 +37,7 @@ ARGS = [
 ]
 
 FAKE_DOCKER = r'''#!{python}
-import json, os, sys, time
+import json, os, re, sys, time
 state = os.environ["FAKE_DOCKER_STATE"]
 argv = sys.argv[1:]
 with open(os.path.join(state, "calls.jsonl"), "a") as f:
@@ -73,6 +73,12 @@ if argv[:1] == ["exec"]:
         call = {{"function": {{"name": "get_weather", "arguments": json.dumps({{"city": "Beijing"}})}}}}
         if job["path"] == "/v1/chat/completions":
             recs = [{{"choices": [{{"message": {{"tool_calls": [call], "reasoning": "r"}}}}]}} for _b in job["bodies"]]
+        elif not job["bodies"][0].get("stream"):  # the needle profile: an engine that copies, counting its prompt
+            recs = []
+            for b in job["bodies"]:
+                name = re.search(r"magic number of (\w+)[?]", b["prompt"]).group(1)
+                num = re.search(r"The magic number of %s is (\d+)[.]" % name, b["prompt"]).group(1)
+                recs.append({{"choices": [{{"text": " " + num}}], "usage": {{"prompt_tokens": len(b["prompt"]) // 4}}}})
         else:
             recs = [{{"ttft": 0.1, "e2e": 0.1 + 0.01 * (b["max_tokens"] - 1), "prompt_tokens": len(b["prompt"]),
                      "completion_tokens": b["max_tokens"], "first": 100.1, "last": 100.1 + 0.01 * (b["max_tokens"] - 1)}}
@@ -379,6 +385,20 @@ def test_api_profiles_time_their_streams(run_module, docker):
     rows = dict((row["key"], row) for row in r["promises"])
     assert rows["context"]["status"] == "MET"
     assert not [c for c in docker.calls() if "bench" in c["argv"]], "no vllm bench serve start-up for these"
+
+
+def test_the_needle_profile_asks_for_a_new_fact_and_counts_the_answers(run_module, docker):
+    (docker.dir / "args.json").write_text(json.dumps(ARGS + ["--max-model-len", "4096"]))
+    runs = [run_module(M, container="vllm", docker_bin=docker.bin, profiles=["needle"]) for _i in range(2)]
+    for r in runs:
+        assert "failed" not in r, r.get("msg")
+        needle = r["profiles"]["needle"]
+        assert needle["settings"]["context_len"] == 4096 - 16 - 256
+        assert needle["figures"]["recalled"] == 3
+        row = [row for row in r["promises"] if row["key"] == "needle_recall"][0]
+        assert row["status"] == "MET" and row["measured"].startswith("3 of 3 at depths 17 %, 50 %, 83 %")
+        assert "the fact recalled at 3 of 3 depths" in r["summary"]
+    assert runs[0]["profiles"]["needle"]["settings"]["seed"] != runs[1]["profiles"]["needle"]["settings"]["seed"]
 
 
 def test_a_failing_profile_stops_the_rest(run_module, docker):
