@@ -125,12 +125,15 @@ def start_failure(health, argv, smoke=None):
     """Why the started service is not the planned, working one - '' when it is. Read once, failed on once: the role's
     verify reads (the health wait and the smoke test do not fail) and one task after the rollback says this reason.
 
-    health: unit_health_wait's result (failed with `msg`, or healthy with the /metrics text as `content`); argv: the
+    health: unit_health_wait's result, run with read_url (failed: `msg`; healthy: status 200 and the /metrics text as
+    `content`); argv: the
     engine's argv (the planned --kv-cache-dtype and prefix caching are checked in vllm:cache_config_info); smoke: the
     smoke test's verdict ({ok, reason, answer}: _smoke.smoke_verdict), None when the smoke test is off.
     """
     health = health if isinstance(health, dict) else {}
-    if health.get('failed'):
+    # Registered with failed_when: false, a failed wait says failed=False: it is the one without the /metrics text
+    # (the module returns `content` only when the unit answered 200 and /metrics was read), with its reason in `msg`.
+    if health.get('failed') or health.get('status') != 200 or 'content' not in health:
         return health.get('msg') or 'the service did not come up healthy'
     argv = [str(a) for a in argv or []]
     kv_dtype = _argv_value(argv, '--kv-cache-dtype')

@@ -15,5 +15,7 @@ def test_a_healthy_service_has_no_failure(render):
 
 
 def test_the_health_waits_message_is_the_reason(render):
-    got = render(FAILURE, health={"failed": True, "msg": "vllm is failed (exit 1)"}, argv=[], smoke={"ok": True})
+    got = render(
+        FAILURE, health={"failed": False, "msg": "vllm is failed (exit 1)", "status": None}, argv=[], smoke={"ok": True}
+    )
     assert got == "vllm is failed (exit 1)"

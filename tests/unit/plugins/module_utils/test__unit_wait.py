@@ -116,6 +116,11 @@ def test_start_failure_says_the_health_waits_own_reason_first():
         'vllm exited (status 1) after 3 restarts'
     )
     assert W.start_failure({'failed': True}, []) == 'the service did not come up healthy'
+    # As the role registers it (failed_when: false): failed is false, the reason is in msg, there is no content.
+    late = {'failed': False, 'msg': 'http://h/health did not answer HTTP 200 within 900s', 'status': 503}
+    assert W.start_failure(late, []) == late['msg']
+    metrics_down = {'failed': False, 'msg': 'vllm is healthy but /metrics answered 500: x', 'status': 200}
+    assert W.start_failure(metrics_down, []) == metrics_down['msg']
 
 
 def test_start_failure_names_cache_settings_that_are_not_the_plan():
