@@ -431,6 +431,22 @@ def render_ledger(result):
         )
     for c in L.get("outside_pool") or []:
         rows.append("outside the budget: %-9s %s  %s" % (c["name"], fmt_gib(c["bytes"]), c["how"]))
+    pooling = L.get("pooling")
+    if pooling:
+        rows.append(
+            "pooling model       %10s  --runner pooling --convert %s, %s pooling; %s"
+            % (pooling["task"], pooling["convert"], pooling["pooling_type"], pooling["how"])
+        )
+    if pooling and pooling["encoder_only"]:
+        rows += [
+            "KV pool             %10s  %s" % (fmt_gib(0), L["kv_pool_how"]),
+            "max_model_len       %10d  %s" % (L["max_model_len"], L["max_model_len_how"]),
+            "batched tokens      %10d  one batch's activation is planned (no chunked prefill: >= max_model_len)"
+            % L["max_num_batched_tokens"],
+        ]
+        rows += ["WARNING: " + w for w in result["warnings"]]
+        rows.append("vllm serve " + " ".join(a if re.match(r"^[\w./:=+-]+$", a) else "'%s'" % a for a in result["argv"]))
+        return "\n".join(rows)
     rows += [
         "KV pool             %10s  %s" % (fmt_gib(L["kv_pool_bytes"]), L["kv_pool_how"]),
         "KV dtype            %10s  backend %s (SM %s), %s"
