@@ -154,7 +154,9 @@ def build_flags(t, ctx, kv_pool, lay, pooling=None):
                 "fp8 KV halves bytes per token"
                 if t["kv_cache_dtype"].startswith("fp8")
                 else (
-                    "KV dtype from the checkpoint's kv_cache_scheme" if lay["kv_from_scheme"] else "KV in the model dtype"
+                    "KV dtype from the checkpoint's kv_cache_scheme"
+                    if lay["kv_from_scheme"]
+                    else "KV in the model dtype"
                 ),
             )
         )

@@ -242,13 +242,16 @@ def size(t, shape, weights):
     max_conc = blocks / float(need)
     kv_tokens = int(max_conc * ctx)  # kv_cache_utils.py:1877 get_kv_cache_capacity
     warnings = []
+    late_ws = 0
+    if lay["attention_backend"] == "FLASHINFER" and not any(n == "attention_workspace" for n, _b, _h in overhead):
+        late_ws = flashinfer_workspace(shape, t, lay["attn_groups"])[0]
     if max_conc < t["concurrency"]:
         warnings.append(
             "only %.2f requests of the full %d tokens fit at once; beyond that vLLM preempts "
             "(or offloads, with kv_offloading_gib) while all %d sessions are long" % (max_conc, ctx, t["concurrency"])
         )
-    if lay["attention_backend"] == "FLASHINFER" and not any(n == "attention_workspace" for n, _b, _h in overhead):
-        ws, _per = flashinfer_workspace(shape, t, lay["attn_groups"])
+    if late_ws:
+        ws = late_ws
         headroom = t["cuda_total_bytes"] - requested
         if headroom < ws + GIB:
             warnings.append(
@@ -314,6 +317,9 @@ def size(t, shape, weights):
         ),
         "components": [{"name": n, "bytes": b, "how": h} for n, b, h in overhead],
         "outside_pool": [{"name": n, "bytes": b, "how": h} for n, b, h in outside],
+        # FlashInfer's workspace when no profiled graph allocates it: taken at the first request, outside the budget
+        # (a card shared by several services must leave room for it: _plan_share.need_of).
+        "late_workspace_bytes": late_ws,
         "non_kv_bytes": non_kv,
         "kv_pool_margin_bytes": 0 if t["measured_kv_cache_bytes"] else KV_POOL_MARGIN,
         "kv_pool_bytes": kv_pool,
@@ -419,6 +425,21 @@ def render_ledger(result):
     """Human-readable ledger (CLI / playbook)."""
     L = result["ledger"]
     rows = ["budget              %10s  %s" % (fmt_gib(L["budget_bytes"]), L["budget_how"])]
+    share = L.get("share")
+    if share:
+        rows.append(
+            "card share          %9.1f%%  footprint %s (CUDA context + %s%s); starts %d of %d (%s), finding %s free"
+            % (
+                100 * share["share"],
+                fmt_gib(share["footprint_bytes"]),
+                "budget" if share["fills_budget"] else "its memory: no KV pool",
+                " + %s outside the budget" % fmt_gib(share["outside_bytes"]) if share["outside_bytes"] else "",
+                share["order"],
+                len(share["card_services"]),
+                ", ".join(share["card_services"]),
+                fmt_gib(share["start_free_bytes"]),
+            )
+        )
     for c in L["components"]:
         rows.append("  - %-17s %10s  %s" % (c["name"], fmt_gib(c["bytes"]), c["how"]))
     rows += [
@@ -445,7 +466,9 @@ def render_ledger(result):
             % L["max_num_batched_tokens"],
         ]
         rows += ["WARNING: " + w for w in result["warnings"]]
-        rows.append("vllm serve " + " ".join(a if re.match(r"^[\w./:=+-]+$", a) else "'%s'" % a for a in result["argv"]))
+        rows.append(
+            "vllm serve " + " ".join(a if re.match(r"^[\w./:=+-]+$", a) else "'%s'" % a for a in result["argv"])
+        )
         return "\n".join(rows)
     rows += [
         "KV pool             %10s  %s" % (fmt_gib(L["kv_pool_bytes"]), L["kv_pool_how"]),

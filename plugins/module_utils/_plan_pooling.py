@@ -158,7 +158,11 @@ def pooling_decision(config, st=None, asked=None, generative_archs=()):
         if arch not in generative_archs:
             raise ModelConfigError(
                 "%s as a pooling model: the planner sizes pooling models on %s or on a decoder it models (%s)"
-                % (arch or "(no architecture)", ", ".join(sorted(ENCODER_ARCHITECTURES)), ", ".join(sorted(generative_archs)))
+                % (
+                    arch or "(no architecture)",
+                    ", ".join(sorted(ENCODER_ARCHITECTURES)),
+                    ", ".join(sorted(generative_archs)),
+                )
             )
         task = asked or "embed"
         if task == "embed":
@@ -330,7 +334,10 @@ def encoder_non_kv(shape, weights, t):
             "cuBLAS workspaces and kernel images (the decoders' calibrated figure)",
         )
     )
-    per_tok = int(lm_token_transient_bytes(dict(shape, intermediate_size=shape["intermediate_size"] // tp)) * ACTIVATION_TOKEN_SCALE)
+    per_tok = int(
+        lm_token_transient_bytes(dict(shape, intermediate_size=shape["intermediate_size"] // tp))
+        * ACTIVATION_TOKEN_SCALE
+    )
     tokens = t["max_num_batched_tokens"]
     items.append(
         (
@@ -343,7 +350,13 @@ def encoder_non_kv(shape, weights, t):
     if not t["enforce_eager"]:
         sizes = cudagraph_capture_sizes(t["concurrency"], 0, tokens)
         cg = cudagraph_bytes(len(sizes), 0, shape["num_layers"])
-        items.append(("cuda_graphs", cg, "%d PIECEWISE graphs x %d layers (no decode graphs)" % (len(sizes), shape["num_layers"])))
+        items.append(
+            (
+                "cuda_graphs",
+                cg,
+                "%d PIECEWISE graphs x %d layers (no decode graphs)" % (len(sizes), shape["num_layers"]),
+            )
+        )
     return items
 
 

@@ -488,7 +488,8 @@ def main(module):
         result["tradeoff"] = tradeoff(
             plan,
             params,
-            title="%.0f GiB GPU x %d" % (params["gpu_total_bytes"] / float(GIB), result["gpus"]["tensor_parallel_size"]),
+            title="%.0f GiB GPU x %d"
+            % (params["gpu_total_bytes"] / float(GIB), result["gpus"]["tensor_parallel_size"]),
         )
     warnings_list = result.pop("warnings")
     for w in warnings_list:
