@@ -309,11 +309,11 @@ def size(t, shape, weights):
     ledger = {
         "budget_bytes": requested,
         "budget_how": (
-            "ceil((%d - %d NVML reserved) x %.2f)"
-            % (t["gpu_total_bytes"], t["gpu_reserved_bytes"], t["gpu_memory_utilization"])
+            "ceil((%d - %d NVML reserved) x %s)"
+            % (t["gpu_total_bytes"], t["gpu_reserved_bytes"], fmt_utilization(t["gpu_memory_utilization"]))
             if t["gpu_reserved_bytes"] is not None
-            else "ceil(%d x %.2f) (NVML's reserved memory not known: taken as 0)"
-            % (t["gpu_total_bytes"], t["gpu_memory_utilization"])
+            else "ceil(%d x %s) (NVML's reserved memory not known: taken as 0)"
+            % (t["gpu_total_bytes"], fmt_utilization(t["gpu_memory_utilization"]))
         ),
         "components": [{"name": n, "bytes": b, "how": h} for n, b, h in overhead],
         "outside_pool": [{"name": n, "bytes": b, "how": h} for n, b, h in outside],
@@ -375,6 +375,12 @@ def size(t, shape, weights):
         "kv_bytes_per_full_request": need * lay["page"] * g["group_size"],
     }
     return ledger, warnings, lay, kv_pool
+
+
+def fmt_utilization(u):
+    """A utilization as the ledger prints it: two decimals, three where it has them (a shared card's split)."""
+    text = "%.3f" % u
+    return text[:-1] if text.endswith("0") else text
 
 
 def _alternatives(t, shape, lay, blocks, kv_pool, ctx):

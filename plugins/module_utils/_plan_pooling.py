@@ -378,8 +378,8 @@ def size_encoder(t, shape, weights, pooling):
     ledger = {
         "pooling": dict(pooling),
         "budget_bytes": requested,
-        "budget_how": "ceil(%d x %.3f): the free memory vLLM's start-up check asks for; an encoder-only model "
-        "allocates no KV pool" % (t["cuda_total_bytes"], t["gpu_memory_utilization"]),
+        "budget_how": "ceil(%d x %s): the free memory vLLM's start-up check asks for; an encoder-only model "
+        "allocates no KV pool" % (t["cuda_total_bytes"], "%g" % t["gpu_memory_utilization"]),
         "components": [{"name": n, "bytes": b, "how": h} for n, b, h in items],
         "outside_pool": [],
         "non_kv_bytes": non_kv,

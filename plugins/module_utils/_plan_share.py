@@ -196,7 +196,13 @@ def _refuse(total, services, rows, short, available, others_bytes, margin_bytes)
     """The refusal of a split that cannot fit: every service's need, how much is missing, and which service to
     shrink (the one whose promised KV can give the most back) or move."""
     needs = ", ".join(
-        "%s %s%s" % (s["name"], fmt_gib(int(s["need_bytes"])), " (takes the rest)" if s.get("takes_rest") else "")
+        "%s %s%s%s"
+        % (
+            s["name"],
+            fmt_gib(int(s["need_bytes"])),
+            " + %s outside its budget" % fmt_gib(int(s["outside_bytes"])) if s.get("outside_bytes") else "",
+            " (takes the rest)" if s.get("takes_rest") else "",
+        )
         for s in services
     )
     shrinkable = sorted(services, key=lambda s: (-int(s.get("kv_bytes") or 0), services.index(s)))
