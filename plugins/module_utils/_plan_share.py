@@ -261,8 +261,9 @@ def plan_card(plan, services, cuda_total_bytes=None, others_bytes=0, margin_byte
     """Plan services that share one card. ``plan``: _planner.plan; services: [{'name', 'params' (planner params,
     the same GPUs for all), 'config', 'weight_bytes', 'weight_source', 'st' (optional, as plan() takes them)}].
 
-    The generative service (at most one) takes the rest of the card and its context may be "max"; every other
-    service is sized by its promise, so it needs a context (an encoder-only model: its own positions). Returns
+    A generative service at context "max" (at most one) takes the rest of the card; every other service is sized
+    by its promise (concurrency x its context; an encoder-only model by its own memory), and a pooling model with a
+    KV cache must give its context. Returns
     {'plans': {name: plan result, its ledger carrying 'share'}, 'order': [start order], 'split': split_card()}."""
     if not services:
         raise TargetsError("no services to plan on the card")
@@ -281,18 +282,20 @@ def plan_card(plan, services, cuda_total_bytes=None, others_bytes=0, margin_byte
 
     rows = []
     for s in services:
-        probe = run(s)
+        # Probed at the whole card: the non-KV memory and one request's KV do not depend on the utilization, and a
+        # promise that needs more than the split can give is refused by the split, with the service to shrink.
+        probe = run(s, gpu_memory_utilization=1.0)
         L = probe["ledger"]
-        generative = not L.get("pooling")
-        takes_rest = generative
+        at_max = str(s["params"].get("context", "max")).strip().lower() in ("max", "auto", "-1")
+        takes_rest = not L.get("pooling") and at_max
         over = {}
-        if L.get("pooling") and not L["pooling"]["encoder_only"] and str(s["params"].get("context", "max")) == "max":
+        if L.get("pooling") and not L["pooling"]["encoder_only"] and at_max:
             raise TargetsError(
                 "%s shares the card: give its context (a pooling model with a KV cache is sized by concurrency x "
-                "context; only the chat model takes the rest of the card)" % s["name"]
+                "context; only a chat model at context max takes the rest of the card)" % s["name"]
             )
-        if takes_rest and str(s["params"].get("context", "max")).lower() in ("max", "auto", "-1"):
-            over["context"] = PROBE_CONTEXT
+        if takes_rest:
+            over = {"context": PROBE_CONTEXT, "gpu_memory_utilization": 1.0}
         row = need_of(run(s, **over) if over else probe)
         row.update(name=s["name"], takes_rest=takes_rest)
         rows.append(row)

@@ -199,3 +199,32 @@ def test_render_split_lists_every_service():
     assert math.isclose(
         split["services"][1]["share"], split["services"][1]["footprint_bytes"] / float(CARD), rel_tol=1e-3
     )
+
+
+def _dense(name, **over):
+    params = dict(
+        model_dir=os.path.join(MODELS, "qwen3-8b"),
+        gpu_total_bytes=ADA_48,
+        compute_capability="8.9",
+        gpus=["0"],
+        concurrency=4,
+        context=8192,
+        served_model_name=name,
+    )
+    params.update(over)
+    return {"name": name, "params": params}
+
+
+def test_two_chat_models_share_a_card_by_their_promises():
+    out = S.plan_card(plan, [_dense("a"), _dense("b", context="max")])
+    assert out["order"] == ["a", "b"]  # b takes the rest, so it starts last
+    a, b = out["plans"]["a"]["ledger"], out["plans"]["b"]["ledger"]
+    assert a["max_concurrency_at_len"] >= 4 and a["max_model_len"] == 8192
+    assert b["max_model_len"] > 8192 and b["share"]["budget_bytes"] > a["share"]["budget_bytes"]
+    # At context "max" both would take the rest: one of them must say its context.
+    with pytest.raises(CM.TargetsError, match="one service"):
+        S.plan_card(plan, [_dense("a", context="max"), _dense("b", context="max")])
+    # Two fixed promises leave the rest of the card free.
+    fixed = S.plan_card(plan, [_dense("a"), _dense("b")])
+    assert fixed["split"]["free_bytes"] > out["split"]["free_bytes"] + GIB
+    assert fixed["split"]["free_bytes"] == fixed["split"]["cuda_total_bytes"] - _total(fixed["split"])
