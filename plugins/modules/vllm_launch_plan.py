@@ -341,7 +341,7 @@ ledger:
     non-KV components, C(outside_pool) (what vLLM allocates after sizing the pool), C(kv_pool_margin_bytes) (left
     unused out of an estimated pool), KV pool, block size, num_gpu_blocks, GPU KV cache tokens, concurrency; for a
     pooling model C(pooling) (task, runner, convert, pooling type, encoder_only) and, encoder-only, C(footprint_bytes)
-    (its whole memory: no KV pool).
+    (its whole memory, no KV pool).
   returned: success
   type: dict
 ledger_text:
@@ -375,7 +375,7 @@ tradeoff:
       context where all of them fit at once), C(single_len) (longest single request), C(typical) (how many 4K/16K/32K
       requests then fit before vLLM preempts), C(batched_tokens) and C(speculative) (what C(--max-num-batched-tokens)
       and MTP's speculative tokens cost in that pool).
-    - For a pooling model C({single_len: null, skipped: pooling model}).
+    - For a pooling model C(single_len) is null and C(skipped) says C(pooling model).
   returned: success
   type: dict
 alternatives:
