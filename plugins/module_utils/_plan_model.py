@@ -342,11 +342,6 @@ def _describe_model(config, layer_layout=None):
     }
 
 
-def _archs_of(config):
-    archs = config.get("architectures") or []
-    return archs if isinstance(archs, list) else [archs]
-
-
 def num_experts(text):
     """The experts vLLM counts for is_moe (model_arch_config_convertor.py:148 get_num_experts; a list counts by its
     first entry); 0 for a dense model."""
@@ -551,7 +546,7 @@ def model_weights(t, config=None, weight_bytes=None, weight_source=None, st=None
     pooling = _plan_pooling.pooling_decision(config, st, t.get("pooling_task"), FAMILIES)
     if pooling and pooling["encoder_only"]:
         return _encoder_weights(t, config, pooling, weight_bytes, weight_source)
-    if pooling and pooling["size_as"] not in _archs_of(config):
+    if pooling and pooling["size_as"] not in _plan_pooling.architectures_of(config):
         # An adapted decoder (Qwen3ForSequenceClassification): sized as the decoder it is converted from.
         config = dict(config, architectures=[pooling["size_as"]])
     shape = describe_model(config, t["layer_layout"])

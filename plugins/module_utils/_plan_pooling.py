@@ -116,7 +116,8 @@ def st_pooling_type(st):
     return None
 
 
-def _archs(config):
+def architectures_of(config):
+    """config.json's architectures as a list."""
     archs = config.get("architectures") or []
     return list(archs) if isinstance(archs, list) else [archs]
 
@@ -130,7 +131,7 @@ def pooling_decision(config, st=None, asked=None, generative_archs=()):
     adapted model), 'pooling_type', 'hf_overrides', 'chunked_prefill', 'how'}."""
     if asked is not None and asked not in POOLING_TASKS:
         raise TargetsError("pooling_task %r: give one of %s (or leave it unset)" % (asked, ", ".join(POOLING_TASKS)))
-    archs = _archs(config)
+    archs = architectures_of(config)
     arch = archs[0] if archs else ""
     st_type = st_pooling_type(st)
     out = {"runner": "pooling", "hf_overrides": None, "pooling_type": st_type}
@@ -224,10 +225,10 @@ def describe_encoder(config):
     offset = int(config.get("pad_token_id") or 0) + 1 if model_type in ROBERTA_TYPES else 0
     labels = config.get("id2label")
     num_labels = len(labels) if isinstance(labels, dict) and labels else int(config.get("num_labels") or 1)
-    arch = _archs(config)[0] if _archs(config) else ""
+    arch = architectures_of(config)[0] if architectures_of(config) else ""
     return {
         "model_type": model_type,
-        "architectures": _archs(config),
+        "architectures": architectures_of(config),
         "family": "encoder-only (%s)" % (model_type or arch),
         "hidden_size": h,
         "intermediate_size": inter,
