@@ -14,6 +14,7 @@ import os
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_memory import (
     default_batched_tokens,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_pooling import pooling_flags
 
 __metaclass__ = type
 
@@ -111,10 +112,13 @@ def compact_json(obj):
     return json.dumps(obj, separators=(",", ":"), sort_keys=True)
 
 
-def build_flags(t, ctx, kv_pool, lay):
+def build_flags(t, ctx, kv_pool, lay, pooling=None):
     """The argv as (args, reason) pairs. ``t`` are the resolved targets, ``lay`` the KV layout
-    _plan_ledger.size returned (its attention_backend, has_sinks and kv_from_scheme)."""
+    _plan_ledger.size returned (its attention_backend, has_sinks and kv_from_scheme; _plan_pooling.NO_KV_LAYOUT
+    for a model without KV cache); ``pooling`` the pooling decision (_plan_pooling), None for a generative model."""
     f = [_flag([t.get("model_path") or t["model_dir"]], "absolute local model directory: no Hub lookup")]
+    if pooling:
+        f.extend(pooling_flags(pooling, compact_json))
     name = t["served_model_name"] or os.path.basename(str(t.get("model_path") or t["model_dir"]).rstrip("/"))
     f.append(_flag(["--served-model-name", name], "stable name for clients and metric labels"))
     if t["host"]:
@@ -143,16 +147,19 @@ def build_flags(t, ctx, kv_pool, lay):
                 "fix the KV pool to the measured budget (skips profiling-based sizing)",
             )
         )
-    f.append(
-        _flag(
-            ["--kv-cache-dtype", t["kv_cache_dtype"]],
-            "fp8 KV halves bytes per token"
-            if t["kv_cache_dtype"].startswith("fp8")
-            else (
-                "KV dtype from the checkpoint's kv_cache_scheme" if lay["kv_from_scheme"] else "KV in the model dtype"
-            ),
+    if not lay.get("no_kv"):
+        f.append(
+            _flag(
+                ["--kv-cache-dtype", t["kv_cache_dtype"]],
+                "fp8 KV halves bytes per token"
+                if t["kv_cache_dtype"].startswith("fp8")
+                else (
+                    "KV dtype from the checkpoint's kv_cache_scheme"
+                    if lay["kv_from_scheme"]
+                    else "KV in the model dtype"
+                ),
+            )
         )
-    )
     if lay["attention_backend"] == "FLASHINFER":
         f.append(
             _flag(
@@ -171,7 +178,7 @@ def build_flags(t, ctx, kv_pool, lay):
                 "cubins; without it FlashAttention 4 serves the sinks",
             )
         )
-    if t["max_num_batched_tokens"] != default_batched_tokens(t["gpu_total_bytes"]):
+    if pooling or t["max_num_batched_tokens"] != default_batched_tokens(t["gpu_total_bytes"]):
         f.append(
             _flag(
                 ["--max-num-batched-tokens", t["max_num_batched_tokens"]],

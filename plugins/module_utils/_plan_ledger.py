@@ -242,13 +242,16 @@ def size(t, shape, weights):
     max_conc = blocks / float(need)
     kv_tokens = int(max_conc * ctx)  # kv_cache_utils.py:1877 get_kv_cache_capacity
     warnings = []
+    late_ws = 0
+    if lay["attention_backend"] == "FLASHINFER" and not any(n == "attention_workspace" for n, _b, _h in overhead):
+        late_ws = flashinfer_workspace(shape, t, lay["attn_groups"])[0]
     if max_conc < t["concurrency"]:
         warnings.append(
             "only %.2f requests of the full %d tokens fit at once; beyond that vLLM preempts "
             "(or offloads, with kv_offloading_gib) while all %d sessions are long" % (max_conc, ctx, t["concurrency"])
         )
-    if lay["attention_backend"] == "FLASHINFER" and not any(n == "attention_workspace" for n, _b, _h in overhead):
-        ws, _per = flashinfer_workspace(shape, t, lay["attn_groups"])
+    if late_ws:
+        ws = late_ws
         headroom = t["cuda_total_bytes"] - requested
         if headroom < ws + GIB:
             warnings.append(
@@ -306,14 +309,17 @@ def size(t, shape, weights):
     ledger = {
         "budget_bytes": requested,
         "budget_how": (
-            "ceil((%d - %d NVML reserved) x %.2f)"
-            % (t["gpu_total_bytes"], t["gpu_reserved_bytes"], t["gpu_memory_utilization"])
+            "ceil((%d - %d NVML reserved) x %s)"
+            % (t["gpu_total_bytes"], t["gpu_reserved_bytes"], fmt_utilization(t["gpu_memory_utilization"]))
             if t["gpu_reserved_bytes"] is not None
-            else "ceil(%d x %.2f) (NVML's reserved memory not known: taken as 0)"
-            % (t["gpu_total_bytes"], t["gpu_memory_utilization"])
+            else "ceil(%d x %s) (NVML's reserved memory not known: taken as 0)"
+            % (t["gpu_total_bytes"], fmt_utilization(t["gpu_memory_utilization"]))
         ),
         "components": [{"name": n, "bytes": b, "how": h} for n, b, h in overhead],
         "outside_pool": [{"name": n, "bytes": b, "how": h} for n, b, h in outside],
+        # FlashInfer's workspace when no profiled graph allocates it: taken at the first request, outside the budget
+        # (a card shared by several services must leave room for it: _plan_share.need_of).
+        "late_workspace_bytes": late_ws,
         "non_kv_bytes": non_kv,
         "kv_pool_margin_bytes": 0 if t["measured_kv_cache_bytes"] else KV_POOL_MARGIN,
         "kv_pool_bytes": kv_pool,
@@ -371,6 +377,12 @@ def size(t, shape, weights):
     return ledger, warnings, lay, kv_pool
 
 
+def fmt_utilization(u):
+    """A utilization as the ledger prints it: two decimals, three where it has them (a shared card's split)."""
+    text = "%.3f" % u
+    return text[:-1] if text.endswith("0") else text
+
+
 def _alternatives(t, shape, lay, blocks, kv_pool, ctx):
     """Concrete plans that fit: shorter context at this concurrency, fewer requests at this
     context, fp8 KV if not chosen, and the KV offload that would hold the idle remainder."""
@@ -419,6 +431,21 @@ def render_ledger(result):
     """Human-readable ledger (CLI / playbook)."""
     L = result["ledger"]
     rows = ["budget              %10s  %s" % (fmt_gib(L["budget_bytes"]), L["budget_how"])]
+    share = L.get("share")
+    if share:
+        rows.append(
+            "card share          %9.1f%%  footprint %s (CUDA context + %s%s); starts %d of %d (%s), finding %s free"
+            % (
+                100 * share["share"],
+                fmt_gib(share["footprint_bytes"]),
+                "budget" if share["fills_budget"] else "its memory: no KV pool",
+                " + %s outside the budget" % fmt_gib(share["outside_bytes"]) if share["outside_bytes"] else "",
+                share["order"],
+                len(share["card_services"]),
+                ", ".join(share["card_services"]),
+                fmt_gib(share["start_free_bytes"]),
+            )
+        )
     for c in L["components"]:
         rows.append("  - %-17s %10s  %s" % (c["name"], fmt_gib(c["bytes"]), c["how"]))
     rows += [
@@ -431,6 +458,24 @@ def render_ledger(result):
         )
     for c in L.get("outside_pool") or []:
         rows.append("outside the budget: %-9s %s  %s" % (c["name"], fmt_gib(c["bytes"]), c["how"]))
+    pooling = L.get("pooling")
+    if pooling:
+        rows.append(
+            "pooling model       %10s  --runner pooling --convert %s, %s pooling; %s"
+            % (pooling["task"], pooling["convert"], pooling["pooling_type"], pooling["how"])
+        )
+    if pooling and pooling["encoder_only"]:
+        rows += [
+            "KV pool             %10s  %s" % (fmt_gib(0), L["kv_pool_how"]),
+            "max_model_len       %10d  %s" % (L["max_model_len"], L["max_model_len_how"]),
+            "batched tokens      %10d  one batch's activation is planned (no chunked prefill: >= max_model_len)"
+            % L["max_num_batched_tokens"],
+        ]
+        rows += ["WARNING: " + w for w in result["warnings"]]
+        rows.append(
+            "vllm serve " + " ".join(a if re.match(r"^[\w./:=+-]+$", a) else "'%s'" % a for a in result["argv"])
+        )
+        return "\n".join(rows)
     rows += [
         "KV pool             %10s  %s" % (fmt_gib(L["kv_pool_bytes"]), L["kv_pool_how"]),
         "KV dtype            %10s  backend %s (SM %s), %s"

@@ -144,6 +144,9 @@ def model_runner(shape, version=None):
     the default for every model (0.29.0 config/vllm.py:645)."""
     if rule_holds("v2_runner_counts_cuda_graphs", version):
         return "v2"
+    if shape.get("pooling"):
+        # 0.27.1 config/vllm.py:637 _is_default_v2_model_runner_model: only runner "generate" takes the V2 runner.
+        return "v1"
     if shape.get("num_linear_layers"):
         return "v1"
     if shape.get("num_experts") and not set(shape.get("architectures") or ()) & V2_MOE_ARCHITECTURES:
@@ -321,6 +324,8 @@ def estimate_non_kv(shape, weights, t, backend, attn_groups=1):
     tokens = t["max_num_batched_tokens"]
     lm, per_tok = activation_lm_bytes(shape, t)
     sampler, rows = sampler_bytes(shape, t)
+    if shape.get("pooling"):
+        sampler, rows = 0, 0  # a pooling model's profile runs its pooler, not a sampler (_dummy_pooler_run)
     # The forward pass's transients are freed before the sampler runs: the peak is the larger (issue 43: 1.29 GiB
     # at 16 and at 256 sequences alike).
     lm_peak = max(lm, sampler)

@@ -8,7 +8,7 @@ Pure, stdlib only, Python 3.7-clean. Paths cited are inside the vLLM 0.27.1 whee
 
 from __future__ import absolute_import, division, print_function
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _model_dir
+from ansible_collections.airgap.vllm.plugins.module_utils import _model_dir, _plan_pooling
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import (
     VLLM_VERSION,
     ModelConfigError,
@@ -505,16 +505,54 @@ def fp8_skip_list_check(path, config, language_model_only=False):
         raise ModelConfigError(problem)
 
 
-def model_weights(t, config=None, weight_bytes=None, weight_source=None):
+def _encoder_weights(t, config, pooling, weight_bytes, weight_source):
+    """(shape, weights) of an encoder-only pooling model (_plan_pooling): a checkpoint's bytes scaled to the dtype
+    vLLM loads (float32 -> float16 for pooling models), or the architecture's estimate."""
+    shape = _plan_pooling.describe_encoder(config)
+    shape["pooling"] = pooling
+    if t["tp"] > 1 and shape["num_heads"] % t["tp"]:
+        raise TargetsError("tensor_parallel_size %d does not divide %d attention heads" % (t["tp"], shape["num_heads"]))
+    if weight_bytes is None:
+        loaded = _plan_pooling.encoder_weight_bytes(shape)
+        how = "estimated from config.json architecture (%s)" % shape["model_dtype"]
+        weight_bytes = loaded
+    else:
+        loaded = weight_bytes * dtype_bytes(shape["model_dtype"]) // dtype_bytes(shape["checkpoint_dtype"])
+        how = weight_source or "weight index"
+        if loaded != weight_bytes:
+            how += " x %d/%d (%s checkpoint loaded as %s: config/model.py:2148)" % (
+                dtype_bytes(shape["model_dtype"]),
+                dtype_bytes(shape["checkpoint_dtype"]),
+                shape["checkpoint_dtype"],
+                shape["model_dtype"],
+            )
+    return shape, {"checkpoint": weight_bytes, "loaded": loaded, "how": how, "vision": 0, "mtp": 0}
+
+
+def model_weights(t, config=None, weight_bytes=None, weight_source=None, st=None):
     """(shape, weights) for the targets ``t``: config.json read from t["model_dir"] unless given,
     checked against tensor parallelism, MTP and the KV dtype; weights as loaded (vision tower and
-    MTP head left out when they are not)."""
+    MTP head left out when they are not). A pooling model (_plan_pooling.pooling_decision, from sentence-
+    transformers' files ``st``, read from the directory unless config is given, and t["pooling_task"]) carries
+    the decision in shape["pooling"] (None for a generative model)."""
     if config is None:
         if not t["model_dir"]:
             raise TargetsError("model_dir is required")
         config, weight_bytes, weight_source = read_model_dir(t["model_dir"])
+        st = _plan_pooling.read_sentence_transformers(t["model_dir"])
         fp8_skip_list_check(t["model_dir"], config, t["language_model_only"])
+    if not isinstance(config, dict):
+        raise ModelConfigError("config.json is not a JSON object")
+    pooling = _plan_pooling.pooling_decision(config, st, t.get("pooling_task"), FAMILIES)
+    if pooling and pooling["encoder_only"]:
+        return _encoder_weights(t, config, pooling, weight_bytes, weight_source)
+    if pooling and pooling["size_as"] not in _plan_pooling.architectures_of(config):
+        # An adapted decoder (Qwen3ForSequenceClassification): sized as the decoder it is converted from.
+        config = dict(config, architectures=[pooling["size_as"]])
     shape = describe_model(config, t["layer_layout"])
+    shape["pooling"] = pooling
+    if pooling and t["num_spec"]:
+        raise TargetsError("num_speculative_tokens: a pooling model generates no tokens to draft")
     if shape["num_full_layers"] + shape["num_sliding_layers"] == 0:
         raise ModelConfigError("no attention layers: pure state-space models are not sized")
     tp = t["tp"]

@@ -75,6 +75,8 @@ DEFAULTS = {
     "log_max_file": 5,
     "measured_kv_cache_bytes_by_gpu": None,  # {NVML GPU name: bytes} measured on a card of that kind
     "pin_measured_kv_cache": False,  # pin (--kv-cache-memory-bytes) a pool found there
+    # A pooling model's task when its files do not say it (_plan_pooling.pooling_decision): "embed" or "classify".
+    "pooling_task": None,
     "extra_args": None,
     "extra_docker_options": None,
     "override_flags": None,
@@ -188,6 +190,7 @@ def targets(params):
                 "context %r: a context must be at least 1 token; give a length "
                 "such as 32768 / 32K, or 'max' for the longest that fits" % (params.get("context"),)
             )
+    t["max_num_batched_tokens_asked"] = params.get("max_num_batched_tokens")
     if params.get("max_num_batched_tokens") is None:
         t["max_num_batched_tokens"] = default_batched_tokens(t["gpu_total_bytes"])
     else:

@@ -8,6 +8,7 @@ Pure functions, stdlib only, Python 3.7-clean. ``plan()`` is a short composition
   _plan_model        model reading (_model_dir) and config.json -> model shape and weights
   _plan_ledger       the memory ledger: KV layout (_plan_kv), non-KV estimate (_plan_memory),
                      pool, blocks, context
+  _plan_pooling      pooling models (embedders, rerankers): runner/convert, encoder-only sizing (no KV)
   _plan_flags        the `vllm serve` argv
   _container_options docker run options and environment (not planning); the madvise rule is
                      _source_patch.needs_madvise_patch
@@ -28,18 +29,30 @@ from ansible_collections.airgap.vllm.plugins.module_utils._plan_extras import me
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_flags import api_key_config_yaml, build_flags
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_ledger import size
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_model import model_weights
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_pooling import (
+    NO_KV_LAYOUT,
+    pooling_targets,
+    size_encoder,
+)
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_targets import targets
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_warnings import plan_warnings, release_warnings
 from ansible_collections.airgap.vllm.plugins.module_utils._source_patch import needs_madvise_patch
 
 
-def plan(params, config=None, weight_bytes=None, weight_source=None):
-    """Build a launch plan. ``config``/``weight_bytes`` may be given directly (tests);
-    otherwise they are read from params['model_dir']."""
+def plan(params, config=None, weight_bytes=None, weight_source=None, st=None):
+    """Build a launch plan. ``config``/``weight_bytes`` (and sentence-transformers' files ``st``,
+    _plan_pooling.read_sentence_transformers) may be given directly (tests); otherwise they are read
+    from params['model_dir']."""
     t = targets(params)
-    shape, weights = model_weights(t, config, weight_bytes, weight_source)
-    ledger, warnings, lay, kv_pool = size(t, shape, weights)
-    flags = build_flags(t, ledger["max_model_len"], kv_pool, lay)
+    shape, weights = model_weights(t, config, weight_bytes, weight_source, st)
+    t = pooling_targets(t, shape)
+    if shape["pooling"] and shape["pooling"]["encoder_only"]:
+        (ledger, warnings), lay, kv_pool = size_encoder(t, shape, weights, shape["pooling"]), NO_KV_LAYOUT, 0
+    else:
+        ledger, warnings, lay, kv_pool = size(t, shape, weights)
+        if shape["pooling"]:
+            ledger["pooling"] = dict(shape["pooling"])
+    flags = build_flags(t, ledger["max_model_len"], kv_pool, lay, shape["pooling"])
     opts, opt_reasons, gpu_env = container_options(
         t["kernel"],
         t["docker_version"],

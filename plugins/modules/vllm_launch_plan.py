@@ -178,6 +178,18 @@ options:
       - Refused without O(measured_kv_cache_bytes) (pinning an estimate bypasses the utilisation limit).
     type: bool
     default: false
+  pooling_task:
+    description:
+      - The task of a pooling model whose own files do not say it. An embedding model or a reranker is found from
+        its files (C(architectures) in C(config.json), sentence-transformers' C(modules.json) and
+        C(1_Pooling/config.json)) and planned with C(--runner pooling --convert ...) as vLLM 0.27.1 resolves them;
+        C(embed) adapts a decoder checkpoint to embeddings, C(classify) plans the original Qwen3 reranker
+        (a C(Qwen3ForCausalLM) checkpoint, C(--hf-overrides) as vLLM's example).
+      - An encoder-only model (BERT, RoBERTa, XLM-RoBERTa) has no KV cache; its ledger holds its weights and the
+        activation of one batch of C(--max-num-batched-tokens) tokens, and promises no decode KV.
+      - A task the files contradict (C(classify) on an embedding model) is refused.
+    type: str
+    choices: [embed, classify]
   layer_layout:
     description:
       - Declares the attention layers of an architecture the planner does not know (it refuses such models
@@ -327,7 +339,9 @@ extras:
 ledger:
   description: Budget (C(gpu_memory_utilization) x C(cuda_total_bytes), NVML's total less C(gpu_reserved_bytes)),
     non-KV components, C(outside_pool) (what vLLM allocates after sizing the pool), C(kv_pool_margin_bytes) (left
-    unused out of an estimated pool), KV pool, block size, num_gpu_blocks, GPU KV cache tokens, concurrency.
+    unused out of an estimated pool), KV pool, block size, num_gpu_blocks, GPU KV cache tokens, concurrency; for a
+    pooling model C(pooling) (task, runner, convert, pooling type, encoder_only) and, encoder-only, C(footprint_bytes)
+    (its whole memory, no KV pool).
   returned: success
   type: dict
 ledger_text:
@@ -361,6 +375,7 @@ tradeoff:
       context where all of them fit at once), C(single_len) (longest single request), C(typical) (how many 4K/16K/32K
       requests then fit before vLLM preempts), C(batched_tokens) and C(speculative) (what C(--max-num-batched-tokens)
       and MTP's speculative tokens cost in that pool).
+    - For a pooling model C(single_len) is null and C(skipped) says C(pooling model).
   returned: success
   type: dict
 alternatives:
@@ -380,6 +395,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import (
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_ledger import render_ledger
 from ansible_collections.airgap.vllm.plugins.module_utils._planner import plan
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm_report import render_tradeoff_markdown
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_pooling import POOLING_TASKS
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_targets import DEFAULTS
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_tradeoff import tradeoff
 
@@ -425,6 +441,7 @@ def argument_spec():
         host=dict(type="str"),
         port=dict(type="int"),
         layer_layout=dict(type="dict"),
+        pooling_task=dict(type="str", choices=list(POOLING_TASKS)),
         extra_args=dict(type="list", elements="str"),
         extra_docker_options=dict(type="list", elements="str"),
         override_flags=dict(type="list", elements="str"),
@@ -464,11 +481,16 @@ def main(module):
         pin_measured_kv_cache=False,
     )
     result["inputs"] = dict((k, v) for k, v in params.items() if v is not None)
-    result["tradeoff"] = tradeoff(
-        plan,
-        params,
-        title="%.0f GiB GPU x %d" % (params["gpu_total_bytes"] / float(GIB), result["gpus"]["tensor_parallel_size"]),
-    )
+    if result["ledger"].get("pooling"):
+        # A pooling model answers no context x concurrency question (an encoder-only one has no KV pool at all).
+        result["tradeoff"] = {"single_len": None, "skipped": "pooling model"}
+    else:
+        result["tradeoff"] = tradeoff(
+            plan,
+            params,
+            title="%.0f GiB GPU x %d"
+            % (params["gpu_total_bytes"] / float(GIB), result["gpus"]["tensor_parallel_size"]),
+        )
     warnings_list = result.pop("warnings")
     for w in warnings_list:
         module.warn(w)

@@ -388,6 +388,27 @@ def generated_plans():
         override_flags=["--max-num-seqs"],
         extra_docker_options=["--ulimit", "memlock=-1"],
     )
+    plans = {k: P.plan(v) for k, v in variants.items()}
+    plans.update(pooling_plans())
+    return plans
+
+
+MODELS = os.path.join(ROOT, "tests", "fixtures", "models")
+
+
+def pooling_plans():
+    """Pooling models (issue 44) planned from their own files: an encoder embedder and cross-encoder (--convert
+    none), a decoder adapted to embeddings (--convert embed) and the original Qwen3 reranker (--convert classify
+    with --hf-overrides), each on a share of a 48 GB card."""
+    base = dict(gpu_total_bytes=ADA_48, compute_capability="8.9", concurrency=16, gpu_memory_utilization=0.08)
+    variants = {
+        "pool-bge-m3": dict(base, model_dir=os.path.join(MODELS, "bge-m3"), model_path="/models/bge-m3"),
+        "pool-bge-reranker": dict(base, model_dir=os.path.join(MODELS, "bge-reranker-v2-m3"), context=4096),
+        "pool-qwen3-embedding": dict(base, model_dir=os.path.join(MODELS, "qwen3-embedding-0.6b"), context=8192),
+        "pool-qwen3-reranker": dict(
+            base, model_dir=os.path.join(MODELS, "qwen3-reranker-0.6b"), context=8192, pooling_task="classify"
+        ),
+    }
     return {k: P.plan(v) for k, v in variants.items()}
 
 
@@ -400,6 +421,8 @@ def argv_cases(plans, keys_path):
         cases.append({"id": name, "argv": argv})
     cases.append({"id": "control-swap-space", "argv": ["/m", "--swap-space", "4"]})
     cases.append({"id": "control-bad-parser", "argv": ["/m", "--reasoning-parser", "qwen9"]})
+    # --convert takes vLLM's ConvertOption only (config/model.py:86): "score" is not one, so the pooling checks bite.
+    cases.append({"id": "control-bad-convert", "argv": ["/m", "--runner", "pooling", "--convert", "score"]})
     return cases
 
 
@@ -413,6 +436,12 @@ def check_parsed(got, plans):
         args = got[name]["args"]
         assert args["max_model_len"] == result["ledger"]["max_model_len"]
         assert args["max_num_seqs"] == int(result["argv"][result["argv"].index("--max-num-seqs") + 1])
+        pooling = result["ledger"].get("pooling")
+        if pooling:
+            assert (args["runner"], args["convert"]) == ("pooling", pooling["convert"]), name
+            assert args["max_num_batched_tokens"] == result["ledger"]["max_num_batched_tokens"], name
+            assert args["gpu_memory_utilization"] == result["ledger"]["gpu_memory_utilization"], name
+            continue
         assert (
             args["kv_cache_dtype"] == result["ledger"]["kv_dtype"]
             or result["argv"][result["argv"].index("--kv-cache-dtype") + 1] == "auto"
@@ -434,6 +463,12 @@ def check_parsed(got, plans):
     extras = got["ada48x2-extras-override"]["args"]
     assert (extras["seed"], extras["max_log_len"], extras["max_num_seqs"]) == (7, 100, 8)
     assert extras["tensor_parallel_size"] == 2
+    overrides = got["pool-qwen3-reranker"]["args"]["hf_overrides"]
+    assert (json.loads(overrides) if isinstance(overrides, str) else overrides) == plans["pool-qwen3-reranker"][
+        "ledger"
+    ]["pooling"]["hf_overrides"]
+    assert got["pool-bge-m3"]["args"]["max_model_len"] == 8192
+    assert not got["control-bad-convert"]["ok"] and "convert" in got["control-bad-convert"]["error"]
     assert not got["control-swap-space"]["ok"]
     assert "swap-space" in got["control-swap-space"]["error"]
     assert not got["control-bad-parser"]["ok"]

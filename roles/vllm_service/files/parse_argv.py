@@ -114,6 +114,9 @@ def parse(cases):
                 "max_num_batched_tokens",
                 "seed",
                 "max_log_len",
+                "runner",
+                "convert",
+                "hf_overrides",
             )
             args = {k: getattr(ns, k, None) for k in keep}
             out.append({"id": case["id"], "ok": True, "error": None, "args": json.loads(json.dumps(args, default=str))})
