@@ -32,6 +32,7 @@ import json
 import re
 
 from ansible_collections.airgap.vllm.plugins.module_utils._expose import sources_problems
+from ansible_collections.airgap.vllm.plugins.module_utils import _front_models as routing
 from ansible_collections.airgap.vllm.plugins.module_utils._text import as_text as _text
 from ansible_collections.airgap.vllm.plugins.module_utils._version import release
 
@@ -71,7 +72,10 @@ ALLOWED_ROUTES = {
 
 _ADMIN = "engine administration: changes or stops the serving engine; never from the network"
 _DEV = "dev-mode route (VLLM_SERVER_DEV_MODE=1): engine internals; never from the network"
-_POOLING = "pooling-model task (embeddings, scores, classification): the generative models this collection plans do not serve it"
+_POOLING = (
+    "pooling-model task (embeddings, scores, classification): refused at a one-service door; at a door shared by "
+    "several services (routed by model) it goes to a pooling service only (module_utils/_front_models.py)"
+)
 _UNGUARDED = "outside vLLM's --api-key prefixes (unauthenticated on the engine)"
 
 # Every other route of vLLM 0.27.1's API server (vllm/entrypoints/**: @router/@app routes, the Prometheus
@@ -235,6 +239,11 @@ def client_problems(clients, where="vllm_front_clients"):
             problems.append("%s (%s) has the same key as %s: one key per client" % (at, name or "?", hashes[digest]))
         else:
             hashes[digest] = "%s[%d]" % (where, index)
+        models = client.get("models")
+        if models not in (None, "") and (
+            not isinstance(models, list) or not models or not all(isinstance(m, str) and m for m in models)
+        ):
+            problems.append("%s (%s).models must be a non-empty list of served model names" % (at, name or "?"))
         for limit in ("max_concurrent", "rate_per_minute"):
             if client.get(limit) not in (None, ""):
                 try:
@@ -307,6 +316,9 @@ def check_settings(settings):
                 port = _port(value, "%s (service %s)" % (label, name))
             except FrontError as e:
                 problems.append(str(e))
+                continue
+            if port in used and key == "front_port" and used[port].startswith("vllm_front_port of"):
+                # Several services on one front port: one door routed by model (module_utils/_front_models.py).
                 continue
             if port in used:
                 problems.append(
@@ -388,6 +400,8 @@ def plan_service(svc):
                 "sha256": digest,
                 "max_concurrent": min(conc, cap),
                 "rate_per_minute": _int(c.get("rate_per_minute") or 0, "rate_per_minute") or default_rate,
+                # The served model names this client may use at a door routed by model (None: all of them).
+                "models": c.get("models") or None,
             }
         )
     tokens = [
@@ -404,6 +418,9 @@ def plan_service(svc):
         "metrics_port": 0 if metrics_port in (None, "", 0, "0") else _port(metrics_port, "vllm_front_metrics_port"),
         "metrics_hashes": sorted(set(tokens)),
         "engine_key": _text(svc.get("engine_key")),
+        # A door shared by several services routes by these (module_utils/_front_models.py).
+        "models": routing.served_models(svc),
+        "kind": routing.service_kind(svc),
     }
 
 
@@ -604,7 +621,17 @@ def render(settings):
         sorted(set(ERRORS) & set(HAPROXY_ERRORS)),
     )
     files = {}
+    ports = {}
     for svc in services:
+        ports.setdefault(svc["front_port"], []).append(svc)
+    for port in sorted(p for p in ports if len(ports[p]) > 1):
+        cfg += _routed(ports[port], port, s, conf, tls, addresses, body, files)
+    if any(len(group) > 1 for group in ports.values()):
+        # The whole body in the buffer, for req.body (json_query): bodies up to the front's limit.
+        cfg[cfg.index("global") + 1 : cfg.index("global") + 1] = ["    tune.bufsize %d" % (body + ROUTED_HEADROOM)]
+    for svc in services:
+        if len(ports[svc["front_port"]]) > 1:
+            continue
         name = svc["name"]
         cmap = "%s/clients-%s.map" % (conf, name)
         table = "clients_%s" % name
@@ -736,6 +763,214 @@ def render(settings):
     fingerprint = config_fingerprint(dict(files, **{CONFIG_FILE: {"content": text}}))
     files[CONFIG_FILE] = {"content": text.replace(_FP_SLOT, fingerprint), "mode": "0600", "secret": False}
     return files
+
+
+# ------------------------------------------------------------------------------------------------ routed by model
+
+# Room for the request line and headers next to a whole body in one buffer (tune.bufsize, routed doors only).
+ROUTED_HEADROOM = 65536
+
+
+def _model_error(status, message, kind, code):
+    body = json.dumps({"error": {"message": message, "type": kind, "param": "model", "code": code}}, sort_keys=True)
+    return "http-request return status %d content-type application/json string %s" % (status, _q(body))
+
+
+def _models_answer(models):
+    """GET /v1/models of a routed door: the served names (static, from the plans), OpenAI's list shape."""
+    return json.dumps(
+        {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "vllm", "root": m} for m in models]},
+        sort_keys=True,
+    )
+
+
+def _routed(group, port, s, conf, tls, addresses, body, files):
+    """haproxy.cfg lines of ONE frontend on `port` for the services of `group` (several), routed by the `model` of the
+    request body; the decisions come from module_utils/_front_models.py (route_plan)."""
+    door = "routed_%d" % port
+    clients, seen = [], {}
+    for svc in group:
+        for c in svc["clients"]:
+            if c["sha256"] in seen:
+                if seen[c["sha256"]]["name"] != c["name"]:
+                    raise FrontError(
+                        "one key names two clients at the door on port %d: %s and %s"
+                        % (port, seen[c["sha256"]]["name"], c["name"])
+                    )
+                continue
+            seen[c["sha256"]] = c
+            clients.append(c)
+    try:
+        plan = routing.route_plan(group, clients)
+    except routing.RouteError as e:
+        raise FrontError("front door on port %d: %s" % (port, e))
+    cmap = "%s/clients-%s.map" % (conf, door)
+    mmap = "%s/models-%s.map" % (conf, door)
+    amap = "%s/access-%s.map" % (conf, door)
+    table = "clients_%s" % door
+    first = group[0]["name"]
+    cfg = [
+        "",
+        "# ---- services %s: one door routed by model (module_utils/_front_models.py)"
+        % ", ".join(svc["name"] for svc in group),
+        "frontend front_%s" % door,
+    ]
+    cfg += _bind(addresses, port, tls, conf)
+    cfg += [
+        "    http-response set-header %s %s" % (FINGERPRINT_HEADER, _FP_SLOT),
+        "    http-request set-var(txn.client_name) str(-)",
+        "    " + _return(400, " unless { url_beg / }"),
+    ]
+    allowed = sorted(set(ALLOWED_ROUTES) | set(routing.MODEL_ROUTES))
+    cfg.append("    acl route_known path -m str %s" % " ".join(allowed))
+    cfg.append("    " + _return(404, " unless route_known"))
+    for path in allowed:
+        methods = ALLOWED_ROUTES[path]["methods"] if path in ALLOWED_ROUTES else _POST
+        cfg.append(
+            "    %s if { path -m str %s } !{ method %s }"
+            % (_return(405, " hdr Allow %s" % ",".join(methods)), path, " ".join(methods))
+        )
+    keyless = sorted(p for p in ALLOWED_ROUTES if ALLOWED_ROUTES[p].get("key") is False)
+    cfg.append("    acl keyless path -m str %s" % " ".join(keyless))
+    if s.get("draining"):
+        cfg.append(
+            "    "
+            + _return(503, " if { path -m str /health }").replace(
+                ERRORS[503][0], "Draining: this host is being updated; the fleet sends requests elsewhere"
+            )
+        )
+    cfg += [
+        "    acl auth_one req.fhdr_cnt(authorization) eq 1",
+        "    acl auth_bearer req.fhdr(authorization) -i -m beg \"Bearer \"",
+        "    http-request set-var(txn.client) req.fhdr(authorization),bytes(7),sha2(256),hex,lower,map(%s) "
+        "if !keyless auth_one auth_bearer" % cmap,
+        "    " + _return(401, " hdr WWW-Authenticate Bearer if !keyless !{ var(txn.client) -m found }"),
+        "    http-request set-var(txn.client_name) var(txn.client),field(1,|) if !keyless",
+        "    http-request set-var(txn.client_conc) var(txn.client),field(2,|) if !keyless",
+        "    http-request set-var(txn.client_rate) var(txn.client),field(3,|) if !keyless",
+        "    " + _return(411, " if METH_POST !{ req.hdr_cnt(content-length) eq 1 }"),
+        "    " + _return(413, " if { req.hdr_val(content-length) gt %d }" % body),
+        "    http-request track-sc0 var(txn.client_name) table %s if !keyless" % table,
+        "    http-request set-var(txn.conc_over) sc_trackers(0),sub(txn.client_conc)",
+        "    http-request lua.airgap_settle if !keyless { var(txn.conc_over) -m int gt 0 }",
+        "    http-request set-var(txn.conc_over) sc_trackers(0),sub(txn.client_conc) "
+        "if !keyless { var(txn.conc_over) -m int gt 0 }",
+        "    http-request set-var(txn.rate_over) sc_http_req_rate(0),sub(txn.client_rate)",
+        "    " + _return(429, " hdr Retry-After 1 if !keyless { var(txn.conc_over) -m int gt 0 }"),
+        "    " + _return(429, " hdr Retry-After 10 if !keyless { var(txn.rate_over) -m int gt 0 }"),
+    ]
+    # GET /v1/models: the names this client may use, rendered from the plans.
+    for c in sorted(clients, key=lambda c: c["name"]):
+        cfg.append(
+            "    http-request return status 200 content-type application/json string %s "
+            "if { path -m str /v1/models } { var(txn.client_name) -m str %s }"
+            % (_q(_models_answer(plan["access"][c["name"]])), c["name"])
+        )
+    cfg += [
+        "    acl model_route path -m str %s" % " ".join(routing.MODEL_ROUTES),
+        # The model is read from the whole body only (a part could name another model further on).
+        "    http-request set-var(txn.body_len) req.body_len if model_route",
+        "    http-request set-var(txn.body_short) req.hdr_val(content-length),sub(txn.body_len) if model_route",
+        "    "
+        + _model_error(
+            413,
+            "Request body larger than the buffer of the front door: the model could not be read",
+            "invalid_request_error",
+            "body_too_large",
+        )
+        + " if model_route { var(txn.body_short) -m int gt 0 }",
+        "    http-request set-var(txn.model) req.body,json_query('$.model') if model_route",
+        "    "
+        + _model_error(
+            400,
+            "The request names no model: send the `model` field (GET /v1/models lists them)",
+            "invalid_request_error",
+            "model_missing",
+        )
+        + " if model_route !{ var(txn.model) -m found }",
+        "    http-request set-var(txn.service) var(txn.model),map(%s) if model_route" % mmap,
+        "    "
+        + _model_error(
+            404,
+            "The model does not exist at this front door (GET /v1/models lists the models you may use)",
+            "invalid_request_error",
+            "model_not_found",
+        )
+        + " if model_route !{ var(txn.service) -m found }",
+        "    http-request set-var(txn.access) var(txn.client_name),concat(|,txn.model,),map(%s) if model_route" % amap,
+        "    "
+        + _model_error(
+            403,
+            "This key may not use this model (GET /v1/models lists the models you may use)",
+            "permission_error",
+            "model_not_allowed",
+        )
+        + " if model_route !{ var(txn.access) -m found }",
+    ]
+    for svc in group:
+        refused = plan["refused"][svc["name"]]
+        if refused:
+            cfg.append(
+                "    "
+                + _model_error(
+                    400,
+                    "This model does not serve this route (%s serves: %s)"
+                    % (svc["kind"], " ".join(plan["routes"][svc["name"]])),
+                    "invalid_request_error",
+                    "route_not_served",
+                )
+                + " if { var(txn.service) -m str %s } { path -m str %s }" % (svc["name"], " ".join(refused))
+            )
+    cfg.append("    http-request del-header authorization")
+    for svc in group:
+        if svc.get("engine_key"):
+            cfg.append(
+                '    http-request set-header Authorization "Bearer %%[str(%s),map(%s/%s)]" if { var(txn.service) -m str %s }'
+                % (svc["name"], conf, ENGINE_MAP, svc["name"])
+            )
+    # /health: the first service's engine (the door answers when it does).
+    cfg.append("    use_backend health_%s if keyless" % first)
+    for svc in group:
+        cfg.append("    use_backend engine_%s if { var(txn.service) -m str %s }" % (svc["name"], svc["name"]))
+    cfg += [
+        "",
+        "backend %s" % table,
+        "    stick-table type string len 64 size 10k expire 120s store http_req_rate(60s)",
+    ]
+    for svc in group:
+        cfg += [
+            "",
+            "backend engine_%s" % svc["name"],
+            "    server engine 127.0.0.1:%d maxconn %d" % (svc["engine_port"], svc["cap"]),
+        ]
+    cfg += [
+        "",
+        "backend health_%s" % first,
+        "    http-request set-path /health",
+        "    server engine 127.0.0.1:%d maxconn 8" % group[0]["engine_port"],
+    ]
+    caps = {}
+    for svc in group:
+        for c in svc["clients"]:
+            caps[c["sha256"]] = max(caps.get(c["sha256"], 0), c["max_concurrent"])
+    files["clients-%s.map" % door] = {
+        "content": client_map({"clients": [dict(c, max_concurrent=caps[c["sha256"]]) for c in clients]}),
+        "mode": "0600",
+        "secret": False,
+    }
+    files["models-%s.map" % door] = {
+        "content": "# served model name -> service\n"
+        + "".join("%s %s\n" % (m, plan["models"][m]) for m in sorted(plan["models"])),
+        "mode": "0600",
+        "secret": False,
+    }
+    files["access-%s.map" % door] = {
+        "content": "# client|model -> ok (the models each client may use)\n"
+        + "".join("%s|%s ok\n" % (n, m) for n in sorted(plan["access"]) for m in plan["access"][n]),
+        "mode": "0600",
+        "secret": False,
+    }
+    return cfg
 
 
 def config_fingerprint(files):

@@ -269,7 +269,11 @@ def test_settings_accepted():
         (dict(services=[service(clients=[dict(name="a b", key=ALICE)])]), "letters, digits"),
         (dict(services=[service(clients=[dict(name="a", key=ALICE, max_concurrent=-1)])]), "at least 0"),
         (dict(services=[service(front_port=8000)]), "the engine's own port"),
-        (dict(services=[service(), service(name="b", port=8001)]), "one port per listener"),
+        # A shared front port is one door routed by model (test__front_models.py); a metrics port on it is not.
+        (
+            dict(services=[service(), service(name="b", port=8001, front_port=8444, metrics_port=8443)]),
+            "one port per listener",
+        ),
         (dict(services=[service(metrics_port=9443)]), "needs vllm_front_metrics_sources"),
         (dict(services=[service(front_port=70000)]), "TCP port"),
     ],
