@@ -143,3 +143,30 @@ def test_a_first_check_before_any_plan_says_what_it_would_do_and_a_real_run_refu
     assert r["changed"] and not r.get("failed") and "once the plan exists" in r["msg"] and not os.path.exists(d)
     r = run_module(M, **args)
     assert r["failed"] and "--max-num-seqs is unknown" in r["msg"]
+
+
+def test_a_shared_port_writes_the_routed_maps_and_they_go_with_it(run_module, tmp_path):
+    d = tmp_path / "front"
+    shared = [
+        dict(
+            name="chat",
+            port=8000,
+            front_port=8443,
+            argv=["--max-num-seqs", "8", "--served-model-name", "qwen"],
+            clients=[dict(name="alice", key_sha256=key_sha256(KEY), models=["qwen"])],
+        ),
+        dict(
+            name="embed",
+            port=8001,
+            front_port=8443,
+            argv=["--runner", "pooling", "--max-num-seqs", "8", "--served-model-name", "bge"],
+            clients=[dict(name="alice", key_sha256=key_sha256(KEY), models=["qwen"])],
+        ),
+    ]
+    r = run_module(M, dir=str(d), settings=dict(tls=False), services=shared)
+    routed = ["access-routed_8443.map", "clients-routed_8443.map", "models-routed_8443.map"]
+    assert sorted(n for n in r["files"] if "routed" in n) == routed
+    assert (d / "access-routed_8443.map").read_text().splitlines()[1:] == ["alice|qwen ok"]
+    # Back to one service per port: the routed maps are removed.
+    r = run_module(M, dir=str(d), settings=dict(tls=False), services=services(("alice", KEY)))
+    assert all(n in r["files"] for n in routed) and not any((d / n).exists() for n in routed)
