@@ -317,16 +317,17 @@ def check_settings(settings):
             except FrontError as e:
                 problems.append(str(e))
                 continue
-            if port in used and key == "front_port" and used[port].startswith("vllm_front_port of"):
-                # Several services on one front port: one door routed by model (module_utils/_front_models.py).
-                continue
-            if port in used:
-                problems.append(
-                    "%s %d (service %s) is also %s: one port per listener" % (label, port, name, used[port])
-                )
-            elif _text(port) == _text(svc.get("port")):
+            shared = key == "front_port" and used.get(port, "").startswith("vllm_front_port of")
+            if _text(port) == _text(svc.get("port")):
                 problems.append(
                     "%s %d (service %s) is the engine's own port: the front door needs its own" % (label, port, name)
+                )
+            elif shared:
+                # Several services on one front port: one door routed by model (module_utils/_front_models.py).
+                continue
+            elif port in used:
+                problems.append(
+                    "%s %d (service %s) is also %s: one port per listener" % (label, port, name, used[port])
                 )
             else:
                 used[port] = "%s of service %s" % (label, name)

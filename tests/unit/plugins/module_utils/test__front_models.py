@@ -155,3 +155,8 @@ def test_check_settings_accepts_a_shared_front_port_but_not_a_shared_metrics_por
 def test_client_models_must_be_a_list_of_names():
     assert f.client_problems([dict(name="a", key=ALICE, models=["x"])]) == []
     assert "models must be" in f.client_problems([dict(name="a", key=ALICE, models="x")])[0]
+
+
+def test_a_shared_front_port_may_not_be_an_engine_port():
+    shared = [dict(name="a", port=8000, front_port=8443), dict(name="b", port=8443, front_port=8443)]
+    assert any("the engine's own port" in p for p in f.check_settings(dict(enabled=True, tls=False, services=shared)))
