@@ -58,8 +58,19 @@ ACTIVATION_TOKEN_SCALE = 1.42
 # Gated DeltaNet layers (Qwen3.5): the Qwen3.5-27B FP8 shape (V1 runner, MTP 3, 50 sequences) peaked at 2.92 GiB:
 # 8192 x 159 KiB x 1.42 = 1.76 GiB + GDN chunk states 0.38 GiB leaves 0.78 GiB = 16.7 bytes a token per linear-
 # attention value element (48 value heads x 128): four fp32 copies of [tokens, value heads, value dim] in the gated
-# delta rule (16 bytes: 2.89 GiB planned). One measured hybrid: the rule is fitted, not derived.
+# delta rule (16 bytes: 2.89 GiB planned). One measured hybrid: the rule is fitted, not derived. It holds where the
+# profile feeds the language model token ids (text-only, as fitted; 4 users at 262,144 on 2026-12-07: 2.92 GiB again,
+# 2.89 planned); started with its vision tower (the profile feeds input embeddings, gpu_model_runner.py _dummy_run
+# supports_mm_inputs) the same model peaked at 1.92 GiB on two starts (2026-12-07, one on a fresh machine), which is
+# the dense term alone + the encoder cache (1.77 + 0.16 GiB). vLLM's profile never runs the GDN core
+# (qwen_gdn_linear_attn.py _warmup_prefill_kernels: "_forward_core returns early because attn_metadata is None"), so
+# the 1.13 GiB is not the delta rule's; what it is on the token-id path is not identified (docs/fidelity.md).
 GDN_TOKEN_BYTES_PER_VALUE = 16
+# Fused MoE (vLLM 0.26.0 fused_moe/experts/triton_moe.py workspace_shapes, bf16 TritonExperts): two workspaces of
+# [tokens, experts a token, max(moe_intermediate(_x2 for gate-up), hidden)] in the activation dtype take the place of
+# the dense MLP's transients. Measured on the H100 (issue 43, 2026-12-07): the Qwen3-30B-A3B shape (48 layers, 128
+# experts of 768, 8 a token, hidden 2048) peaked at 0.87 GiB; this rule, with ACTIVATION_TOKEN_SCALE as for the dense
+# models, gives 0.89 GiB (the dense rule on its config's unused intermediate_size 6144 gave 0.64).
 # The profile's sampler (_dummy_sampler_run): fp32 logits of one row per request and the sampler's probabilities, sort
 # keys and int64 indices beside them, ~20 bytes an entry; with speculative decoding the rejection sampler adds one
 # draft row per request (gpu_model_runner.py _dummy_sampler_run: draft_token_ids [[0]] per request).
@@ -207,13 +218,21 @@ def cudagraph_bytes(piecewise, full, layers):
     return CUDAGRAPH_BASE_BYTES + graphs * layers * CUDAGRAPH_BYTES_PER_GRAPH_LAYER
 
 
+def profile_feeds_embeddings(shape, t):
+    """Does vLLM's profile feed the language model input embeddings rather than token ids? It does for a model
+    started with its multimodal encoder (gpu_model_runner.py _dummy_run: supports_mm_inputs -> _prepare_mm_inputs),
+    not for a text-only model or one started with --language-model-only."""
+    return bool(shape.get("vision")) and not t["language_model_only"]
+
+
 def activation_lm_bytes(shape, t):
     """The language model's forward peak in vLLM's profile run (max_num_batched_tokens dummy tokens): tokens x
-    lm_token_transient_bytes x ACTIVATION_TOKEN_SCALE, and for Gated DeltaNet layers tokens x value elements x
-    GDN_TOKEN_BYTES_PER_VALUE + one fp32 state per GDN_CHUNK tokens. Returns (bytes, bytes a token)."""
+    lm_token_transient_bytes x ACTIVATION_TOKEN_SCALE, and for Gated DeltaNet layers, where the profile feeds token
+    ids, tokens x value elements x GDN_TOKEN_BYTES_PER_VALUE + one fp32 state per GDN_CHUNK tokens (measured there,
+    not seen with input embeddings: see GDN_TOKEN_BYTES_PER_VALUE). Returns (bytes, bytes a token)."""
     tokens, tp = t["max_num_batched_tokens"], t["tp"]
     per_tok = int(lm_token_transient_bytes(shape) * ACTIVATION_TOKEN_SCALE)
-    g = shape["gdn"]
+    g = shape["gdn"] if not profile_feeds_embeddings(shape, t) else None
     if g:
         per_tok += (g["v_heads"] // tp) * g["v_dim"] * GDN_TOKEN_BYTES_PER_VALUE
     lm = tokens * per_tok
@@ -234,9 +253,15 @@ def lm_token_transient_bytes(shape, act_bytes=2):
     """Transient bytes per scheduled token inside one decoder layer at its peak: the MLP's
     gate_up output (2I) + activation output (I), each in the activation dtype, + the activation
     output's fp8-quantized copy (I bytes), plus hidden/residual buffers (4 x hidden) that live
-    across layers: 7*I + 8*H bytes in bf16."""
+    across layers: 7*I + 8*H bytes in bf16. A mixture of experts (num_experts and moe_intermediate_size
+    set) has the fused-MoE workspaces instead of the MLP: experts a token x (max(I_moe, H) + max(2 I_moe, H))
+    in the activation dtype (triton_moe.py workspace_shapes)."""
     h, inter = shape["hidden_size"], shape["intermediate_size"]
-    mlp = (2 * inter + inter) * act_bytes + inter
+    moe_inter, topk = shape.get("moe_intermediate_size") or 0, shape.get("experts_per_token") or 0
+    if shape.get("num_experts") and moe_inter and topk:
+        mlp = topk * (max(moe_inter, h) + max(2 * moe_inter, h)) * act_bytes
+    else:
+        mlp = (2 * inter + inter) * act_bytes + inter
     return mlp + 4 * h * act_bytes
 
 
@@ -332,7 +357,7 @@ def estimate_non_kv(shape, weights, t, backend, attn_groups=1):
     lm_how = "max(%d batched tokens x %s/token%s, sampler %d rows x vocab x %d B)" % (
         tokens,
         "%.0f KiB" % (per_tok / 1024.0),
-        " + GDN chunk states" if shape["gdn"] else "",
+        " + GDN chunk states" if shape["gdn"] and not profile_feeds_embeddings(shape, t) else "",
         rows,
         SAMPLER_BYTES_PER_ENTRY,
     )

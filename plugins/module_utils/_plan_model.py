@@ -33,6 +33,8 @@ FAMILIES = {
     "Qwen2ForCausalLM": "dense full attention",
     "Qwen3ForCausalLM": "dense full attention",
     "Qwen3VLForConditionalGeneration": "dense full attention + Qwen vision tower",
+    # mixture of experts, full attention (one KV-cache group); vLLM 0.26.0 runs it on the V1 model runner
+    "Qwen3MoeForCausalLM": "MoE + full attention",
     # interleaved sliding-window + full attention (SlidingWindowSpec groups)
     "Gemma2ForCausalLM": "sliding window + full attention",
     "Gemma3ForCausalLM": "sliding window + full attention",
@@ -339,6 +341,10 @@ def _describe_model(config, layer_layout=None):
         # vLLM's ModelConfig.is_moe: any of these in the text config > 0 (transformers_utils/
         # model_arch_config_convertor.py get_num_experts).
         "num_experts": num_experts(text),
+        # The routed experts' width and how many a token takes (Qwen3-MoE, Qwen3-Next): the fused-MoE workspace
+        # (_plan_memory.lm_token_transient_bytes).
+        "moe_intermediate_size": int(text.get("moe_intermediate_size") or 0),
+        "experts_per_token": int(text.get("num_experts_per_tok") or 0),
     }
 
 

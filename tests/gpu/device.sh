@@ -32,6 +32,9 @@ unpack() {  # unpack FILE.tar.xz into $G
 want=$(cat "$CARRY/payload.sha256")
 if [ "$(cat "$G/payload.sha256" 2>/dev/null)" = "$want" ]; then
   say "payload already unpacked (warm machine)"
+elif [ ! -e "$CARRY/site-deps.tar.xz" ]; then
+  say "$CARRY only adds to the base payload (prepare.sh's DEST), which this machine does not hold: carry the base first"
+  exit 4
 else
   say "unpacking $(du -sh "$CARRY" | cut -f1) from $CARRY"
   rm -rf "$G/site" "$G/models" "$G/collections"
@@ -39,6 +42,12 @@ else
   echo "$want" >"$G/payload.sha256"
   say "unpacked"
 fi
+
+for t in "$CARRY"/add-*.tar.xz; do  # parts carried alone onto the base (pack.py: the MoE kernels)
+  [ -e "$t" ] || continue
+  unpack "$t" || { say "unpack of $t failed"; exit 2; }
+  say "added $(basename "$t")"
+done
 
 export PYTHONPATH="$G/site${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1 LC_ALL=C.UTF-8 LANG=C.UTF-8

@@ -10,6 +10,9 @@ and a small byte-level BPE tokenizer padded to the config's vocab_size, so every
 - qwen3.5-27b-fp8: the collection's field fixture (tests/fixtures/models/qwen3.x-27b-fp8: config.json with the
   FP8 block quantisation and its skip list in full module names, the index from generate_index.py), plus the
   image and video processor configs of the Qwen3-VL family, which vLLM reads for a multimodal architecture.
+- qwen3-30b-a3b: Qwen/Qwen3-30B-A3B's config.json (bf16 MoE: 48 layers, 128 experts of 768, 8 a token, GQA 32/4,
+  head 128); the index lists every tensor with its bf16 size (56.87 GiB). The MoE case (vLLM's V1 runner, the
+  fused-MoE kernels of `_moe_C`: prepare.sh with GPU_WITH_MOE=1).
 
 Usage: python3 make_models.py DEST [--fixtures tests/fixtures/models]
 """
@@ -48,9 +51,47 @@ QWEN3_8B = {
     "vocab_size": 151936,
 }
 
+QWEN3_30B_A3B = {
+    "architectures": ["Qwen3MoeForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "bos_token_id": 151643,
+    "decoder_sparse_step": 1,
+    "eos_token_id": 151645,
+    "head_dim": 128,
+    "hidden_act": "silu",
+    "hidden_size": 2048,
+    "initializer_range": 0.02,
+    "intermediate_size": 6144,
+    "max_position_embeddings": 40960,
+    "max_window_layers": 48,
+    "mlp_only_layers": [],
+    "model_type": "qwen3_moe",
+    "moe_intermediate_size": 768,
+    "norm_topk_prob": True,
+    "num_attention_heads": 32,
+    "num_experts": 128,
+    "num_experts_per_tok": 8,
+    "num_hidden_layers": 48,
+    "num_key_value_heads": 4,
+    "output_router_logits": False,
+    "rms_norm_eps": 1e-06,
+    "rope_scaling": None,
+    "rope_theta": 1000000.0,
+    "router_aux_loss_coef": 0.001,
+    "sliding_window": None,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.51.0",
+    "use_cache": True,
+    "use_sliding_window": False,
+    "vocab_size": 151936,
+}
+
 # Named special tokens at the ids the real tokenizers give them (the configs name some of them).
 SPECIAL = {
     "qwen3-8b": {151643: "<|endoftext|>", 151644: "<|im_start|>", 151645: "<|im_end|>"},
+    "qwen3-30b-a3b": {151643: "<|endoftext|>", 151644: "<|im_start|>", 151645: "<|im_end|>"},
     "qwen3.5-27b-fp8": {
         248044: "<|endoftext|>",
         248045: "<|im_start|>",
@@ -61,7 +102,7 @@ SPECIAL = {
         248057: "<|video_pad|>",
     },
 }
-EOS = {"qwen3-8b": "<|im_end|>", "qwen3.5-27b-fp8": "<|im_end|>"}
+EOS = {"qwen3-8b": "<|im_end|>", "qwen3-30b-a3b": "<|im_end|>", "qwen3.5-27b-fp8": "<|im_end|>"}
 
 PROCESSOR = {
     "preprocessor_config.json": {
@@ -134,7 +175,8 @@ def tokenizer(vocab_size, special):
 
 
 def qwen3_8b_index(cfg):
-    """Every tensor of the Qwen3-8B checkpoint with its bf16 size (one shard name: no shard travels)."""
+    """Every tensor of the Qwen3-8B (or, with num_experts, Qwen3-30B-A3B) checkpoint with its bf16 size (one shard
+    name: no shard travels)."""
     h, i, L = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
     hd, nh, nkv, v = cfg["head_dim"], cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["vocab_size"]
     sizes = {"model.embed_tokens.weight": v * h, "lm_head.weight": v * h, "model.norm.weight": h}
@@ -148,13 +190,18 @@ def qwen3_8b_index(cfg):
                 p + "self_attn.o_proj.weight": h * nh * hd,
                 p + "self_attn.q_norm.weight": hd,
                 p + "self_attn.k_norm.weight": hd,
-                p + "mlp.gate_proj.weight": i * h,
-                p + "mlp.up_proj.weight": i * h,
-                p + "mlp.down_proj.weight": h * i,
                 p + "input_layernorm.weight": h,
                 p + "post_attention_layernorm.weight": h,
             }
         )
+        if cfg.get("num_experts"):
+            e, mi = cfg["num_experts"], cfg["moe_intermediate_size"]
+            sizes[p + "mlp.gate.weight"] = e * h
+            for x in range(e):
+                q = p + "mlp.experts.%d." % x
+                sizes.update({q + "gate_proj.weight": mi * h, q + "up_proj.weight": mi * h, q + "down_proj.weight": h * mi})
+        else:
+            sizes.update({p + "mlp.gate_proj.weight": i * h, p + "mlp.up_proj.weight": i * h, p + "mlp.down_proj.weight": h * i})
     total = 2 * sum(sizes.values())
     return {"metadata": {"total_size": total}, "weight_map": {k: "model.safetensors" for k in sorted(sizes)}}
 
@@ -175,6 +222,12 @@ def make(dest, fixtures):
     write(os.path.join(d, "config.json"), QWEN3_8B)
     write(os.path.join(d, "model.safetensors.index.json"), qwen3_8b_index(QWEN3_8B))
     made.append(("qwen3-8b", QWEN3_8B["vocab_size"]))
+
+    d = os.path.join(dest, "qwen3-30b-a3b")
+    os.makedirs(d, exist_ok=True)
+    write(os.path.join(d, "config.json"), QWEN3_30B_A3B)
+    write(os.path.join(d, "model.safetensors.index.json"), qwen3_8b_index(QWEN3_30B_A3B))
+    made.append(("qwen3-30b-a3b", QWEN3_30B_A3B["vocab_size"]))
 
     d = os.path.join(dest, "qwen3.5-27b-fp8")
     os.makedirs(d, exist_ok=True)

@@ -33,6 +33,10 @@ VLLM_LEFT_OUT = {
     "vllm/third_party/fmha_sm100/*": "Blackwell attention",
 }
 STRIPPED = ("vllm/_C_stable_libtorch.abi3.so",)
+# With --with-moe the MoE kernels travel too, stripped the same way, in an archive of their own (DEST-moe/
+# add-moe.tar.xz, 12 MiB: with the base payload, 52 MiB, and the checkout a call would carry more than 64 MiB). A
+# call that carries DEST-moe adds them to the base payload a warm machine holds (device.sh).
+STRIPPED_MOE = "vllm/_moe_C_stable_libtorch.abi3.so"
 PRUNE = (
     "*/__pycache__/*",
     "mistral_common/data/tekken_*.json",  # Mistral's tokenizers (34 MB): no Mistral model here
@@ -108,6 +112,29 @@ def sha256(path):
     return h.hexdigest()
 
 
+def pack_moe(a, manifest):
+    """DEST-moe: add-moe.tar.xz (the stripped MoE kernels), the harness, the base payload's hash and manifest."""
+    dest = a.dest.rstrip("/") + "-moe"
+    if os.path.isdir(dest):
+        shutil.rmtree(dest)
+    site = os.path.join(a.stage, "moe", "site")
+    path = os.path.join(site, STRIPPED_MOE)
+    os.makedirs(os.path.dirname(path))
+    with zipfile.ZipFile(a.vllm_wheel) as z:
+        data, tally = strip_fatbin.strip_elf(z.read(STRIPPED_MOE), a.arch)
+    with open(path, "wb") as fh:
+        fh.write(data)
+    os.chmod(path, 0o755)
+    os.makedirs(dest)
+    size = tar_xz(os.path.dirname(site), ["site"], os.path.join(dest, "add-moe.tar.xz"))
+    shutil.copytree(os.path.join(a.dest, "harness"), os.path.join(dest, "harness"))
+    for name in ("payload.sha256", "MANIFEST.json"):
+        shutil.copyfile(os.path.join(a.dest, name), os.path.join(dest, name))
+    with open(os.path.join(dest, "MANIFEST-moe.json"), "w") as fh:
+        json.dump(dict(added=STRIPPED_MOE, stripped=tally, size=size, base=manifest["collection_commit"]), fh, indent=1)
+    print("%-20s %6.1f MiB (%s: carried alone, onto a warm machine's base payload)" % ("add-moe.tar.xz", size / 1048576.0, dest))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="stage and pack the GPU harness's payload")
     ap.add_argument("--vllm-wheel", required=True)
@@ -146,7 +173,7 @@ def main(argv=None):
     key = [os.path.basename(w) for w in wheels] + list(PRUNE)
     sizes["site-deps.tar.xz"] = cached_archive(a, "site-deps", key, fill_deps)
 
-    skip = [k for k in VLLM_LEFT_OUT if not (a.with_moe and "moe" in k)]
+    skip = list(VLLM_LEFT_OUT)
     tallies = {}
 
     def fill_vllm(site):
@@ -210,6 +237,8 @@ def main(argv=None):
     )
     with open(os.path.join(a.dest, "MANIFEST.json"), "w") as fh:
         json.dump(manifest, fh, indent=1)
+    if a.with_moe:
+        pack_moe(a, manifest)
     total = sum(os.path.getsize(os.path.join(dp, f)) for dp, _d, fs in os.walk(a.dest) for f in fs)
     for k, v in sorted(sizes.items()):
         print("%-20s %6.1f MiB" % (k, v / 1048576.0))

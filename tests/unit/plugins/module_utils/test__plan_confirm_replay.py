@@ -115,6 +115,13 @@ def _flags(argv):
     ]
 
 
+# Parts known to lie outside the bounds, each on the safe side (planned above the engine's figure) and why
+# (docs/fidelity.md, run of 2026-12-07): the Qwen3.5-27B shape started with its vision tower peaked at 1.92 GiB, the
+# planner's encoder estimate says 2.43; it is kept because the field's start on an RTX 6000 Ada (another encoder
+# attention backend, 2,048 batched tokens) held a pool below the plan already (docs/launch-planning.md).
+KNOWN_OVER = {"vllm-0.26.0-h100-predict-qwen3.5-27b-fp8-mtp3-mm-50x32k": ("activation_peak",)}
+
+
 @pytest.mark.parametrize("name", RECORDED)
 def test_the_calibrated_planner_tracks_the_engine_part_by_part(name):
     """The planner as it is now, given the recorded case's inputs and card, against what the engine reported: every
@@ -134,6 +141,9 @@ def test_the_calibrated_planner_tracks_the_engine_part_by_part(name):
     )
     for p in parts:
         off = abs(p["planned_bytes"] - p["measured_bytes"])
+        if p["part"] in KNOWN_OVER.get(name, ()):
+            assert p["planned_bytes"] > p["measured_bytes"] and off > PART_FLOOR, p  # still over: else drop it here
+            continue
         assert off <= max(PART_BOUND * p["measured_bytes"], PART_FLOOR), p
     m = side["on_the_card"]["measured"]
     assert m["block_size"] in (None, L["block_size"])  # None: no /metrics line (the journal gave the blocks)
