@@ -42,6 +42,8 @@ SAFE_PARTS = {
     ("__airgap_vllm_services", "kv_offloading"): "a boolean",
     ("__airgap_vllm_services", "variables"): "the names the services set, no values",
 }
+# A service's settings, read one by one (roles' vars/main.yml): a setting is secret when its name is.
+SETTINGS_ALIASES = ("__vllm_service_settings", "__vllm_plan_settings")
 # Carriers found from the tree once (they do not change during a test run).
 _CACHE = {}
 CONDITION_KEYS = ("when", "changed_when", "failed_when", "until", "that")
@@ -114,6 +116,11 @@ def _secret_refs(expr, carriers):
                 continue
             if attr and attr in PUBLIC_FIELDS.get(name, ()):
                 continue
+            if attr and name in SETTINGS_ALIASES:
+                # The setting read is the reference: public by its name, or a public field of a secret one.
+                field = re.match(r"\.(\w+)", expr[m.end() :])
+                if not is_secret_name(attr) or (field and field.group(1) in PUBLIC_FIELDS.get(attr, ())):
+                    continue
             before, after = expr[: m.start()], expr[m.end() :]
             if re.match(r"\s*\|\s*length\b", after) or re.match(r"\s*is\s+(not\s+)?defined\b", after):
                 continue
@@ -311,6 +318,11 @@ def test_the_secret_carriers_include_what_the_roles_make_of_the_secrets():
         ("{{ __vllm_front_inputs.engine_keys }}", True),
         ("{{ vllm_service_instances | airgap.vllm.service_vars(v, p, part='public') }}", False),
         ("{{ vllm_service_instances | airgap.vllm.service_vars(v, p) }}", True),
+        ("{{ __vllm_service_settings.vllm_service_port }}", False),
+        ("{{ __vllm_service_settings.vllm_service_api_keys[0] }}", True),
+        ("{{ __vllm_service_settings }}", True),
+        ("{{ __vllm_service_settings.vllm_service_extra_env.VLLM_CPU_KVCACHE_SPACE }}", False),
+        ("{{ __vllm_service_settings.vllm_service_extra_env.HF_TOKEN }}", True),
         ("{{ my_vllm_service_api_keys }}", False),
         ("{{ 'see vllm_front_metrics_tokens in docs' }}", False),
         ("{{ airgap_vllm_services | airgap.vllm.redacted }}", False),
@@ -318,7 +330,7 @@ def test_the_secret_carriers_include_what_the_roles_make_of_the_secrets():
     ],
 )
 def test_what_counts_as_printing_a_secret(expr, leaks_):
-    carriers = set(SECRET_VARIABLES) | set(SECRET_CARRIERS) | {"__vllm_front_inputs"}
+    carriers = set(SECRET_VARIABLES) | set(SECRET_CARRIERS) | {"__vllm_front_inputs"} | set(SETTINGS_ALIASES)
     assert bool(_secret_refs(expr, carriers)) is leaks_
 
 

@@ -19,7 +19,8 @@ from ansible_collections.airgap.vllm.plugins.module_utils import _module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PREFIX = "airgap.vllm."
-ONE_VAR = re.compile(r"^\{\{\s*(\w+)\s*\}\}$")
+# A role variable handed over whole: bare, or a service's setting read through its role's alias (vars/main.yml).
+ONE_VAR = re.compile(r"^\{\{\s*(?:__vllm_(?:plan|service)_settings\.)?(\w+)\s*\}\}$")
 
 
 class _Spec(Exception):

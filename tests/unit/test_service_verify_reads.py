@@ -96,6 +96,8 @@ def _verify(tmp_path, engine, active="active", sub="running"):
         "__vllm_service_argv": ["--kv-cache-dtype", "fp8", "--enable-prefix-caching", "--enable-auto-tool-choice"],
         "__vllm_service_served_name": "tiny",
     }
+    # The role's tasks read the service's settings through one alias (vars/main.yml: the loop item's).
+    extra["__vllm_service_settings"] = dict((k, v) for k, v in extra.items() if k.startswith("vllm_service_"))
     env = dict(
         os.environ,
         ANSIBLE_NOCOLOR="1",

@@ -168,7 +168,7 @@ def _ctx(relabel, selinux, keys, version, argv_i, opts_i, seccomp, host_i):
     host, port, name, expose = HOSTS[host_i]
     argv = ARGVS[argv_i]
     service_dir = "/etc/airgap-vllm/" + name
-    return dict(
+    ctx = dict(
         ansible_facts={} if selinux is None else {"selinux": {"status": selinux}},
         omit=OMIT,
         vllm_service_selinux_relabel=relabel,
@@ -195,6 +195,9 @@ def _ctx(relabel, selinux, keys, version, argv_i, opts_i, seccomp, host_i):
         vllm_service_allow_env_names=[],
         __vllm_service_host={"docker": {"security_options": None if seccomp == "profile" else ["name=seccomp"]}},
     )
+    # The role's tasks read the service's settings through one alias (vars/main.yml); the old Jinja read them bare.
+    ctx["__vllm_service_settings"] = dict((k, v) for k, v in ctx.items() if k.startswith("vllm_service_"))
+    return ctx
 
 
 def test_the_old_expressions_here_are_the_roles_own_at_the_last_commit_that_had_them():
