@@ -26,8 +26,7 @@ RULE_PATH = '/lib/udev/rules.d/71-nvidia-dev-char.rules'
 MARKER = '# airgap.vllm.nvidia_toolkit: /dev/char links of the NVIDIA device nodes (systemd cgroup driver)'
 # NVIDIA's rule, word for word but for the path to nvidia-ctk (NVIDIA/nvidia-docker issue 1671).
 RULE_COMMENT = '# This will create /dev/char symlinks to all device nodes'
-RULE_LINE = ('ACTION=="add", DEVPATH=="/bus/pci/drivers/nvidia", '
-             'RUN+="%s system create-dev-char-symlinks --create-all"')
+RULE_LINE = 'ACTION=="add", DEVPATH=="/bus/pci/drivers/nvidia", RUN+="%s system create-dev-char-symlinks --create-all"'
 DEV = '/dev'
 DEV_CHAR = '/dev/char'
 
@@ -35,8 +34,7 @@ DEV_CHAR = '/dev/char'
 def rule_text(nvidia_ctk='/usr/bin/nvidia-ctk'):
     """The udev rule file's content: our marker, then NVIDIA's rule."""
     if not nvidia_ctk.startswith('/') or '"' in nvidia_ctk or '\n' in nvidia_ctk:
-        raise ValueError('nvidia-ctk must be an absolute path without quotes (udev runs it by path): %r'
-                         % nvidia_ctk)
+        raise ValueError('nvidia-ctk must be an absolute path without quotes (udev runs it by path): %r' % nvidia_ctk)
     return '%s\n%s\n%s\n' % (MARKER, RULE_COMMENT, RULE_LINE % nvidia_ctk)
 
 
@@ -77,8 +75,14 @@ def read_dev_char(dev=DEV, dev_char=DEV_CHAR):
                 continue
             if not (st.st_mode & 0o170000) == 0o020000:  # S_IFCHR
                 continue
-            nodes.append({'path': path, 'major': os.major(st.st_rdev), 'minor': os.minor(st.st_rdev),
-                          'real': os.path.realpath(path)})
+            nodes.append(
+                {
+                    'path': path,
+                    'major': os.major(st.st_rdev),
+                    'minor': os.minor(st.st_rdev),
+                    'real': os.path.realpath(path),
+                }
+            )
     links = {}
     for node in nodes:
         key = '%d:%d' % (node['major'], node['minor'])
@@ -99,20 +103,34 @@ def exposure(docker, toolkit_version):
     driver = (docker.get('cgroup_driver') or '').strip().lower()
     version = (toolkit_version or '').split('-')[0]
     if not docker.get('running'):
-        return {'status': 'unknown', 'remedy': False, 'error': '',
-                'detail': 'Docker not running: its cgroup driver is unknown'}
+        return {
+            'status': 'unknown',
+            'remedy': False,
+            'error': '',
+            'detail': 'Docker not running: its cgroup driver is unknown',
+        }
     if driver != 'systemd':
-        return {'status': 'safe', 'remedy': False, 'error': '',
-                'detail': 'Docker cgroup driver %s: a systemctl daemon-reload leaves GPU containers their devices'
-                          % (driver or 'unknown')}
-    detail = ('Docker cgroup driver systemd (cgroup v%s), toolkit %s: a systemctl daemon-reload takes the GPUs '
-              'from running GPU containers ("Failed to initialize NVML: Unknown Error") unless every NVIDIA '
-              'device node has a /dev/char link' % (docker.get('cgroup_version') or '?', toolkit_version or 'none'))
+        return {
+            'status': 'safe',
+            'remedy': False,
+            'error': '',
+            'detail': 'Docker cgroup driver %s: a systemctl daemon-reload leaves GPU containers their devices'
+            % (driver or 'unknown'),
+        }
+    detail = (
+        'Docker cgroup driver systemd (cgroup v%s), toolkit %s: a systemctl daemon-reload takes the GPUs '
+        'from running GPU containers ("Failed to initialize NVML: Unknown Error") unless every NVIDIA '
+        'device node has a /dev/char link' % (docker.get('cgroup_version') or '?', toolkit_version or 'none')
+    )
     if version and not at_least(version, MIN_TOOLKIT):
-        return {'status': 'exposed', 'remedy': False, 'detail': detail,
-                'error': 'nvidia-container-toolkit %s has no `nvidia-ctk system create-dev-char-symlinks` '
-                         '(from %s); install a newer toolkit or set Docker\'s exec-opts '
-                         'native.cgroupdriver=cgroupfs' % (toolkit_version, MIN_TOOLKIT)}
+        return {
+            'status': 'exposed',
+            'remedy': False,
+            'detail': detail,
+            'error': 'nvidia-container-toolkit %s has no `nvidia-ctk system create-dev-char-symlinks` '
+            '(from %s); install a newer toolkit or set Docker\'s exec-opts '
+            'native.cgroupdriver=cgroupfs' % (toolkit_version, MIN_TOOLKIT),
+        }
     return {'status': 'exposed', 'remedy': True, 'detail': detail, 'error': ''}
 
 

@@ -22,8 +22,8 @@ MIB = 1024 * 1024
 def human(n):
     """'2.5 GiB' / '640.0 MiB' / '512 bytes'."""
     n = int(n)
-    if n >= 1024 ** 3:
-        return '%.1f GiB' % (n / 1024.0 ** 3)
+    if n >= 1024**3:
+        return '%.1f GiB' % (n / 1024.0**3)
     if n >= MIB:
         return '%.1f MiB' % (n / float(MIB))
     return '%d bytes' % n

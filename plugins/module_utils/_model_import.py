@@ -430,8 +430,15 @@ def import_model(
             raise ModelError(
                 "%s: the disk filled during the import (%s): the model needs %d bytes (%s) and %d are free now; "
                 "the partial copy %s was removed%s"
-                % (models_dir, exc, needed + SPACE_MARGIN, _disk_space.human(needed + SPACE_MARGIN),
-                   free_bytes(models_dir), tmp, ", " + kept if kept else "")
+                % (
+                    models_dir,
+                    exc,
+                    needed + SPACE_MARGIN,
+                    _disk_space.human(needed + SPACE_MARGIN),
+                    free_bytes(models_dir),
+                    tmp,
+                    ", " + kept if kept else "",
+                )
             )
         raise
     # The swap. Killed between the two renames, the next run's recover() puts `old` back.

@@ -14,6 +14,7 @@ grants survive.
                      /dev/char link is missing becomes `c M:* m`
     nvidia-smi NAME  nvidia-smi inside that container: the GPU list, or NVML's error when a grant is gone
 """
+
 import json
 import os
 import stat
@@ -88,7 +89,7 @@ def nvidia_smi(name):
     if not nodes() or any("c %d:%d rw" % (ma, mi) not in granted for _p, ma, mi in nodes()):
         print("Failed to initialize NVML: Unknown Error")
         return 255
-    gpus = [p for p, _ma, _mi in nodes() if p[len("/dev/nvidia"):].isdigit()]
+    gpus = [p for p, _ma, _mi in nodes() if p[len("/dev/nvidia") :].isdigit()]
     for i, _p in enumerate(gpus):
         print("GPU %d: NVIDIA H100 80GB HBM3 (UUID: GPU-00000000-0000-0000-0000-00000000000%d)" % (i, i))
     return 0

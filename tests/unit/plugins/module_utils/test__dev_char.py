@@ -56,7 +56,9 @@ def test_missing_links():
     ]
     links = {"195:0": "/dev/nvidia0", "195:255": None, "511:0": "/dev/sda"}
     assert D.missing_links(nodes, links) == ["/dev/nvidia-uvm", "/dev/nvidiactl"]
-    assert D.missing_links(nodes, {"195:0": "/dev/nvidia0", "195:255": "/dev/nvidiactl", "511:0": "/dev/nvidia-uvm"}) == []
+    assert (
+        D.missing_links(nodes, {"195:0": "/dev/nvidia0", "195:255": "/dev/nvidiactl", "511:0": "/dev/nvidia-uvm"}) == []
+    )
     assert D.missing_links([], {}) == []
 
 
@@ -86,7 +88,12 @@ def test_read_dev_char(tmp_path):
     key = "%d:%d" % (os.major(st.st_rdev), os.minor(st.st_rdev))
     got = D.read_dev_char(str(dev), str(char))
     assert got["nodes"] == [
-        {"path": str(dev / "nvidia0"), "major": os.major(st.st_rdev), "minor": os.minor(st.st_rdev), "real": "/dev/null"}
+        {
+            "path": str(dev / "nvidia0"),
+            "major": os.major(st.st_rdev),
+            "minor": os.minor(st.st_rdev),
+            "real": "/dev/null",
+        }
     ]
     assert got["missing"] == [str(dev / "nvidia0")]
     os.symlink("../nvidia0", str(char / key))

@@ -225,7 +225,9 @@ def test_docker_runtime():
     assert "udev rule" in systemd["detail"]
     cgroupfs = docker_runtime_check(True, dict(docker, cgroup_driver="cgroupfs"), "1.17.8-1")
     assert "cgroup driver cgroupfs: a systemctl daemon-reload leaves" in cgroupfs["detail"]
-    assert docker_runtime_check(True, docker)["detail"].startswith("Docker 20.10.24, runtimes nvidia, runc (default runc); ")
+    assert docker_runtime_check(True, docker)["detail"].startswith(
+        "Docker 20.10.24, runtimes nvidia, runc (default runc); "
+    )
     assert docker_runtime_check(True, dict(docker, runtimes=["runc"]))["status"] == "fail"
     down = docker_runtime_check(True, {"running": False, "error": "Cannot connect"})
     assert down["status"] == "fail" and down["detail"] == "Docker not running: Cannot connect"
