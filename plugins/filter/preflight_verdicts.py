@@ -22,7 +22,9 @@ options:
   _input:
     description:
       - Gathered facts, keys C(host) (M(airgap.vllm.host_info) with C(pci=true)), C(distribution),
-        C(distribution_major_version), C(nvml) (M(airgap.vllm.nvml_info)), C(toolkit_installed), C(disk_free)
+        C(distribution_major_version), C(nvml) (M(airgap.vllm.nvml_info)), C(toolkit_installed), C(toolkit_version) (the installed
+        nvidia-container-toolkit version-release - with Docker's cgroup driver, the daemon-reload exposure in the
+        C(docker_runtime) detail), C(disk_free)
         (M(airgap.vllm.host_info)'s C(disk), for C(settings.disk_requirements)) or C(disk) (one
         C({path, min_free_gb, rc, stdout}) per df run), C(listening_ports) (host_info's) or C(proc_net_tcp)
         (the text of C(/proc/net/tcp) and C(tcp6)), C(own_containers) (the

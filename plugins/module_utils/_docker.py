@@ -130,6 +130,10 @@ class DockerCli(object):
     def load(self, path):
         return self.call(["load", "--input", path], timeout=LOAD_TIMEOUT)
 
+    def root_dir(self):
+        """The daemon's DockerRootDir (where `docker load` writes)."""
+        return self.call(["info", "--format", "{{.DockerRootDir}}"])[1].strip()
+
     def tag(self, image_id, ref):
         return self.call(["tag", image_id, ref])
 

@@ -24,6 +24,7 @@ import os
 import re
 import tarfile
 
+from ansible_collections.airgap.vllm.plugins.module_utils import _disk_space
 from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerError
 
 BLOCK = 512
@@ -334,8 +335,39 @@ def failure_message(path, error, daemon=None, hint=""):
     return msg + (" " + hint if hint else "")
 
 
-def import_archive(path, docker, tag=None, check_mode=False, platform="linux/amd64"):
-    """Load the archive only if its image ID is absent, then make `tag` (and its own tags) point at it."""
+def _load_with_room(path, docker, info, free=None):
+    """`docker load` once Docker's root directory has the room (module_utils/_disk_space.py); a disk that fills
+    anyway during the load gives the same clear words. Either way the images Docker holds are untouched (the load
+    adds an image, it replaces none) and the daemon releases the layers of a failed load itself."""
+    free = free or _disk_space.free_bytes
+    need = _disk_space.image_load_need(
+        info["size"], info.get("compressed"), _disk_space.gzip_isize(path) if info.get("compressed") else None
+    )
+    kept = "the images Docker holds are untouched"
+    root = docker.root_dir()
+    try:
+        avail = free(root) if root else -1
+    except OSError:
+        avail = -1  # Docker's root is not visible here (another mount namespace): docker load tells
+    short = _disk_space.shortfall(root, avail, need, 0, "docker load of %s" % path, kept)
+    if short:
+        raise ArchiveError(short)
+    try:
+        docker.load(path)
+    except DockerError as e:
+        if not _disk_space.said_disk_full(" ".join([str(e), e.stderr or ""])):
+            raise
+        raise ArchiveError(
+            "%s: the disk filled during docker load of %s (%s): the load needs %d bytes (%s); Docker released the "
+            "layers of the failed load and %s"
+            % (root, path, (e.stderr or str(e)).strip(), need, _disk_space.human(need), kept)
+        )
+
+
+def import_archive(path, docker, tag=None, check_mode=False, platform="linux/amd64", free=None):
+    """Load the archive only if its image ID is absent, then make `tag` (and its own tags) point at it.
+
+    free: bytes free at a path (statvfs by default), read before the load for Docker's root directory."""
     if check_mode and not os.path.exists(path):
         # A check run before the bundle is staged: the real run stages it first, then loads it.
         return {
@@ -378,7 +410,7 @@ def import_archive(path, docker, tag=None, check_mode=False, platform="linux/amd
         result["loaded"] = True
         result["changed"] = True
         if not check_mode:
-            docker.load(path)
+            _load_with_room(path, docker, info, free)
     for image, wanted, to_tag in pending_tags:
         if need_load and not check_mode:
             # docker load restores the archive's own tags; recompute what is still missing.

@@ -31,7 +31,7 @@ import stat
 import tarfile
 import zlib
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _files, _model_dir
+from ansible_collections.airgap.vllm.plugins.module_utils import _disk_space, _files, _model_dir
 
 STAMP = ".airgap-vllm-model.json"
 INDEX = _model_dir.INDEX
@@ -245,8 +245,7 @@ def directory_digests(src, lines):
 
 
 def free_bytes(path):
-    st = os.statvfs(path)
-    return st.f_bavail * st.f_frsize
+    return _disk_space.free_bytes(path)
 
 
 def _extract(src, tmp):
@@ -394,12 +393,10 @@ def import_model(
         return result
     if not os.path.isdir(models_dir):
         os.makedirs(models_dir, 0o755)
-    avail = free_bytes(models_dir)
-    if avail < needed + SPACE_MARGIN:
-        raise ModelError(
-            "%s: %d bytes free, the model needs %d (+%d headroom); nothing was written"
-            % (models_dir, avail, needed, SPACE_MARGIN)
-        )
+    kept = ("the model in %s is untouched" % dest) if os.path.lexists(dest) else ""
+    short = _disk_space.shortfall(models_dir, free_bytes(models_dir), needed, SPACE_MARGIN, "the model", kept)
+    if short:
+        raise ModelError(short)
     is_dir = os.path.isdir(src)
     if not is_dir:
         got = file_sha256(src)
@@ -426,8 +423,23 @@ def import_model(
         with open(os.path.join(tmp, STAMP), "w") as f:
             json.dump({"sha256": sha256, "source": os.path.basename(src), "name": name}, f, sort_keys=True)
         _set_perms(tmp, uid, gid, private)
-    except Exception:
+    except Exception as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if _disk_space.is_disk_full(exc):
+            # The disk filled during the copy (another writer took the room the check saw): the same clear words.
+            raise ModelError(
+                "%s: the disk filled during the import (%s): the model needs %d bytes (%s) and %d are free now; "
+                "the partial copy %s was removed%s"
+                % (
+                    models_dir,
+                    exc,
+                    needed + SPACE_MARGIN,
+                    _disk_space.human(needed + SPACE_MARGIN),
+                    free_bytes(models_dir),
+                    tmp,
+                    ", " + kept if kept else "",
+                )
+            )
         raise
     # The swap. Killed between the two renames, the next run's recover() puts `old` back.
     if os.path.lexists(dest):

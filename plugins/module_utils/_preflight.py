@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.airgap.vllm.plugins.module_utils._dev_char import exposure as cgroup_reload_exposure
 from ansible_collections.airgap.vllm.plugins.module_utils._docker_daemon import runtime_listed
 from ansible_collections.airgap.vllm.plugins.module_utils._version import at_least as version_at_least
 
@@ -247,7 +248,9 @@ def gpu_memory_check(
 
 
 # ------------------------------------------------------------------------------------ docker runtime
-def docker_runtime_check(toolkit_installed, docker):
+def docker_runtime_check(toolkit_installed, docker, toolkit_version=None):
+    """Docker's nvidia runtime, and (in the detail) the daemon-reload exposure of its cgroup driver
+    (module_utils/_dev_char.py): with the systemd driver the nvidia_toolkit stage applies NVIDIA's remedy."""
     docker = docker or {}
     if not toolkit_installed:
         status, detail = 'n/a', 'container toolkit not installed yet'
@@ -261,6 +264,12 @@ def docker_runtime_check(toolkit_installed, docker):
             docker.get('server_version'),
             ', '.join(runtimes),
             docker.get('default_runtime'),
+        )
+    if docker.get('running'):
+        reload_risk = cgroup_reload_exposure(docker, toolkit_version)
+        detail += '; %s%s' % (
+            reload_risk['detail'],
+            ' (the nvidia_toolkit stage adds the links and NVIDIA\'s udev rule)' if reload_risk['remedy'] else '',
         )
     return _record(
         'docker_runtime',
@@ -492,7 +501,7 @@ def evaluate(facts, settings):
     """Every check of this pass, in CHECKS order (the port check: one record per service).
 
     facts: host (host_info with pci), distribution, distribution_major_version, nvml (nvml_info),
-    toolkit_installed, disk_free ({path: {'free', 'mount'}} of host_info disk, for settings['disk_requirements'])
+    toolkit_installed, toolkit_version (for the daemon-reload exposure of docker_runtime), disk_free ({path: {'free', 'mount'}} of host_info disk, for settings['disk_requirements'])
     or disk ([{'path', 'min_free_gb', 'rc', 'stdout'}]), listening_ports (host_info listening) or proc_net_tcp
     (the text of /proc/net/tcp and tcp6), and Docker's answers:
     own_containers (the registered loop of ``docker ps --quiet --filter name=^/<name>$`` over container
@@ -566,7 +575,9 @@ def evaluate(facts, settings):
             variable,
             owners,
         ),
-        'docker_runtime': lambda: docker_runtime_check(facts.get('toolkit_installed'), host.get('docker')),
+        'docker_runtime': lambda: docker_runtime_check(
+            facts.get('toolkit_installed'), host.get('docker'), facts.get('toolkit_version')
+        ),
         'disk': lambda: disk_check(disk_measurements(facts, settings)),
         'port': ports,
     }

@@ -76,6 +76,12 @@ options:
     description: List the local TCP ports in LISTEN state (C(/proc/net/tcp) and C(tcp6); no C(ss) needed) as RV(listening_ports).
     type: bool
     default: false
+  dev_char:
+    description:
+      - List the NVIDIA character devices (C(/dev/nvidia*), C(/dev/nvidia-caps/*)) and their C(/dev/char/MAJOR:MINOR)
+        links as RV(dev_char) (module_utils/_dev_char.py), for the systemd cgroup driver's daemon-reload hazard.
+    type: bool
+    default: false
   exists:
     description: Paths to look for (links followed); RV(exists) says whether each one exists.
     type: list
@@ -246,6 +252,12 @@ listening_ports:
   type: list
   elements: int
   sample: [22, 8000]
+dev_char:
+  description:
+    - C(nodes) (C({path, major, minor}) of each NVIDIA character device), C(links) (C(MAJOR:MINOR) to the resolved
+      target of its C(/dev/char) link, null when absent) and C(missing) (the device paths without a link).
+  returned: when O(dev_char) is true
+  type: dict
 exists:
   description: Whether each O(exists) path exists.
   returned: when O(exists) is not empty
@@ -329,6 +341,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._boot_kernel import (
     module_version,
     next_kernel_plan,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._dev_char import read_dev_char
 from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli, DockerError
 from ansible_collections.airgap.vllm.plugins.module_utils._driver_state import (
     dkms_versions,
@@ -540,6 +553,7 @@ def driver_facts(module, spec, installed, rpm_error, pci):
         units=dict(type='list', elements='str', default=[]),
         disk=dict(type='list', elements='path', default=[]),
         listening=dict(type='bool', default=False),
+        dev_char=dict(type='bool', default=False),
         exists=dict(type='list', elements='path', default=[]),
         paths=dict(
             type='list',
@@ -606,6 +620,8 @@ def main(module):
         result['listening_ports'] = listening_ports(
             ''.join(read_text_report(path)[0] or '' for path in ('/proc/net/tcp', '/proc/net/tcp6'))
         )
+    if p['dev_char']:
+        result['dev_char'] = read_dev_char()
     if p['exists']:
         result['exists'] = dict((path, os.path.exists(path)) for path in p['exists'])
     if p['units']:

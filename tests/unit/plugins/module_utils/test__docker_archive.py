@@ -218,8 +218,16 @@ class FakeDocker(object):
             return ref
         return self.tags.get(ref)
 
+    root = "/"
+    full = None  # the stderr of a load that runs out of disk
+
+    def root_dir(self):
+        return self.root
+
     def load(self, path):
         self.calls.append(("load", path))
+        if self.full:
+            raise dk.DockerError("docker load failed", cmd=["docker", "load"], rc=1, stderr=self.full)
         self.ids.add(self.archive_id)
         for t in self.archive_tags:
             self.tags[t] = self.archive_id
@@ -278,6 +286,48 @@ def test_load_that_does_not_produce_the_id_fails(legacy_tar):
     d = FakeDocker(archive_id="sha256:" + "2" * 64)
     with pytest.raises(dk.DockerError, match="not present"):
         da.import_archive(legacy_tar, d)
+
+
+def test_load_refused_before_it_starts_when_docker_root_lacks_room(legacy_tar):
+    """Issue 46: disk full during an image load. Checked first: the path, the bytes needed, nothing loaded."""
+    d = FakeDocker(images=["sha256:" + "9" * 64], tags={TAG: "sha256:" + "9" * 64}, archive_tags=[TAG], archive_id=IMG)
+    d.root = "/var/lib/docker"
+    need = 2 * os.path.getsize(legacy_tar)
+    with pytest.raises(da.ArchiveError) as e:
+        da.import_archive(legacy_tar, d, free=lambda p: {"/var/lib/docker": need - 1}[p])
+    msg = str(e.value)
+    assert msg.startswith("/var/lib/docker: %d bytes free" % (need - 1))
+    assert "needs %d bytes" % need in msg and legacy_tar in msg and "untouched" in msg
+    assert d.calls == [] and d.tags[TAG] == "sha256:" + "9" * 64  # the previous image keeps its tag
+    # Exactly enough: it loads.
+    r = da.import_archive(legacy_tar, d, free=lambda p: need)
+    assert r["loaded"] and d.tags[TAG] == IMG
+
+
+def test_disk_that_fills_during_the_load_says_so(legacy_tar):
+    d = FakeDocker(tags={TAG: "sha256:" + "9" * 64}, archive_tags=[TAG], archive_id=IMG)
+    d.full = "Error processing tar file(exit status 1): write /usr/lib/x.so: no space left on device"
+    with pytest.raises(da.ArchiveError) as e:
+        da.import_archive(legacy_tar, d, free=lambda p: 1 << 40)
+    msg = str(e.value)
+    assert "disk filled during docker load" in msg and "no space left on device" in msg
+    assert "needs %d bytes" % (2 * os.path.getsize(legacy_tar)) in msg
+    assert d.tags[TAG] == "sha256:" + "9" * 64
+    # Another failure stays Docker's own error.
+    d.full = None
+    d2 = FakeDocker(archive_id=IMG)
+    d2.full = "Cannot connect to the Docker daemon"
+    with pytest.raises(dk.DockerError):
+        da.import_archive(legacy_tar, d2, free=lambda p: 1 << 40)
+
+
+def test_docker_root_not_visible_is_not_judged(legacy_tar):
+    d = FakeDocker(archive_tags=[TAG], archive_id=IMG)
+
+    def unreadable(path):
+        raise OSError(2, "No such file or directory")
+
+    assert da.import_archive(legacy_tar, d, free=unreadable)["loaded"]
 
 
 def test_cli_image_id_parses_inspect():

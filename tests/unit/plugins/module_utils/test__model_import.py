@@ -183,3 +183,42 @@ def test_check_mode_before_staging(tmp_path):
     assert not (tmp_path / "models").exists()
     with pytest.raises(mi.ModelError, match="not found"):
         mi.import_model(str(tmp_path / "nope.tar"), str(tmp_path / "models"), "m", SHA)
+
+
+def test_no_room_keeps_the_previous_model(model_tar, tmp_path, monkeypatch):
+    """Issue 46: the disk full before a model import: the path, the bytes needed, the old model untouched."""
+    models = str(tmp_path / "models")
+    mi.import_model(model_tar, models, "qwen", sha_of(model_tar))
+    before = sorted(os.listdir(os.path.join(models, "qwen")))
+    monkeypatch.setattr(mi, "free_bytes", lambda p: 1000)
+    with pytest.raises(mi.ModelError) as e:
+        mi.import_model(model_tar, models, "qwen", sha_of(model_tar), force=True)
+    msg = str(e.value)
+    assert msg.startswith("%s: 1000 bytes free" % models) and "the model needs" in msg
+    assert "the model in %s is untouched" % os.path.join(models, "qwen") in msg
+    assert sorted(os.listdir(os.path.join(models, "qwen"))) == before
+    assert sorted(os.listdir(models)) == ["qwen"]
+
+
+def test_disk_that_fills_during_the_import_leaves_no_partial_copy(model_tar, tmp_path, monkeypatch):
+    import errno
+
+    models = str(tmp_path / "models")
+    mi.import_model(model_tar, models, "qwen", sha_of(model_tar))
+    before = sorted(os.listdir(os.path.join(models, "qwen")))
+    real = mi._extract_members
+
+    def fills(src, tmp):
+        real(src, tmp)
+        with open(os.path.join(tmp, "partial.bin"), "wb") as f:
+            f.write(b"x" * 10)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(mi, "_extract_members", fills)
+    with pytest.raises(mi.ModelError) as e:
+        mi.import_model(model_tar, models, "qwen", sha_of(model_tar), force=True)
+    msg = str(e.value)
+    assert msg.startswith("%s: the disk filled during the import" % models)
+    assert "No space left on device" in msg and "the model needs" in msg and "was removed" in msg
+    assert sorted(os.listdir(models)) == ["qwen"]  # no .qwen.importing left
+    assert sorted(os.listdir(os.path.join(models, "qwen"))) == before

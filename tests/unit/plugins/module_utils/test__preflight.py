@@ -219,7 +219,15 @@ def test_free_memory_is_checked_only_on_the_selected_gpus():
 def test_docker_runtime():
     docker = {"running": True, "server_version": "20.10.24", "runtimes": ["nvidia", "runc"], "default_runtime": "runc"}
     assert docker_runtime_check(False, {})["status"] == "n/a"
-    assert docker_runtime_check(True, docker)["detail"] == "Docker 20.10.24, runtimes nvidia, runc (default runc)"
+    # The daemon-reload exposure of Docker's cgroup driver, in the detail (module_utils/_dev_char.py).
+    systemd = docker_runtime_check(True, dict(docker, cgroup_driver="systemd"), "1.17.8-1")
+    assert systemd["status"] == "ok" and "cgroup driver systemd" in systemd["detail"]
+    assert "udev rule" in systemd["detail"]
+    cgroupfs = docker_runtime_check(True, dict(docker, cgroup_driver="cgroupfs"), "1.17.8-1")
+    assert "cgroup driver cgroupfs: a systemctl daemon-reload leaves" in cgroupfs["detail"]
+    assert docker_runtime_check(True, docker)["detail"].startswith(
+        "Docker 20.10.24, runtimes nvidia, runc (default runc); "
+    )
     assert docker_runtime_check(True, dict(docker, runtimes=["runc"]))["status"] == "fail"
     down = docker_runtime_check(True, {"running": False, "error": "Cannot connect"})
     assert down["status"] == "fail" and down["detail"] == "Docker not running: Cannot connect"
