@@ -501,7 +501,8 @@ def evaluate(facts, settings):
     """Every check of this pass, in CHECKS order (the port check: one record per service).
 
     facts: host (host_info with pci), distribution, distribution_major_version, nvml (nvml_info),
-    toolkit_installed, toolkit_version (for the daemon-reload exposure of docker_runtime), disk_free ({path: {'free', 'mount'}} of host_info disk, for settings['disk_requirements'])
+    toolkit_installed, toolkit_version (for the daemon-reload exposure of docker_runtime), disk_free
+    ({path: {'free', 'mount'}} of host_info disk, for settings['disk_requirements'])
     or disk ([{'path', 'min_free_gb', 'rc', 'stdout'}]), listening_ports (host_info listening) or proc_net_tcp
     (the text of /proc/net/tcp and tcp6), and Docker's answers:
     own_containers (the registered loop of ``docker ps --quiet --filter name=^/<name>$`` over container

@@ -199,9 +199,13 @@ def qwen3_8b_index(cfg):
             sizes[p + "mlp.gate.weight"] = e * h
             for x in range(e):
                 q = p + "mlp.experts.%d." % x
-                sizes.update({q + "gate_proj.weight": mi * h, q + "up_proj.weight": mi * h, q + "down_proj.weight": h * mi})
+                sizes.update(
+                    {q + "gate_proj.weight": mi * h, q + "up_proj.weight": mi * h, q + "down_proj.weight": h * mi}
+                )
         else:
-            sizes.update({p + "mlp.gate_proj.weight": i * h, p + "mlp.up_proj.weight": i * h, p + "mlp.down_proj.weight": h * i})
+            sizes.update(
+                {p + "mlp.gate_proj.weight": i * h, p + "mlp.up_proj.weight": i * h, p + "mlp.down_proj.weight": h * i}
+            )
     total = 2 * sum(sizes.values())
     return {"metadata": {"total_size": total}, "weight_map": {k: "model.safetensors" for k in sorted(sizes)}}
 

@@ -132,7 +132,10 @@ def pack_moe(a, manifest):
         shutil.copyfile(os.path.join(a.dest, name), os.path.join(dest, name))
     with open(os.path.join(dest, "MANIFEST-moe.json"), "w") as fh:
         json.dump(dict(added=STRIPPED_MOE, stripped=tally, size=size, base=manifest["collection_commit"]), fh, indent=1)
-    print("%-20s %6.1f MiB (%s: carried alone, onto a warm machine's base payload)" % ("add-moe.tar.xz", size / 1048576.0, dest))
+    print(
+        "%-20s %6.1f MiB (%s: carried alone, onto a warm machine's base payload)"
+        % ("add-moe.tar.xz", size / 1048576.0, dest)
+    )
 
 
 def main(argv=None):

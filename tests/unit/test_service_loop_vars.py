@@ -46,7 +46,9 @@ def _per_service(role):
 
 
 def _loop_tasks(role, tasks_file):
-    return [t for t in _load("roles", role, "tasks", tasks_file) if "ansible.builtin.include_tasks" in t and "loop" in t]
+    return [
+        t for t in _load("roles", role, "tasks", tasks_file) if "ansible.builtin.include_tasks" in t and "loop" in t
+    ]
 
 
 @pytest.mark.parametrize("role,tasks_file,loop_var,identity", LOOPS)

@@ -291,7 +291,9 @@ def test_the_hybrid_with_its_vision_tower_drops_the_gdn_term():
     with open(os.path.join(FIXTURE, "config.json")) as fh:
         shape = MD.describe_model(json.load(fh))
     t = dict(max_num_batched_tokens=8192, tp=1, language_model_only=False, max_image_pixels=None)
-    assert M.profile_feeds_embeddings(shape, t) and not M.profile_feeds_embeddings(shape, dict(t, language_model_only=True))
+    assert M.profile_feeds_embeddings(shape, t) and not M.profile_feeds_embeddings(
+        shape, dict(t, language_model_only=True)
+    )
     lm, _per_tok = M.activation_lm_bytes(shape, t)
     enc, how, cache = M._encoder_peak(shape, t)
     assert _fits(lm + cache, 1.92, pct=1.0, floor_gib=0.0)  # the dense term + the encoder cache: the engine's figure
