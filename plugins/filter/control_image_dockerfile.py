@@ -54,8 +54,9 @@ from ansible_collections.airgap.vllm.plugins.plugin_utils._filter import filter_
 
 @filter_errors(ControlImageError)
 def control_image_dockerfile(base_verdict, base, requirements, tarball, version=""):
-    return dockerfile(base, base_verdict.get("python_path"), base_verdict.get("python"), requirements, tarball,
-                      version=version)
+    return dockerfile(
+        base, base_verdict.get("python_path"), base_verdict.get("python"), requirements, tarball, version=version
+    )
 
 
 class FilterModule(object):

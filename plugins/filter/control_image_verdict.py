@@ -68,8 +68,14 @@ from ansible_collections.airgap.vllm.plugins.plugin_utils._filter import filter_
 
 @filter_errors(ControlImageError)
 def control_image_verdict(text, role, image="", requires_ansible="", collection_version="", wheel_pythons=None):
-    return verdict(text, role, image=image, requires_ansible=requires_ansible, collection_version=collection_version,
-                   wheel_pythons=wheel_pythons or ())
+    return verdict(
+        text,
+        role,
+        image=image,
+        requires_ansible=requires_ansible,
+        collection_version=collection_version,
+        wheel_pythons=wheel_pythons or (),
+    )
 
 
 class FilterModule(object):

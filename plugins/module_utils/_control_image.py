@@ -68,8 +68,9 @@ def plan(enabled, source="", base="", version="", wheels=True, wheel_pythons=())
     base = str(base or "").strip()
     version = str(version or "").strip()
     tag = "%s:%s" % (CONTROL_NAME, version or "latest")
-    out = dict(enabled=bool(enabled), build=False, image="", source=source, base=base, tag=tag, artifact=None,
-               problems=[])
+    out = dict(
+        enabled=bool(enabled), build=False, image="", source=source, base=base, tag=tag, artifact=None, problems=[]
+    )
     if not enabled:
         return out
     problems = out["problems"]
@@ -151,8 +152,16 @@ def verdict(text, role, image="", requires_ansible="", collection_version="", wh
     if role not in ("base", "control"):
         raise ControlImageError("role must be base or control, not %r" % (role,))
     facts = parse_probe(text)
-    out = dict(image=image, role=role, python="", python_path="", ssh=facts["ssh"], ansible_core=facts["ansible_core"],
-               collection=facts["collection"], problems=[])
+    out = dict(
+        image=image,
+        role=role,
+        python="",
+        python_path="",
+        ssh=facts["ssh"],
+        ansible_core=facts["ansible_core"],
+        collection=facts["collection"],
+        problems=[],
+    )
     problems = out["problems"]
     new = [p for p in facts["pythons"] if _py(p["version"]) >= MIN_PYTHON]
     found = ", ".join("%s (%s)" % (p["path"], p["version"]) for p in facts["pythons"]) or "none"

@@ -150,8 +150,9 @@ def test_the_kind_check_is_the_one_list_for_the_module_and_the_roles_preflight()
     assert str(e.value) == P.kind_problem(bad[0], 0, P.PACK_KINDS)
     assert str(e.value).endswith("model, file, control")
     control = {"kind": "control", "src": "/x/control.tar"}
-    assert P.kind_check([control])["problems"] == ["artifact /x/control.tar: kind 'control' is not one of "
-                                                    "driver, fabricmanager, toolkit, rpms, image, model, file"]
+    assert P.kind_check([control])["problems"] == [
+        "artifact /x/control.tar: kind 'control' is not one of driver, fabricmanager, toolkit, rpms, image, model, file"
+    ]
 
 
 def test_two_sources_on_one_path_are_refused(tmp_path, downloads):

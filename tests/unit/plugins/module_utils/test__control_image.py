@@ -67,8 +67,8 @@ def test_the_control_kind_is_packed_but_not_one_an_operator_lists():
 BASE_OK = """python /usr/bin/python3.11 3.11 venv
 python /usr/bin/python3 3.11 venv
 ssh /usr/bin/ssh
-ansible-playbook 
-collection 
+ansible-playbook
+collection
 """
 
 EE_OK = """python /usr/bin/python3.11 3.11 novenv
@@ -96,7 +96,11 @@ def test_a_base_with_python_venv_and_ssh_will_do():
 @pytest.mark.parametrize(
     "text, pythons, words",
     [
-        ("python /usr/bin/python3 3.7 venv\nssh /usr/bin/ssh\n", ["3.11"], "no Python >= 3.10 that the bundle has wheels"),
+        (
+            "python /usr/bin/python3 3.7 venv\nssh /usr/bin/ssh\n",
+            ["3.11"],
+            "no Python >= 3.10 that the bundle has wheels",
+        ),
         (BASE_OK, ["3.12"], "no Python >= 3.10 that the bundle has wheels for (bundle_build_wheels_pythons: 3.12"),
         (BASE_OK.replace(" venv", " novenv"), ["3.11"], "has no venv/ensurepip module"),
         (BASE_OK.replace("ssh /usr/bin/ssh", "ssh none"), ["3.11"], "has no ssh client"),
@@ -115,11 +119,19 @@ def test_a_control_image_with_core_in_range_and_this_collection_will_do():
 @pytest.mark.parametrize(
     "text, version, words",
     [
-        (EE_OK.replace("2.17.14", "2.18.1"), "0.1.0", "has ansible-core 2.18.1; this collection needs >=2.16.0,<2.18.0"),
+        (
+            EE_OK.replace("2.17.14", "2.18.1"),
+            "0.1.0",
+            "has ansible-core 2.18.1; this collection needs >=2.16.0,<2.18.0",
+        ),
         (EE_OK.replace("collection 0.1.0", "collection "), "0.1.0", "does not have the collection airgap.vllm"),
         (EE_OK, "0.2.0", "has airgap.vllm 0.1.0; this bundle carries 0.2.0"),
         (EE_OK.replace("ansible-playbook [core 2.17.14]", ""), "0.1.0", "no ansible-playbook on its PATH"),
-        (EE_OK.replace("3.11 novenv", "3.9 novenv"), "0.1.0", "has no Python >= 3.10 (found: /usr/bin/python3.11 (3.9)"),
+        (
+            EE_OK.replace("3.11 novenv", "3.9 novenv"),
+            "0.1.0",
+            "has no Python >= 3.10 (found: /usr/bin/python3.11 (3.9)",
+        ),
     ],
 )
 def test_a_control_image_that_will_not_do_says_why(text, version, words):
@@ -194,7 +206,11 @@ def test_the_probe_reports_a_real_python_and_fake_tools(tmp_path):
     os.unlink(str(bindir / "ssh"))
     os.unlink(str(bindir / "ansible-playbook"))
     out = subprocess.run(
-        ["/bin/sh", "-c", C.PROBE], env={"PATH": str(bindir)}, stdout=subprocess.PIPE, universal_newlines=True, check=True
+        ["/bin/sh", "-c", C.PROBE],
+        env={"PATH": str(bindir)},
+        stdout=subprocess.PIPE,
+        universal_newlines=True,
+        check=True,
     ).stdout
     v = C.verdict(out, "control", requires_ansible=">=2.16.0,<2.18.0", collection_version="0.1.0")
     assert any("no ansible-playbook" in p for p in v["problems"]) and any("no ssh client" in p for p in v["problems"])
@@ -202,14 +218,17 @@ def test_the_probe_reports_a_real_python_and_fake_tools(tmp_path):
 
 # --------------------------------------------------------------------------------------------------- dockerfile
 def test_the_dockerfile_installs_from_the_bundles_wheels_and_tarball_offline():
-    text = C.dockerfile("b:1", "/usr/bin/python3.11", "3.11", ["ansible-core>=2.17,<2.18"], "airgap-vllm-0.1.0.tar.gz",
-                        version="0.1.0")
+    text = C.dockerfile(
+        "b:1", "/usr/bin/python3.11", "3.11", ["ansible-core>=2.17,<2.18"], "airgap-vllm-0.1.0.tar.gz", version="0.1.0"
+    )
     lines = text.splitlines()
     assert "FROM b:1" in lines
     assert "RUN /usr/bin/python3.11 -m venv /opt/airgap-vllm/venv \\" in lines
     assert "--no-index" in text and "--find-links /tmp/airgap-vllm-build/wheels 'ansible-core>=2.17,<2.18'" in text
-    assert ("ansible-galaxy collection install --offline -p /usr/share/ansible/collections "
-            "/tmp/airgap-vllm-build/airgap-vllm-0.1.0.tar.gz") in text
+    assert (
+        "ansible-galaxy collection install --offline -p /usr/share/ansible/collections "
+        "/tmp/airgap-vllm-build/airgap-vllm-0.1.0.tar.gz"
+    ) in text
     assert "ENV PATH=/opt/airgap-vllm/venv/bin:" in text
     assert 'org.airgap.vllm.control-node="0.1.0"' in text
 
