@@ -1,26 +1,29 @@
 # -*- coding: utf-8 -*-
 """An all-Kylin site: the bundle carries the control node itself (issue 47).
 
-test_a_kylin_machine_without_python_deploys_from_the_bundled_image, as a user would:
-1. The bundle: a hard-linked copy of tests/simulate's (test_site_over_ssh's `bundle` fixture) built again by
-   playbooks/bundle_build.yml with tests/world/bundle-vars.yml and `bundle_build_control_image: true`, the base being
-   the bare Debian control-node image of build-images.sh (Python 3.11, venv, ssh) and the ansible-core wheels for 3.11
-   (test_site_over_ssh's cache): the role builds the image offline, saves it by ID in parts (a small split size, so
-   the FAT32 path is the one taken), lists it in manifest.yml and SHA256SUMS. A second build changes nothing. The
-   image's size and the bundle's growth are printed.
-2. The control machine: a fresh host of the test world's Kylin image (systemd, Docker inside; test_site_over_ssh's
-   `fresh_host` way) on the site LAN, its Pythons hidden behind a stand-in `python3` that answers as Kylin V10's 3.7
-   does, the bundle mounted READ-ONLY at /mnt/airgap as a USB disk is, the site inventory (inventories/simulated, its
-   host renamed, SITE_HOST_VARS), the SSH key and known host, and the site CA of the machine that converged the
-   simulated host (as test_site_over_ssh's run_control_node sets them up).
-3. On it, as documented: `sh setup-controller.sh` says no supported Python and loads the image (its parts checked
-   against SHA256SUMS); `sh control-node.sh --exec ... ansible-playbook --version` and `ansible-inventory --list`;
-   `sh control-node.sh INVENTORY` deploys the simulated GPU host over SSH + sudo (the first run from this new control
-   node changes only its own state directory), and a second run gives changed=0. A part that does not match
-   SHA256SUMS is refused before anything is loaded.
-Needs tests/simulate's converged host (skips otherwise, with the command).
+The bundle is built by playbooks/bundle_build.yml with `bundle_build_control_image: true`, the base being the bare
+Debian control-node image of build-images.sh (Python 3.11, venv, ssh) and the ansible-core wheels for 3.11
+(test_site_over_ssh's cache): the role builds the image offline, saves it by ID in parts (a small split size, so the
+FAT32 path is the one taken), lists it in manifest.yml (kind control) and SHA256SUMS; a second build changes nothing.
+The image's size and the bundle's growth are printed. The control machine is a fresh host of the test world's Kylin
+image (systemd, Docker inside), its Pythons hidden behind a stand-in `python3` that answers as Kylin V10's 3.7 does,
+the bundle mounted READ-ONLY at /mnt/airgap as a USB disk is.
+
+1. test_a_kylin_machine_without_python_loads_the_bundled_image (no simulated host needed; a bundle of one small file
+   and the image): a part that does not match SHA256SUMS is named and nothing is loaded; `sh setup-controller.sh`
+   says no supported Python and loads the image (parts checked); `control-node.sh --exec` runs the image's
+   ansible-playbook --version and ansible-inventory --list of the bundle's kylin-prod copied off the disk; the image
+   holds no key, known host, API key or TLS key.
+2. test_a_kylin_machine_without_python_deploys_from_the_bundled_image: tests/simulate's bundle (a hard-linked copy,
+   test_site_over_ssh's `bundle` fixture) built again with the image; the Kylin machine on the site LAN with the
+   site's inventory (inventories/simulated, its host renamed, SITE_HOST_VARS), SSH key and known host, and the site CA
+   of the machine that converged the simulated host (as run_control_node sets them up); `sh setup-controller.sh`,
+   then `sh control-node.sh INVENTORY` deploys the simulated GPU host over SSH + sudo (the first run from this new
+   control node changes only its own state directory) and a second run gives changed=0. Needs tests/simulate's
+   converged host (skips otherwise, with the command).
 """
 
+import contextlib
 import os
 import re
 import shutil
@@ -76,13 +79,11 @@ def bundle_size(path):
     return total
 
 
-def build_bundle(dest, save_dir, base):
+def build_bundle(dest, save_dir, base, extra_vars=None):
     """playbooks/bundle_build.yml over dest with the control-node image from base; the run's output."""
     cmd = [
         "ansible-playbook",
         "playbooks/bundle_build.yml",
-        "-e",
-        "@tests/world/bundle-vars.yml",
         "-e",
         "bundle_build_dir=" + dest,
         "-e",
@@ -96,54 +97,79 @@ def build_bundle(dest, save_dir, base):
         "-e",
         "bundle_build_split_size=%d" % SPLIT,
     ]
+    for extra in extra_vars or ():
+        cmd += ["-e", extra]
     p = run(cmd, cwd=ROOT, timeout=1800, env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
     assert p.returncode == 0, p.stdout[-6000:]
     return p.stdout
 
 
-@pytest.fixture
-def control_bundle(bundle, tmp_path):  # noqa: F811 (test_site_over_ssh's fixture)
-    """The copy of the simulated bundle, built again with the control-node image: (path, the image's facts)."""
+def with_control_image(dest, save_dir, extra_vars):
+    """dest built (again) with the control-node image; checked: a second build changes nothing, the image's tar is
+    listed in manifest.yml as kind control, in parts each in SHA256SUMS. Returns its manifest entry."""
     base = control_node_images(["bookworm"])["bookworm"]
-    before = bundle_size(bundle)
-    out = build_bundle(bundle, str(tmp_path / "images"), base)
-    grown = bundle_size(bundle) - before
-    again = build_bundle(bundle, str(tmp_path / "images"), base)
+    before = bundle_size(dest) if os.path.isdir(dest) else 0
+    out = build_bundle(dest, save_dir, base, extra_vars)
+    assert "Build the control-node image" in out and "Check the built image will do as the control node" in out
+    grown = bundle_size(dest) - before
+    again = build_bundle(dest, save_dir, base, extra_vars)
     recap = recaps(again, "localhost")
     assert recap and recap[-1]["changed"] == 0, (changed_tasks(again), again[-3000:])
-    with open(os.path.join(bundle, "manifest.yml")) as f:
-        entry = [a for a in yaml.safe_load(f)["artifacts"] if a["kind"] == "control"]
-    assert len(entry) == 1, entry
-    entry = entry[0]
-    with open(os.path.join(bundle, "SHA256SUMS")) as f:
+    with open(os.path.join(dest, "manifest.yml")) as f:
+        entries = [a for a in yaml.safe_load(f)["artifacts"] if a["kind"] == "control"]
+    assert len(entries) == 1, entries
+    entry = entries[0]
+    with open(os.path.join(dest, "SHA256SUMS")) as f:
         sums = f.read()
     parts = entry.get("parts") or [entry]
     assert len(parts) == -(-entry["size"] // SPLIT) > 1, entry
     for part in parts:
         assert "%s  %s\n" % (part["sha256"], part["path"]) in sums, part
-        assert os.path.getsize(os.path.join(bundle, part["path"])) == part["size"]
+        assert os.path.getsize(os.path.join(dest, part["path"])) == part["size"]
     tag = "airgap-vllm-control:" + entry["version"]
     size = int(docker("image", "inspect", "-f", "{{.Size}}", tag).stdout.strip())
     print(
-        "control-node image %s: %.0f MB (docker image size), saved tar %.0f MB in %d parts; the bundle grew by %.0f MB "
-        "(the image's tar and the 3.11 wheels)" % (tag, size / 1e6, entry["size"] / 1e6, len(parts), grown / 1e6)
+        "control-node image %s: %.0f MB (docker image size), its saved tar %.0f MB in %d parts; the bundle grew by "
+        "%.0f MB (that tar, the 3.11 wheels, control-node.sh)"
+        % (tag, size / 1e6, entry["size"] / 1e6, len(parts), grown / 1e6)
     )
-    assert "Build the control-node image" in out and "Check the built image will do as the control node" in out
-    return bundle, entry
+    return entry
+
+
+@pytest.fixture(scope="module")
+def small_bundle(needs_docker, tmp_path_factory):
+    """A bundle of one small file and the control-node image (no simulated host needed): (path, control entry)."""
+    top = tmp_path_factory.mktemp("control-bundle")
+    small = top / "small.bin"
+    small.write_bytes(os.urandom(1 << 20))
+    listed = top / "artifacts.yml"
+    listed.write_text("bundle_build_artifacts:\n  - {kind: file, name: small, version: '1', src: %s}\n" % small)
+    dest = str(top / "bundle")
+    entry = with_control_image(
+        dest, str(top / "images"), ["@" + str(listed), "bundle_build_hash_stamps=%s" % (top / "stamps.json")]
+    )
+    return dest, entry
 
 
 @pytest.fixture
-def kylin_control(sim, control_bundle, tmp_path):  # noqa: F811 (test_site_over_ssh's fixture)
-    """A fresh Kylin-shaped machine on the site LAN with Docker and no usable Python, the bundle read-only at
-    /mnt/airgap, the site's inventory, key and CA in place. Yields its name."""
-    path, entry = control_bundle
+def control_bundle(bundle, tmp_path):  # noqa: F811 (test_site_over_ssh's fixture)
+    """The copy of the simulated bundle, built again with the control-node image: (path, control entry)."""
+    entry = with_control_image(bundle, str(tmp_path / "images"), ["@tests/world/bundle-vars.yml"])
+    return bundle, entry
+
+
+@contextlib.contextmanager
+def kylin_machine(bundle_path, network, address=None):
+    """A fresh Kylin-shaped machine (systemd, Docker inside) with no usable Python and the bundle read-only at
+    /mnt/airgap; its name."""
     if docker("image", "inspect", KYLIN_IMAGE).returncode != 0:
         pytest.skip("no %s: bash tests/world/build.sh kylin" % KYLIN_IMAGE)
     docker("rm", "-fv", KYLIN_CONTROL)
     p = docker(
         *(
-            ["run", "-d", "--name", KYLIN_CONTROL, "--hostname", KYLIN_CONTROL, "--network", NET]
-            + ["--ip", KYLIN_CONTROL_ADDRESS, "-v", "%s:/mnt/airgap:ro" % path]
+            ["run", "-d", "--name", KYLIN_CONTROL, "--hostname", KYLIN_CONTROL, "--network", network]
+            + (["--ip", address] if address else [])
+            + ["-v", "%s:/mnt/airgap:ro" % bundle_path]
             + systemd_flags()
             + [KYLIN_IMAGE, "/lib/systemd/systemd"]
         )
@@ -157,7 +183,7 @@ def kylin_control(sim, control_bundle, tmp_path):  # noqa: F811 (test_site_over_
         assert docker("exec", KYLIN_CONTROL, "docker", "info").returncode == 0, "no Docker in %s" % KYLIN_CONTROL
         # No usable Python: Debian's interpreters moved away, Kylin's 3.7 stood in for.
         hide = (
-            "mkdir -p /root/.hidden-python && for p in /usr/bin/python3*; do mv \"$p\" /root/.hidden-python/; done && "
+            'mkdir -p /root/.hidden-python && for p in /usr/bin/python3*; do mv "$p" /root/.hidden-python/; done && '
             "cat >/usr/bin/python3 && chmod 0755 /usr/bin/python3"
         )
         p = docker("exec", "-i", KYLIN_CONTROL, "sh", "-euc", hide, input=PY37)
@@ -166,36 +192,6 @@ def kylin_control(sim, control_bundle, tmp_path):  # noqa: F811 (test_site_over_
             "exec", KYLIN_CONTROL, "sh", "-c", "command -v python3.10 python3.11 python3.12 python3.13; python3 -V"
         )
         assert p.returncode != 0 and "python3.1" not in p.stdout, p.stdout
-        # The site's files, as run_control_node writes them: inventory, key and known host, the converging CA.
-        site = tmp_path / "site"
-        inventory = site / "kylin-prod"
-        shutil.copytree(os.path.join(ROOT, "inventories", "simulated"), str(inventory))
-        hosts = inventory / "hosts.yml"
-        hosts.write_text(hosts.read_text().replace("\n        airgap-kylin-sim:\n", "\n        %s:\n" % HOST, 1))
-        (inventory / "host_vars").mkdir(exist_ok=True)
-        (inventory / "host_vars" / (HOST + ".yml")).write_text(SITE_HOST_VARS)
-        ssh = site / "ssh"
-        ssh.mkdir(mode=0o700)
-        for src, dst in ((sim["key"], "id_ed25519"), (sim["known"], "known_hosts-" + NAME)):
-            shutil.copy(src, str(ssh / dst))
-            os.chmod(str(ssh / dst), 0o600)
-        state = site / "airgap-vllm"
-        state.mkdir(mode=0o700)
-        pki = os.environ.get("AIRGAP_SIM_PKI_DIR") or os.path.join(os.path.dirname(BUNDLE), "pki")
-        if os.path.isdir(pki):
-            shutil.copytree(pki, str(state / "pki"))
-        # /root, not a tmpfs (docker cp into one lands under it).
-        p = docker("exec", KYLIN_CONTROL, "mkdir", "-p", "/root/airgap-site")
-        assert p.returncode == 0, p.stdout
-        for src, dst in (
-            (inventory, "/root/airgap-site/kylin-prod"),
-            (ssh, "/root/site-ssh"),
-            (state, "/root/.airgap-vllm"),
-        ):
-            p = docker("cp", str(src), "%s:%s" % (KYLIN_CONTROL, dst))
-            assert p.returncode == 0, p.stdout
-        p = docker("exec", KYLIN_CONTROL, "sh", "-c", "chown -R root:root /root && chmod 0700 /root/site-ssh")
-        assert p.returncode == 0, p.stdout
         yield KYLIN_CONTROL
     finally:
         docker("rm", "-fv", KYLIN_CONTROL)
@@ -205,36 +201,19 @@ def on_control(*script, **kw):
     """script (shell lines) on the Kylin control machine as root, in the bundle, with the site's environment."""
     env = [
         "AIRGAP_SIM_NAME=" + NAME,
-        "AIRGAP_SIM_ADDRESS=" + kw.pop("address"),
         "AIRGAP_SIM_SSH_DIR=/root/site-ssh",
         "AIRGAP_VLLM_SSH_DIR=/root/site-ssh",
         "AIRGAP_TEST_BUNDLE=/mnt/airgap",
         "ANSIBLE_NOCOLOR=1",
         "ANSIBLE_FORCE_COLOR=0",
-    ]
+    ] + (["AIRGAP_SIM_ADDRESS=" + kw["address"]] if kw.get("address") else [])
     args = ["exec", "-w", "/mnt/airgap"] + [x for e in env for x in ("-e", e)]
-    return docker(*(args + [KYLIN_CONTROL, "sh", "-c", "\n".join(script)]), timeout=kw.pop("timeout", 2400))
+    return docker(*(args + [KYLIN_CONTROL, "sh", "-c", "\n".join(script)]), timeout=kw.get("timeout", 2400))
 
 
-def test_a_kylin_machine_without_python_deploys_from_the_bundled_image(sim, control_bundle, kylin_control):  # noqa: F811
-    path, entry = control_bundle
-    address = sim["address"]
-    # A part that does not match SHA256SUMS (a copy of the image's files, one byte changed) is named, nothing loaded.
-    part = (entry.get("parts") or [entry])[-1]["path"]
-    p = on_control(
-        "mkdir -p /root/bad/artifacts && cp -a /mnt/airgap/control-node.sh /mnt/airgap/SHA256SUMS /root/bad/",
-        "cp /mnt/airgap/%s* /root/bad/artifacts/" % entry["path"],
-        "printf X | dd of=/root/bad/%s bs=1 seek=100 conv=notrunc 2>/dev/null" % part,
-        "cd /root/bad && sh control-node.sh --load; echo rc=$?; echo images=$(docker images -q | wc -l)",
-        "rm -rf /root/bad",
-        address=address,
-        timeout=900,
-    )
-    assert "%s: FAILED" % part in p.stdout, p.stdout[-3000:]
-    assert "%s does not match SHA256SUMS: copy the bundle again" % entry["path"] in p.stdout, p.stdout[-3000:]
-    assert "rc=1\nimages=0\n" in p.stdout, p.stdout[-3000:]
-    # setup-controller.sh: no supported Python, so the image (parts checked, loaded), and it says so.
-    p = on_control("sh setup-controller.sh", address=address, timeout=900)
+def setup_controller_loads_the_image(entry):
+    """setup-controller.sh on the machine: no supported Python, so the image (parts checked, loaded), said so."""
+    p = on_control("sh setup-controller.sh", timeout=900)
     assert p.returncode == 0, p.stdout[-4000:]
     assert "python3 is Python 3.7; the bundle has wheels for Python 3.11" in p.stdout, p.stdout
     assert "using the bundle's control-node image instead" in p.stdout, p.stdout
@@ -242,53 +221,122 @@ def test_a_kylin_machine_without_python_deploys_from_the_bundled_image(sim, cont
     assert "checking %d file(s) of %s against SHA256SUMS" % (n, entry["path"]) in p.stdout, p.stdout
     assert re.search(r"image airgap-vllm-control:\S+ loaded \(sha256:[0-9a-f]{64}\)", p.stdout), p.stdout
     assert "Control node ready (the bundle's control-node image" in p.stdout, p.stdout
-    # The image's own tools, with the inventory mounted.
-    inv = "/root/airgap-site/kylin-prod"
-    p = on_control(
-        "sh control-node.sh --exec %s ansible-playbook --version" % inv,
-        "sh control-node.sh --exec %s ansible-inventory -i %s --list" % (inv, inv),
-        address=address,
-    )
-    assert p.returncode == 0, p.stdout[-4000:]
-    assert re.search(r"^ansible-playbook \[core 2\.17\.\d+\]$", p.stdout, re.M), p.stdout[:2000]
-    assert "config file = /mnt/airgap/ansible.cfg" in p.stdout, p.stdout[:2000]
-    assert '"%s"' % HOST in p.stdout and "vllm_servers" in p.stdout, p.stdout[-3000:]
-    # site.yml from the image, twice: the new control node's first run changes only its own state directory.
-    t0 = time.time()
-    runs = []
-    for dummy in range(2):
-        p = on_control("sh control-node.sh %s" % inv, address=address)
-        assert p.returncode == 0, p.stdout[-6000:]
-        recap = recaps(p.stdout, HOST)
-        assert recap and recap[-1]["failed"] == 0 and recap[-1]["unreachable"] == 0, p.stdout[-6000:]
-        runs.append(p.stdout)
-        print("run %d: %s" % (len(runs), recap[-1]))
-    print("changed by the first run:", changed_tasks(runs[0]))
-    assert all("controller" in t for t in changed_tasks(runs[0])), changed_tasks(runs[0])
-    assert recaps(runs[1], HOST)[-1]["changed"] == 0, runs[1][-5000:]
-    # Over SSH from the Kylin machine's address, as ops with root through sudo: the host's journal says so.
-    log = docker(
-        "exec",
-        NAME,
-        "journalctl",
-        "--since",
-        "@%d" % int(t0),
-        "-o",
-        "cat",
-        "_COMM=sshd",
-        "+",
-        "_COMM=sudo",
-        timeout=120,
-    ).stdout
-    assert "Accepted publickey for ops from %s " % KYLIN_CONTROL_ADDRESS in log, log[-2000:]
-    assert re.search(r"ops : .*USER=root", log), log[-2000:]
-    # The reports landed in the machine's ~/.airgap-vllm, mounted into the image; nothing secret is in the image.
-    p = docker("exec", KYLIN_CONTROL, "test", "-f", "/root/.airgap-vllm/reports/%s/vllm/report.json" % HOST)
-    assert p.returncode == 0, "no report fetched into the Kylin machine's ~/.airgap-vllm"
-    secrets = on_control(
-        "docker run --rm --network none --entrypoint /bin/sh airgap-vllm-control:%s -c "
-        "\"find / -xdev \\( -name 'id_*' -o -name 'known_hosts*' -o -name vllm-api-key -o -name '*.key' \\) "
-        "-not -path '/proc/*' -print\"" % entry["version"],
-        address=address,
-    )
-    assert secrets.returncode == 0 and secrets.stdout.strip() == "", secrets.stdout
+    return p.stdout
+
+
+def test_a_kylin_machine_without_python_loads_the_bundled_image(small_bundle, tmp_path):
+    """No simulated host needed: a bad part refused; setup-controller.sh loads the image; its ansible-playbook and
+    ansible-inventory run with the inventory mounted; nothing secret is in the image."""
+    path, entry = small_bundle
+    with kylin_machine(path, "bridge"):
+        # A part that does not match SHA256SUMS (a copy of the image's files, one byte changed): named, nothing loaded.
+        part = (entry.get("parts") or [entry])[-1]["path"]
+        p = on_control(
+            "mkdir -p /root/bad/artifacts && cp -a /mnt/airgap/control-node.sh /mnt/airgap/SHA256SUMS /root/bad/",
+            "cp /mnt/airgap/%s* /root/bad/artifacts/" % entry["path"],
+            "printf X | dd of=/root/bad/%s bs=1 seek=100 conv=notrunc 2>/dev/null" % part,
+            "cd /root/bad && sh control-node.sh --load; echo rc=$?; echo images=$(docker images -q | wc -l)",
+            "rm -rf /root/bad",
+            timeout=900,
+        )
+        assert "%s: FAILED" % part in p.stdout, p.stdout[-3000:]
+        assert "%s does not match SHA256SUMS: copy the bundle again" % entry["path"] in p.stdout, p.stdout[-3000:]
+        assert "rc=1\nimages=0\n" in p.stdout, p.stdout[-3000:]
+        setup_controller_loads_the_image(entry)
+        # A second setup finds it loaded.
+        p = on_control("sh control-node.sh --load")
+        assert p.returncode == 0 and "is loaded (sha256:" in p.stdout, p.stdout
+        # The image's own tools, with the bundle's inventory copied off the disk as the README says.
+        inv = "/root/airgap-site/kylin-prod"
+        p = on_control(
+            "mkdir -p /root/airgap-site /root/site-ssh && cp -r /mnt/airgap/kylin-prod /root/airgap-site/",
+            "sh control-node.sh --exec %s ansible-playbook --version" % inv,
+            "sh control-node.sh --exec %s ansible-inventory -i %s --list" % (inv, inv),
+        )
+        assert p.returncode == 0, p.stdout[-4000:]
+        print(p.stdout[:1500])
+        assert re.search(r"^ansible-playbook \[core 2\.17\.\d+\]$", p.stdout, re.M), p.stdout[:2000]
+        assert "config file = /mnt/airgap/ansible.cfg" in p.stdout, p.stdout[:2000]
+        assert "ansible collection location = /mnt/airgap/collections" in p.stdout, p.stdout[:2000]
+        inventory = yaml.safe_load(p.stdout[p.stdout.index("\n{") :])
+        assert "vllm_servers" in inventory and inventory["_meta"]["hostvars"], p.stdout[-3000:]
+        # Nothing secret in the image: no key, known host, API key or TLS key anywhere in it.
+        p = on_control(
+            "docker run --rm --network none --entrypoint /bin/sh airgap-vllm-control:%s -c "
+            "\"find / -xdev \\( -name 'id_*' -o -name 'known_hosts*' -o -name vllm-api-key -o -name '*.key' \\) "
+            "-not -path '/proc/*' -print; ansible-galaxy collection list airgap.vllm\"" % entry["version"]
+        )
+        assert p.returncode == 0, p.stdout
+        assert [ln for ln in p.stdout.splitlines() if ln.startswith("/") and not ln.startswith("# ")] == [], p.stdout
+        assert re.search(r"^airgap\.vllm\s+%s\s*$" % re.escape(entry["version"]), p.stdout, re.M), p.stdout
+
+
+def test_a_kylin_machine_without_python_deploys_from_the_bundled_image(sim, control_bundle, tmp_path):  # noqa: F811
+    """The simulated GPU host deployed over SSH + sudo from the image on a Kylin machine of the site LAN, twice."""
+    path, entry = control_bundle
+    address = sim["address"]
+    # The site's files, as run_control_node writes them: inventory, key and known host, the converging machine's CA.
+    site = tmp_path / "site"
+    inventory = site / "kylin-prod"
+    shutil.copytree(os.path.join(ROOT, "inventories", "simulated"), str(inventory))
+    hosts = inventory / "hosts.yml"
+    hosts.write_text(hosts.read_text().replace("\n        airgap-kylin-sim:\n", "\n        %s:\n" % HOST, 1))
+    (inventory / "host_vars").mkdir(exist_ok=True)
+    (inventory / "host_vars" / (HOST + ".yml")).write_text(SITE_HOST_VARS)
+    ssh = site / "ssh"
+    ssh.mkdir(mode=0o700)
+    for src, dst in ((sim["key"], "id_ed25519"), (sim["known"], "known_hosts-" + NAME)):
+        shutil.copy(src, str(ssh / dst))
+        os.chmod(str(ssh / dst), 0o600)
+    state = site / "airgap-vllm"
+    state.mkdir(mode=0o700)
+    pki = os.environ.get("AIRGAP_SIM_PKI_DIR") or os.path.join(os.path.dirname(BUNDLE), "pki")
+    if os.path.isdir(pki):
+        shutil.copytree(pki, str(state / "pki"))
+    with kylin_machine(path, NET, KYLIN_CONTROL_ADDRESS):
+        # /root, not a tmpfs (docker cp into one lands under it).
+        assert docker("exec", KYLIN_CONTROL, "mkdir", "-p", "/root/airgap-site").returncode == 0
+        for src, dst in (
+            (inventory, "/root/airgap-site/kylin-prod"),
+            (ssh, "/root/site-ssh"),
+            (state, "/root/.airgap-vllm"),
+        ):
+            p = docker("cp", str(src), "%s:%s" % (KYLIN_CONTROL, dst))
+            assert p.returncode == 0, p.stdout
+        p = docker("exec", KYLIN_CONTROL, "sh", "-c", "chown -R root:root /root && chmod 0700 /root/site-ssh")
+        assert p.returncode == 0, p.stdout
+        setup_controller_loads_the_image(entry)
+        # site.yml from the image, twice: the new control node's first run changes only its own state directory.
+        inv = "/root/airgap-site/kylin-prod"
+        t0 = time.time()
+        runs = []
+        for dummy in range(2):
+            t = time.time()
+            p = on_control("sh control-node.sh %s" % inv, address=address)
+            assert p.returncode == 0, p.stdout[-6000:]
+            recap = recaps(p.stdout, HOST)
+            assert recap and recap[-1]["failed"] == 0 and recap[-1]["unreachable"] == 0, p.stdout[-6000:]
+            runs.append(p.stdout)
+            print("site.yml run %d from the image: %.0f s, %s" % (len(runs), time.time() - t, recap[-1]))
+        print("changed by the first run:", changed_tasks(runs[0]))
+        assert all("controller" in t for t in changed_tasks(runs[0])), changed_tasks(runs[0])
+        assert recaps(runs[1], HOST)[-1]["changed"] == 0, runs[1][-5000:]
+        # Over SSH from the Kylin machine's address, as ops with root through sudo: the host's journal says so.
+        log = docker(
+            "exec",
+            NAME,
+            "journalctl",
+            "--since",
+            "@%d" % int(t0),
+            "-o",
+            "cat",
+            "_COMM=sshd",
+            "+",
+            "_COMM=sudo",
+            timeout=120,
+        ).stdout
+        assert "Accepted publickey for ops from %s " % KYLIN_CONTROL_ADDRESS in log, log[-2000:]
+        assert re.search(r"ops : .*USER=root", log), log[-2000:]
+        # The reports landed in the Kylin machine's ~/.airgap-vllm, mounted into the image.
+        p = docker("exec", KYLIN_CONTROL, "test", "-f", "/root/.airgap-vllm/reports/%s/vllm/report.json" % HOST)
+        assert p.returncode == 0, "no report fetched into the Kylin machine's ~/.airgap-vllm"
