@@ -128,10 +128,14 @@ def with_control_image(dest, save_dir, extra_vars):
         assert os.path.getsize(os.path.join(dest, part["path"])) == part["size"]
     tag = "airgap-vllm-control:" + entry["version"]
     size = int(docker("image", "inspect", "-f", "{{.Size}}", tag).stdout.strip())
+    grew = (
+        "the bundle grew by %.0f MB (that tar, the 3.11 wheels, control-node.sh)" % (grown / 1e6)
+        if before
+        else "the whole bundle is %.0f MB" % (grown / 1e6)
+    )
     print(
-        "control-node image %s: %.0f MB (docker image size), its saved tar %.0f MB in %d parts; the bundle grew by "
-        "%.0f MB (that tar, the 3.11 wheels, control-node.sh)"
-        % (tag, size / 1e6, entry["size"] / 1e6, len(parts), grown / 1e6)
+        "control-node image %s: %.0f MB (docker image size), its saved tar %.0f MB in %d parts; %s"
+        % (tag, size / 1e6, entry["size"] / 1e6, len(parts), grew)
     )
     return entry
 
@@ -263,7 +267,7 @@ def test_a_kylin_machine_without_python_loads_the_bundled_image(small_bundle, tm
         # Nothing secret in the image: no key, known host, API key or TLS key anywhere in it.
         p = on_control(
             "docker run --rm --network none --entrypoint /bin/sh airgap-vllm-control:%s -c "
-            "\"find / -xdev \\( -name 'id_*' -o -name 'known_hosts*' -o -name vllm-api-key -o -name '*.key' \\) "
+            "\"find / -xdev \\( -name 'id_rsa*' -o -name 'id_ed25519*' -o -name 'id_ecdsa*' -o -name known_hosts -o -name vllm-api-key -o -name '*.key' \\) "
             "-not -path '/proc/*' -print; ansible-galaxy collection list airgap.vllm\"" % entry["version"]
         )
         assert p.returncode == 0, p.stdout
