@@ -33,23 +33,27 @@ from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest impor
     sha256sums_text,
     split_plan,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._control_image import CONTROL_KIND
 
 ARTIFACT_KINDS = ("driver", "fabricmanager", "toolkit", "rpms", "image", "model", "file")
+# What the bundle build packs: the operator's kinds and the control-node image it adds itself (bundle_build_control_image,
+# module_utils/_control_image.py), which an operator does not list and the bundle role never stages to a server.
+PACK_KINDS = ARTIFACT_KINDS + (CONTROL_KIND,)
 # FAT32 keeps at most 4 GiB - 1 byte in one file; 1 MiB under 4 GiB leaves room and stays aligned.
 FAT32_SPLIT = 4 * 1024**3 - 1024**2
 
 
-def kind_problem(artifact, index=0):
-    """None when the artifact (a bundle_build_artifacts entry) has one of ARTIFACT_KINDS, else why not: the one
-    check of the kind, for plan_artifacts and for the bundle_build role's preflight (filter
-    airgap.vllm.bundle_artifact_kinds), before anything is read or saved."""
+def kind_problem(artifact, index=0, kinds=ARTIFACT_KINDS):
+    """None when the artifact (a bundle_build_artifacts entry) has one of `kinds`, else why not: the one
+    check of the kind, for plan_artifacts (PACK_KINDS) and for the bundle_build role's preflight (filter
+    airgap.vllm.bundle_artifact_kinds: ARTIFACT_KINDS), before anything is read or saved."""
     if not isinstance(artifact, dict):
         return "artifact #%d is not a mapping (kind, name, version, src)" % index
     kind = artifact.get("kind")
-    if kind in ARTIFACT_KINDS:
+    if kind in kinds:
         return None
     label = artifact.get("src") or artifact.get("image") or artifact.get("name") or "#%d" % index
-    return "artifact %s: kind %r is not one of %s" % (label, kind, ", ".join(ARTIFACT_KINDS))
+    return "artifact %s: kind %r is not one of %s" % (label, kind, ", ".join(kinds))
 
 
 def kind_check(artifacts):
@@ -69,7 +73,7 @@ def plan_artifacts(artifacts):
     for i, a in enumerate(artifacts or []):
         if not isinstance(a, dict) or not a.get("src"):
             raise BundleError("artifact #%d needs src (a file or directory)" % i)
-        problem = kind_problem(a, i)
+        problem = kind_problem(a, i, PACK_KINDS)
         if problem:
             raise BundleError(problem)
         src = os.path.normpath(os.path.expanduser(str(a["src"])))

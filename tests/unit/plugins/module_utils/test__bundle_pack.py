@@ -146,7 +146,13 @@ def test_the_kind_check_is_the_one_list_for_the_module_and_the_roles_preflight()
     assert P.kind_check(None)["problems"] == []
     with pytest.raises(M.BundleError) as e:
         P.plan_artifacts([bad[0]])
-    assert str(e.value) == P.kind_problem(bad[0])
+    # pack() also takes the control-node image bundle_build adds itself (issue 47), which the preflight refuses.
+    assert str(e.value) == P.kind_problem(bad[0], 0, P.PACK_KINDS)
+    assert str(e.value).endswith("model, file, control")
+    control = {"kind": "control", "src": "/x/control.tar"}
+    assert P.kind_check([control])["problems"] == [
+        "artifact /x/control.tar: kind 'control' is not one of driver, fabricmanager, toolkit, rpms, image, model, file"
+    ]
 
 
 def test_two_sources_on_one_path_are_refused(tmp_path, downloads):
