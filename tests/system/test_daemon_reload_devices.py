@@ -54,7 +54,7 @@ def host():
     r = docker("run", "-d", "--name", name, "--network", "none", *systemd_flags(), IMAGE, "/lib/systemd/systemd")
     assert r.returncode == 0, r.stderr
     try:
-        for _ in range(60):
+        for dummy in range(60):
             state = sh(name, "systemctl is-system-running").stdout.strip()
             if state in ("running", "degraded"):
                 break
@@ -152,7 +152,7 @@ def test_with_the_roles_remedy_the_neighbour_keeps_its_gpus(host, tmp_path):
     ) in rule.splitlines()
     # The affected container must be recreated (NVIDIA's note); then it keeps its GPUs through reloads.
     start_neighbour(host)
-    for _ in range(2):
+    for dummy in range(2):
         daemon_reload(host)
         kept = neighbour_smi(host)
         assert kept.returncode == 0 and kept.stdout.startswith("GPU 0: "), kept.stdout

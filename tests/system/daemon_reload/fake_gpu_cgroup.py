@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Test-only model of the device cgroup of GPU containers under Docker's systemd cgroup driver (issue 46).
 
 The real loss (NVIDIA/nvidia-container-toolkit issues 48 and 251): a GPU container's device cgroup grants
@@ -71,9 +70,9 @@ def reload():
             lines = f.read().splitlines()
         kept = []
         for line in lines:
-            kind, _, rest = line.partition(" ")
-            dev, _, access = rest.partition(" ")
-            major, _, minor = dev.partition(":")
+            kind, dummy, rest = line.partition(" ")
+            dev, dummy, access = rest.partition(" ")
+            major, dummy, minor = dev.partition(":")
             if access == "rw" and minor != "*" and not linked(int(major), int(minor)):
                 line = "c %s:* m" % major
             if line not in kept:

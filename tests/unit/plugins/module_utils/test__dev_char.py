@@ -1,5 +1,9 @@
 """The systemd cgroup driver's daemon-reload hazard and NVIDIA's /dev/char remedy (module_utils/_dev_char.py)."""
 
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import os
 
 import pytest

@@ -1,5 +1,9 @@
 """Disk space before a large write (module_utils/_disk_space.py, issue 46)."""
 
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import errno
 import gzip
 import os

@@ -103,7 +103,7 @@ def test_utilization_rounding_never_overshoots(seed):
     """vLLM's budget is ceil(total x float(argv value)): the rest-taker's utilization must never give a budget
     above its room, the others' must always cover their need, for any card and need."""
     rnd = random.Random(seed)
-    for _ in range(400):
+    for dummy in range(400):
         total = rnd.randrange(8 * GIB, 200 * GIB)
         room = rnd.randrange(1, total)
         u = S.utilization_at_most(total, room)
