@@ -36,7 +36,7 @@ import yaml
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 # test_site_over_ssh's fixtures and helpers (its hosts, its bundle copy, its control-node images and wheels).
-from test_site_over_ssh import (  # noqa: E402,F401
+from test_site_over_ssh import (  # noqa: E402,F401  pylint: disable=unused-import
     BUNDLE,
     HOST,
     KYLIN_IMAGE,
