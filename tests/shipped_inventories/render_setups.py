@@ -112,6 +112,8 @@ def module_args(setup):
             "vllm_plan_model_dir": "%s/%s" % (variables["vllm_model_models_dir"], variables["vllm_model_name"]),
         }
     )
+    # The host's one service: its settings (the role's alias, built from the loop item in the role) are the role's own.
+    variables["__vllm_plan_settings"] = {k: v for k, v in variables.items() if k.startswith("vllm_plan_")}
     templar = Templar(loader=loader, variables=variables)
     out = {}
     for key, value in args.items():
