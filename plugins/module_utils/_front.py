@@ -588,6 +588,47 @@ def metrics_map(service):
     return "\n".join(lines) + "\n"
 
 
+def _client_gate(s, cmap, body, table):
+    """The lines every door of a front port runs before routing: drain, the client by its key, the body's length,
+    the client's concurrency and rate (one home for a one-service door and a routed one)."""
+    gate = []
+    if s.get("draining"):
+        # Drained for a rollout: the fleet's balancers see /health fail and send new requests elsewhere;
+        # requests in flight here finish.
+        gate.append(
+            "    "
+            + _return(503, " if { path -m str /health }").replace(
+                ERRORS[503][0], "Draining: this host is being updated; the fleet sends requests elsewhere"
+            )
+        )
+    gate += [
+        # Exactly one Authorization header, 'Bearer <key>' (scheme in any case); its hash names the client. fhdr,
+        # not hdr: hdr splits a header at commas, so two values in one header would count once and hash a part.
+        "    acl auth_one req.fhdr_cnt(authorization) eq 1",
+        "    acl auth_bearer req.fhdr(authorization) -i -m beg \"Bearer \"",
+        "    http-request set-var(txn.client) req.fhdr(authorization),bytes(7),sha2(256),hex,lower,map(%s) "
+        "if !keyless auth_one auth_bearer" % cmap,
+        "    " + _return(401, " hdr WWW-Authenticate Bearer if !keyless !{ var(txn.client) -m found }"),
+        "    http-request set-var(txn.client_name) var(txn.client),field(1,|) if !keyless",
+        "    http-request set-var(txn.client_conc) var(txn.client),field(2,|) if !keyless",
+        "    http-request set-var(txn.client_rate) var(txn.client),field(3,|) if !keyless",
+        # The body: a length, within the limit (a chunked upload has no length to check).
+        "    " + _return(411, " if METH_POST !{ req.hdr_cnt(content-length) eq 1 }"),
+        "    " + _return(413, " if { req.hdr_val(content-length) gt %d }" % body),
+        # Per-client counters: requests in flight (trackers) and requests in the last 60 s.
+        "    http-request track-sc0 var(txn.client_name) table %s if !keyless" % table,
+        "    http-request set-var(txn.conc_over) sc_trackers(0),sub(txn.client_conc)",
+        # Over: a stream of the client that has just ended may still be closing; count it once it is (settle.lua).
+        "    http-request lua.airgap_settle if !keyless { var(txn.conc_over) -m int gt 0 }",
+        "    http-request set-var(txn.conc_over) sc_trackers(0),sub(txn.client_conc) "
+        "if !keyless { var(txn.conc_over) -m int gt 0 }",
+        "    http-request set-var(txn.rate_over) sc_http_req_rate(0),sub(txn.client_rate)",
+        "    " + _return(429, " hdr Retry-After 1 if !keyless { var(txn.conc_over) -m int gt 0 }"),
+        "    " + _return(429, " hdr Retry-After 10 if !keyless { var(txn.rate_over) -m int gt 0 }"),
+    ]
+    return gate
+
+
 def render(settings):
     """{file name: {'content', 'mode', 'secret'}} for the proxy's configuration directory.
 
@@ -665,39 +706,8 @@ def render(settings):
         cfg += [
             "    acl keyless path -m str %s" % " ".join(keyless),
         ]
-        if s.get("draining"):
-            # Drained for a rollout: the fleet's balancers see /health fail and send new requests elsewhere;
-            # requests in flight here finish.
-            cfg.append(
-                "    "
-                + _return(503, " if { path -m str /health }").replace(
-                    ERRORS[503][0], "Draining: this host is being updated; the fleet sends requests elsewhere"
-                )
-            )
+        cfg += _client_gate(s, cmap, body, table)
         cfg += [
-            # Exactly one Authorization header, 'Bearer <key>' (scheme in any case); its hash names the client. fhdr,
-            # not hdr: hdr splits a header at commas, so two values in one header would count once and hash a part.
-            "    acl auth_one req.fhdr_cnt(authorization) eq 1",
-            "    acl auth_bearer req.fhdr(authorization) -i -m beg \"Bearer \"",
-            "    http-request set-var(txn.client) req.fhdr(authorization),bytes(7),sha2(256),hex,lower,map(%s) "
-            "if !keyless auth_one auth_bearer" % cmap,
-            "    " + _return(401, " hdr WWW-Authenticate Bearer if !keyless !{ var(txn.client) -m found }"),
-            "    http-request set-var(txn.client_name) var(txn.client),field(1,|) if !keyless",
-            "    http-request set-var(txn.client_conc) var(txn.client),field(2,|) if !keyless",
-            "    http-request set-var(txn.client_rate) var(txn.client),field(3,|) if !keyless",
-            # The body: a length, within the limit (a chunked upload has no length to check).
-            "    " + _return(411, " if METH_POST !{ req.hdr_cnt(content-length) eq 1 }"),
-            "    " + _return(413, " if { req.hdr_val(content-length) gt %d }" % body),
-            # Per-client counters: requests in flight (trackers) and requests in the last 60 s.
-            "    http-request track-sc0 var(txn.client_name) table %s if !keyless" % table,
-            "    http-request set-var(txn.conc_over) sc_trackers(0),sub(txn.client_conc)",
-            # Over: a stream of the client that has just ended may still be closing; count it once it is (settle.lua).
-            "    http-request lua.airgap_settle if !keyless { var(txn.conc_over) -m int gt 0 }",
-            "    http-request set-var(txn.conc_over) sc_trackers(0),sub(txn.client_conc) "
-            "if !keyless { var(txn.conc_over) -m int gt 0 }",
-            "    http-request set-var(txn.rate_over) sc_http_req_rate(0),sub(txn.client_rate)",
-            "    " + _return(429, " hdr Retry-After 1 if !keyless { var(txn.conc_over) -m int gt 0 }"),
-            "    " + _return(429, " hdr Retry-After 10 if !keyless { var(txn.rate_over) -m int gt 0 }"),
             # The engine's own key, which clients never see (root-only engine.map).
             "    http-request del-header authorization",
         ]
@@ -833,33 +843,8 @@ def _routed(group, port, s, conf, tls, addresses, body, files):
         )
     keyless = sorted(p for p in ALLOWED_ROUTES if ALLOWED_ROUTES[p].get("key") is False)
     cfg.append("    acl keyless path -m str %s" % " ".join(keyless))
-    if s.get("draining"):
-        cfg.append(
-            "    "
-            + _return(503, " if { path -m str /health }").replace(
-                ERRORS[503][0], "Draining: this host is being updated; the fleet sends requests elsewhere"
-            )
-        )
-    cfg += [
-        "    acl auth_one req.fhdr_cnt(authorization) eq 1",
-        "    acl auth_bearer req.fhdr(authorization) -i -m beg \"Bearer \"",
-        "    http-request set-var(txn.client) req.fhdr(authorization),bytes(7),sha2(256),hex,lower,map(%s) "
-        "if !keyless auth_one auth_bearer" % cmap,
-        "    " + _return(401, " hdr WWW-Authenticate Bearer if !keyless !{ var(txn.client) -m found }"),
-        "    http-request set-var(txn.client_name) var(txn.client),field(1,|) if !keyless",
-        "    http-request set-var(txn.client_conc) var(txn.client),field(2,|) if !keyless",
-        "    http-request set-var(txn.client_rate) var(txn.client),field(3,|) if !keyless",
-        "    " + _return(411, " if METH_POST !{ req.hdr_cnt(content-length) eq 1 }"),
-        "    " + _return(413, " if { req.hdr_val(content-length) gt %d }" % body),
-        "    http-request track-sc0 var(txn.client_name) table %s if !keyless" % table,
-        "    http-request set-var(txn.conc_over) sc_trackers(0),sub(txn.client_conc)",
-        "    http-request lua.airgap_settle if !keyless { var(txn.conc_over) -m int gt 0 }",
-        "    http-request set-var(txn.conc_over) sc_trackers(0),sub(txn.client_conc) "
-        "if !keyless { var(txn.conc_over) -m int gt 0 }",
-        "    http-request set-var(txn.rate_over) sc_http_req_rate(0),sub(txn.client_rate)",
-        "    " + _return(429, " hdr Retry-After 1 if !keyless { var(txn.conc_over) -m int gt 0 }"),
-        "    " + _return(429, " hdr Retry-After 10 if !keyless { var(txn.rate_over) -m int gt 0 }"),
-    ]
+    cfg += _client_gate(s, cmap, body, table)
+    cfg += []
     # GET /v1/models: the names this client may use, rendered from the plans.
     for c in sorted(clients, key=lambda c: c["name"]):
         cfg.append(
