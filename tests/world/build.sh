@@ -415,8 +415,10 @@ build_haproxy_rootfs() { # BASE_ROOTFS ROOTFS
     umount_all
     rm -rf "$r/var/lib/apt/lists/"* "$r/usr/sbin/policy-rc.d"
     : >"$r/etc/resolv.conf"
-    chroot "$r" haproxy -v | grep -q "version $HAPROXY_MINOR\." \
-        || { echo "Debian's haproxy is not $HAPROXY_MINOR: $(chroot "$r" haproxy -v | head -n1)" >&2; return 1; }
+    # Read whole, then matched (`haproxy -v | grep -q` under pipefail fails when grep stops reading first: SIGPIPE).
+    local version
+    version=$(chroot "$r" haproxy -v) && version=${version%%$'\n'*}
+    [[ $version == *"version $HAPROXY_MINOR."* ]] || { echo "Debian's haproxy is not $HAPROXY_MINOR: $version" >&2; return 1; }
     # The official image's user: haproxy, uid and gid 99 (the package made a system user of its own numbers).
     chroot "$r" groupmod --gid 99 haproxy
     chroot "$r" usermod --uid 99 --gid 99 --home /var/lib/haproxy haproxy
