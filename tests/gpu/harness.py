@@ -468,6 +468,15 @@ def run_raw_case(c):
     t_case = now()
     proc = fh = None
     try:
+        _lc, N, _C, _P = utils()
+        nvml = N.collect()
+        c.result["nvml"] = dict(
+            (k, nvml.get(k)) for k in ("nvml_state", "driver_version", "cuda_driver_version", "library_version")
+        )
+        c.result["nvml"]["gpus"] = [
+            dict((k, g.get(k)) for k in ("index", "name", "memory_total", "memory_reserved", "compute_capability"))
+            for g in nvml.get("gpus") or []
+        ]
         argv = raw_engine_argv(c)
         env = dict(os.environ)
         env.update(FLASHINFER_SWITCHES)
