@@ -38,13 +38,17 @@ def main(argv=None):
     ap.add_argument("--model-fixture", required=True, help="the model's directory under tests/fixtures/models")
     ap.add_argument("--dest", default=os.path.join(ROOT, "tests", "fixtures", "logs"))
     ap.add_argument("--source", default="", help="where and when it was measured (card, tool, collection commit)")
+    ap.add_argument("--planner-inputs", default="", help="unplanned case: vllm_launch_plan arguments, JSON")
     a = ap.parse_args(argv)
 
     def load(name):
         with open(os.path.join(a.case_dir, name)) as fh:
             return json.load(fh)
 
-    plan, confirm, result = load("plan.json"), load("confirm.json"), load("result.json")
+    result = load("result.json")
+    if "argv" in (result.get("spec") or {}):  # an unplanned case (issue 43 item 7): the log, what it read, the bench
+        return unplanned(a, result)
+    plan, confirm = load("plan.json"), load("confirm.json")
     with open(os.path.join(a.case_dir, "engine.log"), errors="replace") as fh:
         log = trim(fh.read())
     with open(os.path.join(a.case_dir, "metrics.txt")) as fh:
@@ -69,6 +73,38 @@ def main(argv=None):
         load=dict((k, v) for k, v in (result.get("load") or {}).items() if k != "samples"),
         times=result.get("times"),
     )
+    return write(a, log, sidecar)
+
+
+def unplanned(a, result):
+    """An unplanned start (the field notes' hand configuration, vLLM's defaults): the trimmed log, the /metrics line,
+    what the parser read on the card, the bench; `planner_inputs` (--planner-inputs JSON, model_dir relative to the
+    repository) are the vllm_launch_plan arguments that give the same pool-sizing flags, for the replay to hold the
+    calibrated planner against this engine too."""
+    with open(os.path.join(a.case_dir, "engine.log"), errors="replace") as fh:
+        log = trim(fh.read())
+    with open(os.path.join(a.case_dir, "metrics.txt")) as fh:
+        metrics = "".join(line for line in fh.read().splitlines(True) if line.startswith("vllm:cache_config_info"))
+    inputs = json.loads(a.planner_inputs) if a.planner_inputs else None
+    if inputs:
+        inputs["model_dir"] = "tests/fixtures/models/" + a.model_fixture
+        inputs["nvml_gpus"] = [dict(((result.get("nvml") or {}).get("gpus") or [{}])[0])]
+    sidecar = dict(
+        source=a.source,
+        case=result.get("case"),
+        unplanned=True,
+        card=((result.get("nvml") or {}).get("gpus") or [{}])[0],
+        engine_argv=result.get("engine_argv"),
+        planner_inputs=inputs,
+        metrics_text=metrics,
+        on_the_card=(result.get("engine") or {}).get("journal"),
+        bench=dict((k, v) for k, v in (result.get("bench") or {}).items() if k != "args"),
+        times=result.get("times"),
+    )
+    return write(a, log, sidecar)
+
+
+def write(a, log, sidecar):
     os.makedirs(a.dest, exist_ok=True)
     with open(os.path.join(a.dest, a.name + ".log"), "w") as fh:
         fh.write(log)

@@ -14,7 +14,15 @@ Run by device.sh (tests/gpu/README.md), once per case:
               collection's own load check (_loadcheck.token_ids), counters from /metrics read by its
               _loadcheck.parse_counters: preemptions (vllm:num_preemptions), the peak of running requests and of
               the KV cache's use, sampled every second;
-  5. stop     SIGINT to the engine's process group, SIGKILL after 30 s; wait for the card's memory to come back.
+  5. bench    (a case with "bench") `vllm bench serve` on random data at the case's concurrency, no speculative
+              decoding (issue 43 item 7: throughput, TTFT p50/p99); the same code through vllm.benchmarks.serve
+              where the `vllm bench` CLI does not import;
+  6. stop     SIGINT to the engine's process group, SIGKILL after 30 s; wait for the card's memory to come back.
+
+A case with "argv" (issue 43 item 7: the field notes' hand configuration, vLLM's defaults) is not planned: the
+engine gets `serve MODEL --served-model-name NAME --host --port` + that argv (+ `--load-format dummy` and the
+FlashInfer switches), and the collection's parser (_plan_confirm_parse) reads what it did from its log and
+/metrics. A case with "load": false skips the load at full length (a call has no room for it).
 
 Everything lands in WORK/<case>/ (plan.json, confirm.json, engine.log, metrics.txt, load.json, result.json) and
 a trimmed engine log (the lines the collection's parser reads, and what explains them) in OUT/<case>.log.
@@ -391,6 +399,133 @@ def load_step(c, plan):
     return load
 
 
+# ---------------------------------------------------------------- the bench: vllm bench serve (issue 43 item 7)
+BENCH = dict(input_len=1024, output_len=256, num_prompts=100, num_warmups=0)
+BENCH_RUNNER = (
+    "import sys\n"
+    "from vllm.benchmarks.serve import add_cli_args, main\n"
+    "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+    "p = FlexibleArgumentParser(description='vllm bench serve')\n"
+    "add_cli_args(p)\n"
+    "main(p.parse_args(sys.argv[1:]))\n"
+)
+
+
+def bench_step(c, served, model_dir):
+    b = dict(BENCH)
+    if isinstance(c.spec.get("bench"), dict):
+        b.update(c.spec["bench"])
+    conc = int(b.get("max_concurrency") or c.spec.get("concurrency") or 50)
+    args = [
+        "--backend", "openai", "--host", "127.0.0.1", "--port", str(c.a.port), "--endpoint", "/v1/completions",
+        "--model", served, "--tokenizer", model_dir, "--dataset-name", "random",
+        "--random-input-len", str(b["input_len"]), "--random-output-len", str(b["output_len"]),
+        "--num-prompts", str(b["num_prompts"]), "--max-concurrency", str(conc), "--ignore-eos",
+        "--num-warmups", str(b["num_warmups"]), "--percentile-metrics", "ttft,tpot,itl,e2el",
+        "--metric-percentiles", "50,99", "--seed", "43", "--save-result", "--result-dir", c.work,
+        "--result-filename", "bench.json", "--disable-tqdm",
+    ]  # fmt: skip
+    limit = max(20.0, min(float(b.get("timeout", 240)), c.a.deadline - now() - 40))
+    res = dict(args=args, concurrency=conc)
+    for how, cmd in (
+        ("vllm bench serve", list(c.a.engine) + ["bench", "serve"] + args),
+        ("vllm.benchmarks.serve", [sys.executable, "-c", BENCH_RUNNER] + args),
+    ):
+        if os.path.exists(c.path("bench.json")):
+            os.remove(c.path("bench.json"))
+        t0 = now()
+        with open(c.path("bench-%s.log" % how.split()[-1].split(".")[-1]), "w") as fh:
+            try:
+                rc = subprocess.call(cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=limit - (now() - t0))
+            except subprocess.TimeoutExpired:
+                rc = "timed out"
+        res.update(via=how, rc=rc, seconds=round(now() - t0, 1))
+        if os.path.exists(c.path("bench.json")):
+            with open(c.path("bench.json")) as fh:
+                r = json.load(fh)
+            keep = ("completed", "failed", "duration", "request_throughput", "output_throughput",
+                    "total_token_throughput", "total_input_tokens", "total_output", "num_prompts", "max_concurrency")  # fmt: skip
+            res.update(dict((k, v) for k, v in r.items() if k.startswith(keep) or k.endswith("_ms")))
+            return res
+        if rc == "timed out":
+            break
+    res["error"] = "no bench result (rc %s)" % res.get("rc")
+    return res
+
+
+def raw_engine_argv(c):
+    model_dir = os.path.join(c.a.models, c.spec["model"])
+    argv = list(c.a.engine) + ["serve", model_dir, "--served-model-name", c.spec["model"]]
+    argv += ["--host", "127.0.0.1", "--port", str(c.a.port)] + list(c.spec["argv"]) + ["--load-format", "dummy"]
+    if c.spec.get("hybrid"):
+        argv += HYBRID_ARGS
+    return argv
+
+
+def run_raw_case(c):
+    """Not planned: the case's own argv (the field notes' hand configuration, vLLM's defaults); the collection's
+    parser reads what the engine did."""
+    t_case = now()
+    proc = fh = None
+    try:
+        _lc, N, _C, _P = utils()
+        nvml = N.collect()
+        c.result["nvml"] = dict(
+            (k, nvml.get(k)) for k in ("nvml_state", "driver_version", "cuda_driver_version", "library_version")
+        )
+        c.result["nvml"]["gpus"] = [
+            dict((k, g.get(k)) for k in ("index", "name", "memory_total", "memory_reserved", "compute_capability"))
+            for g in nvml.get("gpus") or []
+        ]
+        argv = raw_engine_argv(c)
+        env = dict(os.environ)
+        env.update(FLASHINFER_SWITCHES)
+        c.result["engine_argv"] = argv
+        c.result["engine_env"] = dict(FLASHINFER_SWITCHES)
+        log("%s: %s" % (c.name, " ".join(argv)))
+        c.result["stage"] = "start"
+        fh = open(c.path("engine.log"), "w")
+        proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        health = c.timed("health", wait_health, c, proc)
+        c.result["health"] = health
+        metrics = ""
+        if health == "healthy":
+            try:
+                metrics = http("http://127.0.0.1:%d/metrics" % c.a.port)[1]
+            except (urllib.error.URLError, OSError) as exc:
+                c.result["error"] = "no /metrics: %s" % exc
+        fh.flush()
+        with open(c.path("metrics.txt"), "w") as mf:
+            mf.write(metrics)
+        sys.path.insert(0, c_collections_parent())
+        from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm_parse as parse
+
+        with open(c.path("engine.log"), errors="replace") as lf:
+            facts = parse.parse_journal(lf.read())
+        c.result["engine"] = dict(journal=facts, metrics=parse.parse_metrics(metrics) if metrics else None)
+        if health != "healthy":
+            raise RuntimeError("the engine is not healthy: %s" % health)
+        if c.spec.get("bench"):
+            c.result["bench"] = c.timed(
+                "bench", bench_step, c, c.spec["model"], os.path.join(c.a.models, c.spec["model"])
+            )
+        c.result["ok"] = True
+        c.result["stage"] = "done"
+    except Exception as exc:
+        c.result["error"] = "%s: %s" % (type(exc).__name__, exc)
+        log("%s: FAILED at %s: %s" % (c.name, c.result["stage"], exc))
+    finally:
+        stage = c.result["stage"]
+        if proc is not None:
+            c.timed("stop", stop_engine, c, proc, fh)
+        c.result["stage"] = stage
+        if os.path.exists(c.path("engine.log")):
+            trim_log(c.path("engine.log"), os.path.join(c.a.out, c.name + ".log"))
+        c.times["case"] = round(now() - t_case, 1)
+        c.write()
+    return c.result
+
+
 # ---------------------------------------------------------------- one case
 def trim_log(src, dst):
     keep = []
@@ -455,7 +590,11 @@ def run_case(c):
         )
         if health != "healthy":
             raise RuntimeError("the engine is not healthy: %s" % health)
-        c.result["load"] = c.timed("load", load_step, c, plan)
+        if c.spec.get("load", True):
+            c.result["load"] = c.timed("load", load_step, c, plan)
+        if c.spec.get("bench"):
+            served = plan["argv"][plan["argv"].index("--served-model-name") + 1]
+            c.result["bench"] = c.timed("bench", bench_step, c, served, os.path.join(c.a.models, c.spec["model"]))
         c.result["ok"] = True
         c.result["stage"] = "done"
     except Exception as exc:
@@ -534,6 +673,31 @@ def summarize(work, out):
                     load.get("peak_kv_cache_usage"),
                 )
             )
+        eng = (r.get("engine") or {}).get("journal") or {}
+        if eng:
+            lines.append("   engine (parsed): %s" % json.dumps(eng, sort_keys=True, default=str)[:1500])
+        bench = r.get("bench") or {}
+        if bench:
+            lines.append(
+                "   bench (%s, rc %s, %ss): %s/%s done; %s req/s, %s out tok/s; TTFT p50 %s p99 %s ms; TPOT p50 %s p99 %s ms %s"
+                % tuple(
+                    bench.get(k)
+                    for k in (
+                        "via",
+                        "rc",
+                        "seconds",
+                        "completed",
+                        "num_prompts",
+                        "request_throughput",
+                        "output_throughput",
+                        "median_ttft_ms",
+                        "p99_ttft_ms",
+                        "median_tpot_ms",
+                        "p99_tpot_ms",
+                        "error",
+                    )
+                )  # fmt: skip
+            )
     with open(os.path.join(out, "summary.json"), "w") as fh:
         json.dump(rows, fh, indent=1, sort_keys=True, default=str)
     print("\n".join(lines))
@@ -566,13 +730,20 @@ def main(argv=None):
     os.makedirs(a.out, exist_ok=True)
     results = []
     for name in a.cases:
+        done = os.path.join(a.work, name, "result.json")
+        if os.path.exists(done):  # a warm machine's earlier call ran it: not again (its result stays in WORK)
+            with open(done) as fh:
+                if json.load(fh).get("ok"):
+                    log("%s: done by an earlier call on this machine, not run again" % name)
+                    continue
         left = a.deadline - now()
         need = float(specs[name].get("expected_seconds", 0)) * 1.15 or float(specs[name].get("health_timeout", 300))
         if left < max(need, a.min_seconds):
             log("%s: skipped, %.0f s left of the call (needs about %.0f)" % (name, left, need))
             results.append(dict(case=name, ok=False, stage="skipped", error="not enough time left"))
             continue
-        results.append(run_case(Case(name, specs[name], a)))
+        case = Case(name, specs[name], a)
+        results.append(run_raw_case(case) if "argv" in specs[name] else run_case(case))
     return 0 if all(r.get("ok") for r in results) else 1
 
 
