@@ -44,6 +44,8 @@ from test_site_over_ssh import (  # noqa: E402,F401  pylint: disable=unused-impo
     NET,
     ROOT,
     SITE_HOST_VARS,
+    assert_first_run_changed_only_controller,
+    assert_ops_logged_in_from,
     bundle,
     changed_tasks,
     control_node_images,
@@ -325,25 +327,10 @@ def test_a_kylin_machine_without_python_deploys_from_the_bundled_image(sim, cont
             assert recap and recap[-1]["failed"] == 0 and recap[-1]["unreachable"] == 0, p.stdout[-6000:]
             runs.append(p.stdout)
             print("site.yml run %d from the image: %.0f s, %s" % (len(runs), time.time() - t, recap[-1]))
-        print("changed by the first run:", changed_tasks(runs[0]))
-        assert all("controller" in t for t in changed_tasks(runs[0])), changed_tasks(runs[0])
+        assert_first_run_changed_only_controller(runs[0])
         assert recaps(runs[1], HOST)[-1]["changed"] == 0, runs[1][-5000:]
         # Over SSH from the Kylin machine's address, as ops with root through sudo: the host's journal says so.
-        log = docker(
-            "exec",
-            NAME,
-            "journalctl",
-            "--since",
-            "@%d" % int(t0),
-            "-o",
-            "cat",
-            "_COMM=sshd",
-            "+",
-            "_COMM=sudo",
-            timeout=120,
-        ).stdout
-        assert "Accepted publickey for ops from %s " % KYLIN_CONTROL_ADDRESS in log, log[-2000:]
-        assert re.search(r"ops : .*USER=root", log), log[-2000:]
+        assert_ops_logged_in_from(KYLIN_CONTROL_ADDRESS, t0)
         # The reports landed in the Kylin machine's ~/.airgap-vllm, mounted into the image.
         p = docker("exec", KYLIN_CONTROL, "test", "-f", "/root/.airgap-vllm/reports/%s/vllm/report.json" % HOST)
         assert p.returncode == 0, "no report fetched into the Kylin machine's ~/.airgap-vllm"

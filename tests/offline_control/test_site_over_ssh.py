@@ -96,6 +96,31 @@ def changed_tasks(out):
     return names
 
 
+def assert_ops_logged_in_from(address, since):
+    """The host's journal since `since` (epoch s): ops logged in over SSH from `address` with its key, root by sudo."""
+    log = docker(
+        "exec",
+        NAME,
+        "journalctl",
+        "--since",
+        "@%d" % int(since),
+        "-o",
+        "cat",
+        "_COMM=sshd",
+        "+",
+        "_COMM=sudo",
+        timeout=120,
+    ).stdout
+    assert "Accepted publickey for ops from %s " % address in log, log[-2000:]
+    assert re.search(r"ops : .*USER=root", log), log[-2000:]
+
+
+def assert_first_run_changed_only_controller(out):
+    """A new control node's first site.yml changes only its own state directory (reports, the CA fetched)."""
+    print("changed by the first run:", changed_tasks(out))
+    assert all("controller" in t for t in changed_tasks(out)), changed_tasks(out)
+
+
 def files_of(top):
     """{relative path: (size, mtime_ns)} of every file and link under top."""
     out = {}
@@ -424,24 +449,9 @@ def test_site_from_a_read_only_bundle_over_ssh(sim, images, bundle, suite, tmp_p
     assert r1[-1]["failed"] == 0 and r1[-1]["unreachable"] == 0, first[-4000:]
     # Over SSH from the control node's own address as ops with its key, root through sudo: the host's journal says so.
     me = re.search(r"^=== control node at (\S+)$", out, re.M).group(1)
-    log = docker(
-        "exec",
-        NAME,
-        "journalctl",
-        "--since",
-        "@%d" % int(t0),
-        "-o",
-        "cat",
-        "_COMM=sshd",
-        "+",
-        "_COMM=sudo",
-        timeout=120,
-    ).stdout
-    assert "Accepted publickey for ops from %s " % me in log, log[-2000:]
-    assert re.search(r"ops : .*USER=root", log), log[-2000:]
+    assert_ops_logged_in_from(me, t0)
     # The first run changed only the new control node's state directory (reports and the CA fetched into it).
-    print("changed by the first run:", changed_tasks(first))
-    assert all("controller" in t for t in changed_tasks(first)), changed_tasks(first)
+    assert_first_run_changed_only_controller(first)
     assert r2[-1]["changed"] == 0 and r2[-1]["failed"] == 0, second[-5000:]
     assert r3[-1]["changed"] == 0 and r3[-1]["failed"] == 0, release[-5000:]
     reports = home / "reports" / HOST
