@@ -56,6 +56,24 @@ class StageError(Exception):
         return dict(files=self.results, bytes_copied=sum(r.get("bytes_copied", 0) for r in self.results))
 
 
+def keep_stamps(stamps, error):
+    """An interrupted stage or fetch keeps the hashes it made, so the next run resumes from them; a save that fails
+    too is added to `error`'s message. Call it in the StageError handler, then re-raise."""
+    try:
+        stamps.save()
+    except BundleError as save_error:
+        raise StageError("%s; %s" % (error, save_error), error.results)
+
+
+def files_result(results):
+    """A stage's or fetch's module result: changed when a file was copied, the per-file outcome, the bytes moved."""
+    return dict(
+        changed=any(r["state"] == "copied" for r in results),
+        files=results,
+        bytes_copied=sum(r["bytes_copied"] for r in results),
+    )
+
+
 # ---------------------------------------------------------------- progress
 
 

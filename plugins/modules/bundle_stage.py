@@ -180,6 +180,8 @@ from ansible_collections.airgap.vllm.plugins.module_utils._bundle_stage import (
     append_chunk,
     append_segments,
     commit_parts,
+    files_result,
+    keep_stamps,
     parse_mode,
     probe_dest,
     stage_files,
@@ -250,18 +252,11 @@ def main(module):
             keep_free=p["min_free_bytes"],
         )
     except StageError as e:
-        try:
-            stamps.save()
-        except BundleError as save_error:
-            raise StageError("%s; %s" % (e, save_error), e.results)
+        keep_stamps(stamps, e)
         raise
     if not module.check_mode:
         stamps.save()
-    return dict(
-        changed=any(r["state"] == "copied" for r in results),
-        files=results,
-        bytes_copied=sum(r["bytes_copied"] for r in results),
-    )
+    return files_result(results)
 
 
 if __name__ == "__main__":
