@@ -181,35 +181,41 @@ import time
 from ansible.module_utils.urls import open_url
 from ansible_collections.airgap.vllm.plugins.module_utils._files import write_atomic
 from ansible_collections.airgap.vllm.plugins.module_utils._loadcheck import (
-    api_requests,
-    api_result,
-    bench_figures,
+    KILL_AFTER,
+    LoadCheckError,
+    TIMED_OUT,
     compact,
-    counter_delta,
-    engine_settings,
-    needle_facts,
-    needle_outcome,
-    parse_counters,
-    planned_from_report,
-    profile_argv,
-    profile_line,
-    profile_settings,
-    promise_counts,
-    promises,
     render,
-    render_promises,
     serving_facts,
     settings_problems,
     summarize,
-    threshold_problems,
     timed,
-    tool_outcome,
     vocab_size_of,
+)
+from ansible_collections.airgap.vllm.plugins.module_utils._loadcheck_metrics import (
+    bench_figures,
+    counter_delta,
+    parse_counters,
+)
+from ansible_collections.airgap.vllm.plugins.module_utils._loadcheck_profiles import (
     API_PROFILES,
-    KILL_AFTER,
-    LoadCheckError,
     PROFILES,
-    TIMED_OUT,
+    api_requests,
+    api_result,
+    engine_settings,
+    needle_facts,
+    needle_outcome,
+    profile_argv,
+    profile_settings,
+    tool_outcome,
+)
+from ansible_collections.airgap.vllm.plugins.module_utils._loadcheck_promises import (
+    planned_from_report,
+    profile_line,
+    promise_counts,
+    promises,
+    render_promises,
+    threshold_problems,
 )
 from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm_report import render_markdown

@@ -21,6 +21,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck as L
+from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck_metrics as LM
+from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck_profiles as LP
 from ansible_collections.airgap.vllm.plugins.modules import vllm_load_check as M
 
 KEY = "sk-load-check-0123456789"
@@ -457,8 +459,8 @@ def test_the_client_times_each_streams_first_and_last_token(tmp_path):
     got = json.loads(out.stdout)
     recs = got["records"]
     assert all(r["completion_tokens"] == 5 and r["last"] - r["first"] >= 0.15 for r in recs), recs
-    raw = L.api_result(recs, got["duration"], got["peak"])
-    assert L.streaming_at_once(L.stream_intervals(raw)) == 2 and "stream_intervals" not in L.compact(raw)
+    raw = LP.api_result(recs, got["duration"], got["peak"])
+    assert LM.streaming_at_once(LM.stream_intervals(raw)) == 2 and "stream_intervals" not in L.compact(raw)
 
 
 def test_the_sampler_says_how_often_it_read_the_engines_gauge(monkeypatch):
