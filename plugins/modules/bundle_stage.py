@@ -175,15 +175,17 @@ from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest impor
     load_manifest,
     validate_entries,
 )
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_stage import (
-    StageError,
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_push import (
     append_chunk,
     append_segments,
     commit_parts,
+    probe_dest,
+)
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_stage import (
+    StageError,
     files_result,
     keep_stamps,
     parse_mode,
-    probe_dest,
     stage_files,
 )
 from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module

@@ -13,6 +13,7 @@ import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_hash as H
 from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_manifest as M
+from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_push as SP
 from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_stage as S
 
 from .test__bundle_hash import _edit_in_place_keeping_mtime
@@ -117,7 +118,7 @@ def test_controller_protocol_probe_append_commit(bundle, tmp_path):
     root, entries = bundle
     dest = tmp_path / "stage"
     stamps = H.StampCache(None)
-    probe = S.probe_dest(str(dest), entries, stamps)
+    probe = SP.probe_dest(str(dest), entries, stamps)
     assert all(p["state"] == "partial" and p["offset"] == 0 for p in probe)
     chunk_size = 1000000
     for e in entries:
@@ -126,24 +127,24 @@ def test_controller_protocol_probe_append_commit(bundle, tmp_path):
         while off < len(data):
             chunk = tmp_path / "chunk"
             chunk.write_bytes(data[off : off + chunk_size])
-            off = S.append_chunk(str(dest), e["path"], str(chunk), off)
+            off = SP.append_chunk(str(dest), e["path"], str(chunk), off)
             assert not chunk.exists()
         if not data:
             continue
     with pytest.raises(M.BundleError, match="probe again"):
         chunk = tmp_path / "chunk"
         chunk.write_bytes(b"x")
-        S.append_chunk(str(dest), "artifacts/driver.run", str(chunk), 0)
-    done = S.commit_parts(str(dest), entries, stamps)
+        SP.append_chunk(str(dest), "artifacts/driver.run", str(chunk), 0)
+    done = SP.commit_parts(str(dest), entries, stamps)
     assert sorted(r["path"] for r in done) == sorted(FILES)
     assert (dest / "artifacts/image.tar").read_bytes() == FILES["artifacts/image.tar"]
-    probe = S.probe_dest(str(dest), entries, stamps)
+    probe = SP.probe_dest(str(dest), entries, stamps)
     assert all(p["state"] == "current" and not p["hashed_dest"] for p in probe)
 
 
 def test_append_refuses_escape(tmp_path):
     with pytest.raises(M.BundleError, match="inside"):
-        S.append_chunk(str(tmp_path), "../evil", str(tmp_path / "c"), 0)
+        SP.append_chunk(str(tmp_path), "../evil", str(tmp_path / "c"), 0)
 
 
 def test_progress_line_has_percent_rate_eta():
@@ -167,7 +168,7 @@ def test_stage_refuses_without_space(bundle, tmp_path, monkeypatch):
         S.stage_files(str(root), str(tmp_path / "stage"), entries)
     assert not (tmp_path / "stage").exists()
     with pytest.raises(M.BundleError, match="free"):
-        S.probe_dest(str(tmp_path / "stage"), entries, None)
+        SP.probe_dest(str(tmp_path / "stage"), entries, None)
 
 
 def test_commit_refuses_corrupt_part(bundle, tmp_path):
@@ -179,9 +180,9 @@ def test_commit_refuses_corrupt_part(bundle, tmp_path):
             data[100] ^= 1
         chunk = tmp_path / "chunk"
         chunk.write_bytes(bytes(data))
-        S.append_chunk(str(dest), e["path"], str(chunk), 0)
+        SP.append_chunk(str(dest), e["path"], str(chunk), 0)
     with pytest.raises(S.StageError, match=r"artifacts/image.tar \(checksum mismatch\)"):
-        S.commit_parts(str(dest), entries, H.StampCache(None))
+        SP.commit_parts(str(dest), entries, H.StampCache(None))
     assert not (dest / "artifacts/image.tar.part").exists()
     assert not (dest / "artifacts/driver.run").exists() and (dest / "artifacts/driver.run.part").exists()
 
@@ -255,11 +256,11 @@ def test_commit_parts_unwritable_stamp_file_fails_before_anything_is_renamed(bun
     for e in entries:
         chunk = tmp_path / "chunk"
         chunk.write_bytes((root / e["path"]).read_bytes())
-        S.append_chunk(str(dest), e["path"], str(chunk), 0, entry=e)
+        SP.append_chunk(str(dest), e["path"], str(chunk), 0, entry=e)
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("x")
     with pytest.raises(M.BundleError, match="cannot be written"):
-        S.commit_parts(str(dest), entries, H.StampCache(str(blocker / "s.json")))
+        SP.commit_parts(str(dest), entries, H.StampCache(str(blocker / "s.json")))
     for rel in FILES:
         assert not (dest / rel).exists() and (dest / (rel + ".part")).exists()
 
@@ -371,14 +372,14 @@ def test_controller_probe_discards_stale_part_from_older_bundle(bundle, tmp_path
     dest = tmp_path / "stage"
     rel = "artifacts/image.tar"
     _older_part(dest, rel, b"x" * 1000)
-    probe = dict((p["path"], p) for p in S.probe_dest(str(dest), entries, None))
+    probe = dict((p["path"], p) for p in SP.probe_dest(str(dest), entries, None))
     assert probe[rel]["offset"] == 0 and probe[rel]["restarted_stale_part"]
     assert not (dest / (rel + ".part")).exists()
     for e in entries:
         chunk = tmp_path / "chunk"
         chunk.write_bytes((root / e["path"]).read_bytes())
-        S.append_chunk(str(dest), e["path"], str(chunk), 0, entry=e)
-    done = S.commit_parts(str(dest), entries, H.StampCache(None))
+        SP.append_chunk(str(dest), e["path"], str(chunk), 0, entry=e)
+    done = SP.commit_parts(str(dest), entries, H.StampCache(None))
     assert sorted(r["path"] for r in done) == sorted(FILES)
 
 
@@ -514,7 +515,7 @@ def test_zero_byte_file_stages_on_both_paths(tmp_path):
     assert (dest / "artifacts/empty").read_bytes() == b""
     # Controller protocol without an upload: commit creates the empty part itself.
     dest2 = tmp_path / "stage2"
-    done = S.commit_parts(str(dest2), entries, None)
+    done = SP.commit_parts(str(dest2), entries, None)
     assert [r["state"] for r in done] == ["copied"]
     assert (dest2 / "artifacts/empty").read_bytes() == b""
 
@@ -526,18 +527,18 @@ def test_append_segments_carries_several_files_in_one_chunk(tmp_path):
     chunk = tmp_path / "chunk"
     chunk.write_bytes(b"".join(files[k] for k in sorted(files)))
     segs = [{"path": k, "offset": 0, "length": len(files[k])} for k in sorted(files)]
-    sizes = S.append_segments(str(dest), str(chunk), segs, M.validate_entries(entries))
+    sizes = SP.append_segments(str(dest), str(chunk), segs, M.validate_entries(entries))
     assert sizes == {"a/one": 10, "a/two": 0, "b/three": 7}
     assert not chunk.exists()
-    S.commit_parts(str(dest), entries, None)
+    SP.commit_parts(str(dest), entries, None)
     for k, v in files.items():
         assert (dest / k).read_bytes() == v
     chunk.write_bytes(b"x")
     with pytest.raises(M.BundleError, match="probe again"):
-        S.append_segments(str(dest), str(chunk), [{"path": "a/one.x", "offset": 5, "length": 1}])
+        SP.append_segments(str(dest), str(chunk), [{"path": "a/one.x", "offset": 5, "length": 1}])
     chunk.write_bytes(b"xy")
     with pytest.raises(M.BundleError, match="ended 3 bytes early"):
-        S.append_segments(str(dest), str(chunk), [{"path": "c/new", "offset": 0, "length": 5}])
+        SP.append_segments(str(dest), str(chunk), [{"path": "c/new", "offset": 0, "length": 5}])
 
 
 def test_a_staged_copy_with_whole_files_is_a_source_too(tmp_path):
@@ -573,22 +574,22 @@ def test_a_staged_copy_with_whole_files_is_a_source_too(tmp_path):
     ],
 )
 def test_bulk_ssh_args_drop_only_the_default_compression(ssh_args, expected):
-    assert S.bulk_ssh_args(ssh_args) == expected
+    assert SP.bulk_ssh_args(ssh_args) == expected
 
 
 @pytest.mark.parametrize("other", [["-C"], [None, "-o Compression=yes"], ["", None, None, "-Cv"]])
 def test_bulk_ssh_args_keep_compression_asked_for_elsewhere(other):
     """Compression in ssh_common_args, ssh_extra_args, sftp/scp_extra_args is the operator's own choice."""
-    assert S.bulk_ssh_args("-C -o ControlMaster=auto -o ControlPersist=60s", other) is None
+    assert SP.bulk_ssh_args("-C -o ControlMaster=auto -o ControlPersist=60s", other) is None
 
 
 def test_bulk_ssh_args_ignore_compression_turned_off_elsewhere():
-    assert S.bulk_ssh_args("-C", ["-o Compression=no"]) == "-o ControlPath=none"
+    assert SP.bulk_ssh_args("-C", ["-o Compression=no"]) == "-o ControlPath=none"
 
 
 def test_bulk_ssh_args_are_read_back_by_ssh_as_written():
     """The connection splits the string again (shlex): quoting survives the round trip."""
     import shlex
 
-    out = S.bulk_ssh_args('-C -o "ProxyCommand=ssh -q -W %h:%p bastion" -o ControlPersist=60s')
+    out = SP.bulk_ssh_args('-C -o "ProxyCommand=ssh -q -W %h:%p bastion" -o ControlPersist=60s')
     assert shlex.split(out) == ["-o", "ControlPath=none", "-o", "ProxyCommand=ssh -q -W %h:%p bastion"]
