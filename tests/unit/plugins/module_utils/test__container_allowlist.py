@@ -17,6 +17,7 @@ import re
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _container_allowlist as A
+from ansible_collections.airgap.vllm.plugins.module_utils import _container_checks as AC
 from ansible_collections.airgap.vllm.plugins.module_utils import _container_options as C
 from ansible_collections.airgap.vllm.plugins.module_utils import _service_guard as g
 
@@ -157,7 +158,7 @@ def test_the_guard_does_what_the_table_says_for_each_option(name):
 
 def test_every_shorthand_is_read_as_its_long_option():
     for short, name in A.DOCKER_SHORT.items():
-        assert A.parse_docker([short, "v"] if A.DOCKER_RUN_OPTIONS[name][1] else [short])[0][1] == name
+        assert AC.parse_docker([short, "v"] if A.DOCKER_RUN_OPTIONS[name][1] else [short])[0][1] == name
 
 
 # ---------------------------------------------------------------- what the plan emits keeps working
