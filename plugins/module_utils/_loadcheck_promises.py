@@ -111,6 +111,22 @@ def _row(key, promise, expected, measured, status, advice="", source=""):
     }
 
 
+def _promise(key, promise, expected, source):
+    """The row maker of one promise: (measured, status, advice="", expected=..., source=...) -> its row."""
+
+    def row(measured, status, advice="", **override):
+        fields = dict(expected=expected, source=source)
+        fields.update(override)
+        return _row(key, promise, fields["expected"], measured, status, advice, fields["source"])
+
+    return row
+
+
+def _judged(promise, measured, ok, advice, **override):
+    """A measured promise's row: MET when ok, else MISSED with the advice."""
+    return promise(measured, "MET" if ok else "MISSED", "" if ok else advice, **override)
+
+
 def _pct(x):
     return "-" if x is None else "%.0f %%" % (100.0 * x)
 
@@ -241,98 +257,62 @@ def promises(plan, engine, profiles, thresholds=None, tradeoff=None):
 
     # context: one request of the planned context is admitted and finishes without preemption
     lc = fig("long-context")
+    context = _promise("context", "a request of the planned context is admitted and finishes", ctx, "plan")
     if not lc:
-        rows.append(
-            _row(
-                "context",
-                "a request of the planned context is admitted and finishes",
-                ctx,
-                None,
-                "not measured",
-                "run the long-context profile",
-                "plan",
-            )
-        )
+        rows.append(context(None, "not measured", "run the long-context profile"))
     else:
         used = (lc.get("mean_prompt_tokens") or 0) + (lc.get("mean_output_tokens") or 0)
         pre = delta("long-context").get("num_preemptions")
-        ok = lc.get("completed") and not lc.get("failed") and ctx and used >= t["context_fill"] * ctx and not pre
+        finished = lc.get("completed") and not lc.get("failed")
+        ok = finished and ctx and used >= t["context_fill"] * ctx and not pre
         measured = "%d of %s tokens, %s, %s preemption(s)" % (
             used,
             ctx or "?",
-            "finished" if lc.get("completed") and not lc.get("failed") else "FAILED",
+            "finished" if finished else "FAILED",
             "?" if pre is None else "%d" % pre,
         )
         advice = (
-            ""
-            if ok
-            else (
-                "the planned context does not serve: vLLM preempted or refused the long request; the deployment "
-                "report's re-plan and trade-off table give the longest context that fits (vllm_plan_context)"
-                if lc.get("failed") or pre
-                else "the prompt sent was shorter than %.0f %% of the context: raise the long-context input_len"
-                % (100 * t["context_fill"])
-            )
+            "the planned context does not serve: vLLM preempted or refused the long request; the deployment "
+            "report's re-plan and trade-off table give the longest context that fits (vllm_plan_context)"
+            if lc.get("failed") or pre
+            else "the prompt sent was shorter than %.0f %% of the context: raise the long-context input_len"
+            % (100 * t["context_fill"])
         )
-        rows.append(
-            _row(
-                "context",
-                "a request of the planned context is admitted and finishes",
-                "%s tokens" % ctx,
-                measured,
-                "MET" if ok else "MISSED",
-                advice,
-                "plan",
-            )
-        )
+        rows.append(_judged(context, measured, ok, advice, expected="%s tokens" % ctx))
     # concurrency: the planned number of requests ran at once, none failed, by the engine's own gauge
     rows.append(concurrency_row(conc, dict((n, profiles.get(n) or {}) for n in CONCURRENCY_PROFILES)))
     # prefix-cache hit rate in the shared-prefix profile
     sp = delta("shared-prefix")
     rate = sp.get("prefix_cache_hit_rate")
+    prefix = _promise(
+        "prefix_cache_hit_rate",
+        "shared prefixes hit the prefix cache",
+        ">= %s" % _pct(t["prefix_cache_hit_rate"]),
+        "field notes: 80-90 % in steady agent traffic",
+    )
     if plan.get("prefix_caching") is False or engine.get("prefix_caching") is False:
         rows.append(
-            _row(
-                "prefix_cache_hit_rate",
-                "shared prefixes hit the prefix cache",
-                ">= %s" % _pct(t["prefix_cache_hit_rate"]),
+            prefix(
                 "prefix caching is off",
                 "MISSED",
                 "agents share a long system prompt and tool definitions: turn prefix caching on "
                 "(vllm_plan_enable_prefix_caching: true)",
-                "field notes: 80-90 % in steady agent traffic",
             )
         )
     elif rate is None:
-        rows.append(
-            _row(
-                "prefix_cache_hit_rate",
-                "shared prefixes hit the prefix cache",
-                ">= %s" % _pct(t["prefix_cache_hit_rate"]),
-                None,
-                "not measured",
-                "run the shared-prefix profile",
-                "field notes: 80-90 % in steady agent traffic",
-            )
-        )
+        rows.append(prefix(None, "not measured", "run the shared-prefix profile"))
     else:
-        ok = rate >= t["prefix_cache_hit_rate"]
-        rows.append(
-            _row(
-                "prefix_cache_hit_rate",
-                "shared prefixes hit the prefix cache",
-                ">= %s" % _pct(t["prefix_cache_hit_rate"]),
-                "%s (%d of %d prompt tokens)"
-                % (_pct(rate), sp.get("prefix_cache_hits") or 0, sp.get("prefix_cache_queries") or 0),
-                "MET" if ok else "MISSED",
-                ""
-                if ok
-                else "keep the system prompt and tool definitions byte-identical and first; do not "
-                "switch reasoning_effort/enable_thinking within a session (it rewrites the system prefix and "
-                "the whole prompt is prefilled again); a shared prefix shorter than a few KV blocks cannot hit",
-                "field notes: 80-90 % in steady agent traffic",
-            )
+        measured = "%s (%d of %d prompt tokens)" % (
+            _pct(rate),
+            sp.get("prefix_cache_hits") or 0,
+            sp.get("prefix_cache_queries") or 0,
         )
+        advice = (
+            "keep the system prompt and tool definitions byte-identical and first; do not "
+            "switch reasoning_effort/enable_thinking within a session (it rewrites the system prefix and "
+            "the whole prompt is prefilled again); a shared prefix shorter than a few KV blocks cannot hit"
+        )
+        rows.append(_judged(prefix, measured, rate >= t["prefix_cache_hit_rate"], advice))
     # speculative decoding: mean accepted length over the whole check
     total = (profiles.get("_all") or {}).get("delta") or {}
     # Natural questions and answers (the tools profile) say more about real traffic than random tokens do: its
@@ -341,59 +321,46 @@ def promises(plan, engine, profiles, thresholds=None, tradeoff=None):
     if delta("tools").get("spec_mean_accepted_length") is not None:
         spec_src, spec_where = delta("tools"), "tools profile"
     length, acc = spec_src.get("spec_mean_accepted_length"), spec_src.get("spec_acceptance_rate")
+    mtp = _promise(
+        "mtp_accepted_length",
+        "speculative decoding pays (mean accepted length)",
+        ">= %.1f" % t["mtp_accepted_length"],
+        "field notes: AL >= 2.5 pays",
+    )
     if not spec:
-        rows.append(
-            _row(
-                "mtp_accepted_length",
-                "speculative decoding pays (mean accepted length)",
-                ">= %.1f" % t["mtp_accepted_length"],
-                "no speculative decoding planned",
-                "not measured",
-                "",
-                "field notes: AL >= 2.5 pays",
-            )
-        )
+        rows.append(mtp("no speculative decoding planned", "not measured"))
     elif length is None:
-        rows.append(
-            _row(
-                "mtp_accepted_length",
-                "speculative decoding pays (mean accepted length)",
-                ">= %.1f" % t["mtp_accepted_length"],
-                None,
-                "not measured",
-                "no drafts counted: run a profile that decodes",
-                "field notes: AL >= 2.5 pays",
-            )
-        )
+        rows.append(mtp(None, "not measured", "no drafts counted: run a profile that decodes"))
     else:
-        ok = length >= t["mtp_accepted_length"]
-        advice = ""
-        if not ok:
-            zero = _mtp_zero(tradeoff)
-            advice = "speculation costs more than it gives on this traffic: set vllm_plan_num_speculative_tokens: 0"
-            if zero:
-                advice += " (the trade-off table's MTP 0 row: %s tokens x %s requests, %s blocks of %s)" % (
-                    zero.get("all_fit_len") or "none",
-                    (tradeoff or {}).get("concurrency"),
-                    zero.get("blocks"),
-                    zero.get("block_size"),
-                )
-            advice += "; the load check's prompts are synthetic: read the same counters over your own traffic"
-        per_pos = ", ".join("%.0f %%" % (100 * p) for p in spec_src.get("spec_acceptance_per_pos") or [])
-        rows.append(
-            _row(
-                "mtp_accepted_length",
-                "speculative decoding pays (mean accepted length)",
-                ">= %.1f" % t["mtp_accepted_length"],
-                "%.2f (acceptance %s%s; %s)"
-                % (length, _pct(acc), "; per position " + per_pos if per_pos else "", spec_where),
-                "MET" if ok else "MISSED",
-                advice,
-                "field notes: acceptance 56-70 %, AL 2.7-3.1; AL >= 2.5 pays",
+        zero = _mtp_zero(tradeoff)
+        advice = "speculation costs more than it gives on this traffic: set vllm_plan_num_speculative_tokens: 0"
+        if zero:
+            advice += " (the trade-off table's MTP 0 row: %s tokens x %s requests, %s blocks of %s)" % (
+                zero.get("all_fit_len") or "none",
+                (tradeoff or {}).get("concurrency"),
+                zero.get("blocks"),
+                zero.get("block_size"),
             )
+        advice += "; the load check's prompts are synthetic: read the same counters over your own traffic"
+        per_pos = ", ".join("%.0f %%" % (100 * p) for p in spec_src.get("spec_acceptance_per_pos") or [])
+        measured = "%.2f (acceptance %s%s; %s)" % (
+            length,
+            _pct(acc),
+            "; per position " + per_pos if per_pos else "",
+            spec_where,
+        )
+        ok = length >= t["mtp_accepted_length"]
+        rows.append(
+            _judged(mtp, measured, ok, advice, source="field notes: acceptance 56-70 %, AL 2.7-3.1; AL >= 2.5 pays")
         )
     # tool calls
     tl = fig("tools")
+    tools = _promise(
+        "tool_call_parse_rate",
+        "tool calls parse",
+        ">= %s" % _pct(t["tool_call_parse_rate"]),
+        "field notes: --tool-call-parser qwen3_coder",
+    )
     if not tl:
         why = "run the tools profile"
         if engine.get("tools") is False:
@@ -401,40 +368,20 @@ def promises(plan, engine, profiles, thresholds=None, tradeoff=None):
                 "the server parses no tool calls (no --enable-auto-tool-choice): set vllm_plan_tool_call_parser "
                 "for agents that call tools"
             )
-        rows.append(
-            _row(
-                "tool_call_parse_rate",
-                "tool calls parse",
-                ">= %s" % _pct(t["tool_call_parse_rate"]),
-                None,
-                "not measured",
-                why,
-                "field notes: --tool-call-parser qwen3_coder",
-            )
-        )
+        rows.append(tools(None, "not measured", why))
     else:
         rate = tl.get("parse_rate") or 0.0
-        ok = rate >= t["tool_call_parse_rate"]
-        rows.append(
-            _row(
-                "tool_call_parse_rate",
-                "tool calls parse",
-                ">= %s" % _pct(t["tool_call_parse_rate"]),
-                "%s (%d of %d; %d with reasoning)"
-                % (
-                    _pct(rate),
-                    tl.get("tool_calls_parsed") or 0,
-                    tl.get("requests") or 0,
-                    tl.get("with_reasoning") or 0,
-                ),
-                "MET" if ok else "MISSED",
-                ""
-                if ok
-                else "check --enable-auto-tool-choice and the tool-call parser for this model "
-                "(qwen3_coder for Qwen3.x): the server returned text instead of tool_calls",
-                "field notes: --tool-call-parser qwen3_coder",
-            )
+        measured = "%s (%d of %d; %d with reasoning)" % (
+            _pct(rate),
+            tl.get("tool_calls_parsed") or 0,
+            tl.get("requests") or 0,
+            tl.get("with_reasoning") or 0,
         )
+        advice = (
+            "check --enable-auto-tool-choice and the tool-call parser for this model "
+            "(qwen3_coder for Qwen3.x): the server returned text instead of tool_calls"
+        )
+        rows.append(_judged(tools, measured, rate >= t["tool_call_parse_rate"], advice))
     # a fact at several depths of the context (the needle profile, when it ran)
     needle = needle_row(fig("needle"), ctx)
     if needle:
@@ -467,43 +414,24 @@ def promises(plan, engine, profiles, thresholds=None, tradeoff=None):
             "prefill is bound by compute: a larger --max-num-batched-tokens, prefix caching for shared prompts",
         ),
     ):
+        speed = _promise(key, promise, ">= %g" % t[key], source)
         if value is None:
-            rows.append(
-                _row(
-                    key,
-                    promise,
-                    ">= %g" % t[key],
-                    None,
-                    "not measured",
-                    "run the %s profile" % ("random or shared-prefix" if key.startswith("per_") else "single-stream"),
-                    source,
-                )
-            )
-            continue
-        ok = value >= t[key]
-        rows.append(
-            _row(
-                key, promise, ">= %g" % t[key], "%.1f" % value, "MET" if ok else "MISSED", "" if ok else advice, source
-            )
-        )
+            where = "random or shared-prefix" if key.startswith("per_") else "single-stream"
+            rows.append(speed(None, "not measured", "run the %s profile" % where))
+        else:
+            rows.append(_judged(speed, "%.1f" % value, value >= t[key], advice))
     # preemptions over the whole check; the KV cache's peak use (a figure, no promise)
     pre = total.get("num_preemptions")
+    preempted = _promise("preemptions", "no request is preempted", "0", "field notes")
     if pre is None:
-        rows.append(_row("preemptions", "no request is preempted", "0", None, "not measured", "", "field notes"))
+        rows.append(preempted(None, "not measured"))
     else:
+        advice = (
+            "running requests outgrew the KV pool: a shorter context or fewer "
+            "concurrent requests (trade-off table); KV offload holds only idle sessions"
+        )
         rows.append(
-            _row(
-                "preemptions",
-                "no request is preempted",
-                "0",
-                "%d" % pre,
-                "MET" if not pre else "MISSED",
-                ""
-                if not pre
-                else "running requests outgrew the KV pool: a shorter context or fewer "
-                "concurrent requests (trade-off table); KV offload holds only idle sessions",
-                "field notes: 0 preemptions with 4 conversations",
-            )
+            _judged(preempted, "%d" % pre, not pre, advice, source="field notes: 0 preemptions with 4 conversations")
         )
     return rows
 
