@@ -130,15 +130,17 @@ def profile_settings(name, overrides, concurrency, max_model_len=None, block_siz
     conc = whole(concurrency) or 1
     if s["concurrency"] is None:
         s["concurrency"] = conc
-    if name == "long-context":
-        if s["input_len"] is None:
+    # The profiles that fill the context: the setting that fills it and the room left.
+    fills = {"long-context": ("input_len", LONG_CONTEXT_MARGIN), "needle": ("context_len", NEEDLE_MARGIN)}
+    if name in fills:
+        key, margin = fills[name]
+        if s[key] is None:
             if not max_model_len:
-                raise LoadCheckError("long-context needs the engine's --max-model-len (or input_len)")
-            s["input_len"] = int(max_model_len) - int(s["output_len"]) - LONG_CONTEXT_MARGIN
-        if max_model_len and int(s["input_len"]) + int(s["output_len"]) > int(max_model_len):
+                raise LoadCheckError("%s needs the engine's --max-model-len (or %s)" % (name, key))
+            s[key] = int(max_model_len) - int(s["output_len"]) - margin
+        if max_model_len and int(s[key]) + int(s["output_len"]) > int(max_model_len):
             raise LoadCheckError(
-                "long-context: %s + %s tokens exceed --max-model-len %s"
-                % (s["input_len"], s["output_len"], max_model_len)
+                "%s: %s + %s tokens exceed --max-model-len %s" % (name, s[key], s["output_len"], max_model_len)
             )
     if name == "shared-prefix":
         if s["num_prompts"] is None:
@@ -150,15 +152,6 @@ def profile_settings(name, overrides, concurrency, max_model_len=None, block_siz
                 s["prefix_len"] = max(1, min(s["prefix_len"], room))
     if name == "tools" and s["num_prompts"] is None:
         s["num_prompts"] = 2 * int(s["concurrency"])
-    if name == "needle":
-        if s["context_len"] is None:
-            if not max_model_len:
-                raise LoadCheckError("needle needs the engine's --max-model-len (or context_len)")
-            s["context_len"] = int(max_model_len) - int(s["output_len"]) - NEEDLE_MARGIN
-        if max_model_len and int(s["context_len"]) + int(s["output_len"]) > int(max_model_len):
-            raise LoadCheckError(
-                "needle: %s + %s tokens exceed --max-model-len %s" % (s["context_len"], s["output_len"], max_model_len)
-            )
     for key, value in s.items():
         number = whole(value)
         if number is None or number < 1:
