@@ -349,8 +349,3 @@ def docker_option_problems(options, ctx, var=DOCKER_VAR):
             shown = spelled if value is None or name == "--env" else "%s %s" % (spelled, value)
             problems.append("%s %s %s" % (where, shown, problem))
     return problems
-
-
-def docker_option_table():
-    """[(name, shorthand, takes value, decision, reason)], sorted: what the docs and tests list."""
-    return [(name,) + spec for name, spec in sorted(DOCKER_RUN_OPTIONS.items())]
