@@ -127,7 +127,12 @@ bytes_copied:
 
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import StampCache
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import BundleError, validate_entries
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_stage import StageError, files_result, keep_stamps, parse_mode
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_stage import (
+    StageError,
+    files_result,
+    keep_stamps,
+    parse_mode,
+)
 from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 from ansible_collections.airgap.vllm.plugins.module_utils._peer_fetch import fetch_files
 
