@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Offline bundle, staged from the controller (remote_src=false): the action plugin streams chunks over its
 connection (`bulk_ssh_args`: how those uploads use ssh) and drives the target through three steps - probe
-(`probe_dest`), append (`append_chunk`, `append_segments`), commit (`commit_parts`) - on _bundle_stage.py's
+(`probe_dest`), append (`append_segments`), commit (`commit_parts`) - on _bundle_stage.py's
 `.part` files and all-or-nothing commit."""
 
 from __future__ import absolute_import, division, print_function
@@ -139,41 +139,6 @@ def probe_dest(dest_root, entries, stamps, keep_free=0):
     if needed:
         check_space(dest_root, needed, keep_free)
     return out
-
-
-def append_chunk(dest_root, rel, chunk, offset, dir_mode=0o755, entry=None):
-    """Append an uploaded chunk to <rel>.part, refusing if the part is not exactly at `offset`.
-
-    `entry` (the manifest entry) is recorded next to a part that starts here, so a later run can
-    tell a part of this file version from one left over by an older bundle.
-    """
-    dest = _inside(dest_root, rel)
-    part = part_path(dest)
-    parent = os.path.dirname(dest)
-    if not os.path.isdir(parent):
-        os.makedirs(parent, dir_mode)
-    have = os.path.getsize(part) if os.path.exists(part) else 0
-    if have != offset:
-        raise BundleError("%s: part is at %d bytes, chunk starts at %d; probe again" % (rel, have, offset))
-    if have == 0 and entry is not None:
-        write_part_meta(dest, entry)
-    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        with open(chunk, "rb", buffering=0) as f:
-            buf = bytearray(BUF_SIZE)
-            view = memoryview(buf)
-            while True:
-                n = f.readinto(buf)
-                if not n:
-                    break
-                written = 0
-                while written < n:
-                    written += os.write(fd, view[written:n])
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.unlink(chunk)
-    return os.path.getsize(part)
 
 
 def append_segments(dest_root, chunk, segments, entries=None, dir_mode=0o755):

@@ -404,20 +404,8 @@ def run(module):
         write_atomic(p["result_path"], json.dumps(saved, indent=2, sort_keys=True, default=str), mode=0o600)
     if report is not None:
         report["promises"] = rows
-        report["loadcheck"] = dict(
-            (
-                n,
-                {
-                    "settings": r["settings"],
-                    "wall_s": r["wall_s"],
-                    "peak_kv_usage": r["peak_kv_usage"],
-                    "peak_running": r["peak_running"],
-                    "sampling": r["sampling"],
-                },
-            )
-            for n, r in records.items()
-            if n != "_all"
-        )
+        kept = ("settings", "wall_s", "peak_kv_usage", "peak_running", "sampling")
+        report["loadcheck"] = dict((n, dict((k, r[k]) for k in kept)) for n, r in records.items() if n != "_all")
         try:
             write_atomic(
                 os.path.join(p["report_dir"], "report.json"),

@@ -15,7 +15,8 @@ from .test__bundle_manifest import sha
 
 def test_append_refuses_escape(tmp_path):
     with pytest.raises(M.BundleError, match="inside"):
-        SP.append_chunk(str(tmp_path), "../evil", str(tmp_path / "c"), 0)
+        (tmp_path / "c").write_bytes(b"x")
+        SP.append_segments(str(tmp_path), str(tmp_path / "c"), [{"path": "../evil", "offset": 0, "length": 1}])
 
 
 def test_append_segments_carries_several_files_in_one_chunk(tmp_path):

@@ -20,6 +20,12 @@ from .test__bundle_hash import _edit_in_place_keeping_mtime
 from .test__bundle_manifest import FILES, PART, make_bundle, sha, split_bundle
 
 
+def append(dest, rel, chunk, offset, entry=None):
+    """One file's next bytes through the controller's append step (a chunk of one segment): the part's size."""
+    seg = {"path": rel, "offset": offset, "length": os.path.getsize(str(chunk))}
+    return SP.append_segments(str(dest), str(chunk), [seg], [entry] if entry else None)[rel]
+
+
 @pytest.fixture
 def bundle(tmp_path):
     root = tmp_path / "bundle"
@@ -127,14 +133,14 @@ def test_controller_protocol_probe_append_commit(bundle, tmp_path):
         while off < len(data):
             chunk = tmp_path / "chunk"
             chunk.write_bytes(data[off : off + chunk_size])
-            off = SP.append_chunk(str(dest), e["path"], str(chunk), off)
+            off = append(dest, e["path"], chunk, off)
             assert not chunk.exists()
         if not data:
             continue
     with pytest.raises(M.BundleError, match="probe again"):
         chunk = tmp_path / "chunk"
         chunk.write_bytes(b"x")
-        SP.append_chunk(str(dest), "artifacts/driver.run", str(chunk), 0)
+        append(dest, "artifacts/driver.run", chunk, 0)
     done = SP.commit_parts(str(dest), entries, stamps)
     assert sorted(r["path"] for r in done) == sorted(FILES)
     assert (dest / "artifacts/image.tar").read_bytes() == FILES["artifacts/image.tar"]
@@ -175,7 +181,7 @@ def test_commit_refuses_corrupt_part(bundle, tmp_path):
             data[100] ^= 1
         chunk = tmp_path / "chunk"
         chunk.write_bytes(bytes(data))
-        SP.append_chunk(str(dest), e["path"], str(chunk), 0)
+        append(dest, e["path"], chunk, 0)
     with pytest.raises(S.StageError, match=r"artifacts/image.tar \(checksum mismatch\)"):
         SP.commit_parts(str(dest), entries, H.StampCache(None))
     assert not (dest / "artifacts/image.tar.part").exists()
@@ -251,7 +257,7 @@ def test_commit_parts_unwritable_stamp_file_fails_before_anything_is_renamed(bun
     for e in entries:
         chunk = tmp_path / "chunk"
         chunk.write_bytes((root / e["path"]).read_bytes())
-        SP.append_chunk(str(dest), e["path"], str(chunk), 0, entry=e)
+        append(dest, e["path"], chunk, 0, entry=e)
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("x")
     with pytest.raises(M.BundleError, match="cannot be written"):
@@ -373,7 +379,7 @@ def test_controller_probe_discards_stale_part_from_older_bundle(bundle, tmp_path
     for e in entries:
         chunk = tmp_path / "chunk"
         chunk.write_bytes((root / e["path"]).read_bytes())
-        SP.append_chunk(str(dest), e["path"], str(chunk), 0, entry=e)
+        append(dest, e["path"], chunk, 0, entry=e)
     done = SP.commit_parts(str(dest), entries, H.StampCache(None))
     assert sorted(r["path"] for r in done) == sorted(FILES)
 
