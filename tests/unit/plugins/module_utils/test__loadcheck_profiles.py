@@ -13,16 +13,11 @@ from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck as L
 from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck_metrics as LM
 from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck_profiles as LP
 
+from .test__loadcheck import ARGS as SERVED
 from .test__loadcheck_metrics import fixture
 
-ARGS = [
-    "/opt/airgap-vllm/models/qwen3-tiny",
-    "--served-model-name",
-    "qwen3-tiny",
-    "--port",
-    "8000",
-    "--max-num-seqs",
-    "4",
+# The served engine of test__loadcheck (its first 7 words), with the settings the profiles read.
+ARGS = SERVED[:7] + [
     "--max-model-len",
     "16384",
     "--enable-prefix-caching",

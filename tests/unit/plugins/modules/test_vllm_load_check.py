@@ -19,18 +19,9 @@ import pytest
 
 from ansible_collections.airgap.vllm.plugins.modules import vllm_load_check as M
 
+from ..module_utils.test__loadcheck import ARGS, result
+
 KEY = "sk-load-check-0123456789"
-ARGS = [
-    "/opt/airgap-vllm/models/qwen3-tiny",
-    "--served-model-name",
-    "qwen3-tiny",
-    "--port",
-    "8000",
-    "--max-num-seqs",
-    "4",
-    "--config",
-    "/etc/airgap-vllm/vllm/keys.yaml",
-]
 
 FAKE_DOCKER = r'''#!{python}
 import json, os, re, sys, time
@@ -93,24 +84,8 @@ sys.exit(2)
 
 
 def bench_result(**kw):
-    r = {
-        "completed": 32,
-        "failed": 0,
-        "duration": 10.0,
-        "output_throughput": 200.0,
-        "request_throughput": 3.2,
-        "max_concurrent_requests": 4,
-        "errors": [""] * 32,
-        "p50_ttft_ms": 80.0,
-        "p95_ttft_ms": 120.0,
-        "p50_tpot_ms": 20.0,
-        "p95_tpot_ms": 30.0,
-        "ttfts": [0.1] * 32,
-        "itls": [[0.02] * 63] * 32,
-        "generated_texts": ["x" * 64] * 32,
-    }
-    r.update(kw)
-    return r
+    """A `vllm bench serve` result with the per-request lists the module leaves out of the report."""
+    return result(**dict(dict(itls=[[0.02] * 63] * 32, generated_texts=["x" * 64] * 32), **kw))
 
 
 @pytest.fixture
