@@ -355,29 +355,36 @@ def bundle(sim_host):
     shutil.rmtree(dest, ignore_errors=True)
 
 
-def run_control_node(sim, images, bundle, suite, tmp_path, script, host_vars=""):
-    """script in the control-node image on the host's site LAN: the bundle read-only at /mnt/airgap, the simulated
-    inventory (its host renamed to the container's, SITE_HOST_VARS) at /site/inventory, the SSH key and known host at
-    /site/ssh, and a state directory that starts with the site CA of the machine that converged the host.
-    Returns (output, state directory, start time); the output's marked sections are printed."""
-    inventory = tmp_path / "inventory"
+def site_files(top, sim, host_vars=""):
+    """A site's files for a new control node, under `top`: the simulated inventory with its host renamed to the
+    container's (SITE_HOST_VARS + host_vars), the SSH key and known host, and a state directory that holds only the
+    site CA of the machine that converged the host. (inventory, ssh, state) paths."""
+    inventory = top / "inventory"
     shutil.copytree(os.path.join(ROOT, "inventories", "simulated"), str(inventory))
     hosts = inventory / "hosts.yml"
     hosts.write_text(hosts.read_text().replace("\n        airgap-kylin-sim:\n", "\n        %s:\n" % HOST, 1))
     assert "        %s:\n" % HOST in hosts.read_text()
     (inventory / "host_vars").mkdir(exist_ok=True)
     (inventory / "host_vars" / (HOST + ".yml")).write_text(SITE_HOST_VARS + host_vars)
-    ssh = tmp_path / "ssh"
+    ssh = top / "ssh"
     ssh.mkdir(mode=0o700)
     for src, dst in ((sim["key"], "id_ed25519"), (sim["known"], "known_hosts-" + NAME)):
         shutil.copy(src, str(ssh / dst))
         os.chmod(str(ssh / dst), 0o600)
-    # The control node's state directory: the CA of the machine that converged the host, nothing else.
-    home = tmp_path / "airgap-vllm"
-    home.mkdir(mode=0o700)
+    state = top / "airgap-vllm"
+    state.mkdir(mode=0o700)
     pki = os.environ.get("AIRGAP_SIM_PKI_DIR") or os.path.join(os.path.dirname(BUNDLE), "pki")
     if os.path.isdir(pki):
-        shutil.copytree(pki, str(home / "pki"))
+        shutil.copytree(pki, str(state / "pki"))
+    return inventory, ssh, state
+
+
+def run_control_node(sim, images, bundle, suite, tmp_path, script, host_vars=""):
+    """script in the control-node image on the host's site LAN: the bundle read-only at /mnt/airgap, the simulated
+    inventory (its host renamed to the container's, SITE_HOST_VARS) at /site/inventory, the SSH key and known host at
+    /site/ssh, and a state directory that starts with the site CA of the machine that converged the host.
+    Returns (output, state directory, start time); the output's marked sections are printed."""
+    inventory, ssh, home = site_files(tmp_path, sim, host_vars)
     t0 = time.time()
     p = docker(
         "run",
