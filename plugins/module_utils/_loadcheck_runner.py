@@ -210,28 +210,23 @@ class Check(object):
         except OSError as e:
             self.fail("cannot run %s: %s" % (p["docker_bin"], e), argv=argv)
 
+    def cat(self, path):
+        """(rc, text) of a file inside the container."""
+        rc, out, _err = self.module.run_command([self.p["docker_bin"], "exec", self.p["container"], "cat", path])
+        return rc, out
+
     def bench(self, name, argv):
         rc, out, err = self.run(argv)
-        if rc is None or rc in TIMED_OUT:
-            self.fail(
-                "vllm bench serve did not finish within timeout (%ds): it was stopped; raise timeout or "
-                "lower num_prompts (profile %s)" % (self.p["timeout"], name),
-                stdout=out[-4000:],
-                stderr=err[-4000:],
-                argv=argv,
-            )
         if rc != 0:
-            self.fail(
-                "vllm bench serve failed (rc %d) in profile %s" % (rc, name),
-                stdout=out[-4000:],
-                stderr=err[-4000:],
-                argv=argv,
+            why = (
+                "did not finish within timeout (%ds): it was stopped; raise timeout or lower num_prompts (profile %s)"
+                % (self.p["timeout"], name)
+                if rc is None or rc in TIMED_OUT
+                else "failed (rc %d) in profile %s" % (rc, name)
             )
-        rc, raw, err = self.module.run_command(
-            [self.p["docker_bin"], "exec", self.p["container"], "cat", "%s/%s" % (RESULT_DIR, RESULT_FILE)]
-        )
+            self.fail("vllm bench serve " + why, stdout=out[-4000:], stderr=err[-4000:], argv=argv)
         try:
-            return json.loads(raw)
+            return json.loads(self.cat("%s/%s" % (RESULT_DIR, RESULT_FILE))[1])
         except ValueError as e:
             self.fail("the bench result is unreadable: %s (profile %s)" % (e, name), stdout=out[-4000:])
 
@@ -255,15 +250,7 @@ class Check(object):
             )
 
     def vocab_size(self):
-        rc, out, _err = self.module.run_command(
-            [
-                self.p["docker_bin"],
-                "exec",
-                self.p["container"],
-                "cat",
-                self.facts["model_dir"].rstrip("/") + "/config.json",
-            ]
-        )
+        rc, out = self.cat(self.facts["model_dir"].rstrip("/") + "/config.json")
         return vocab_size_of(out) if rc == 0 else None
 
 
@@ -396,7 +383,7 @@ def run(module):
     lines.append(render_promises(rows))
     text = "\n".join(lines)
     saved = {
-        "profiles": dict((n, dict((k, v) for k, v in r.items())) for n, r in records.items()),
+        "profiles": dict((n, dict(r)) for n, r in records.items()),
         "promises": rows,
         "airgap_vllm": random_summary,
     }
