@@ -42,7 +42,8 @@ from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest impor
     source_files,
     validate_entries,
 )
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_stage import Progress, bulk_ssh_args, parse_mode
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_push import bulk_ssh_args
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_stage import Progress, parse_mode
 
 display = Display()
 
@@ -166,7 +167,7 @@ class ActionModule(ActionBase):
 
     def _put_chunk(self, local, remote):
         """Upload one chunk with the connection's put_file; over ssh, without the compression that only
-        ansible-core's default ssh_args ask for (see _bundle_stage.bulk_ssh_args: 3-4x faster on a LAN)."""
+        ansible-core's default ssh_args ask for (see _bundle_push.bulk_ssh_args: 3-4x faster on a LAN)."""
         conn = self._connection
         bulk = old = None
         if getattr(conn, "transport", None) == "ssh":

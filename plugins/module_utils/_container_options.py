@@ -30,9 +30,6 @@ import math
 import re
 
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import TargetsError
-from ansible_collections.airgap.vllm.plugins.module_utils._source_patch import (
-    madvise_patch_decision,
-)
 from ansible_collections.airgap.vllm.plugins.module_utils._version import numbers
 
 # /dev/shm without KV offload (the field manual's 4g); with offload it is offload + 8g.
@@ -175,13 +172,6 @@ def container_options(
     opts += ["--shm-size", "%dg" % shm]
     reasons["--shm-size %dg" % shm] = why
     return opts, reasons, env
-
-
-def docker_decisions(kernel, docker_version, offload_gib, **kwargs):
-    """Container options with a reason each, plus whether the madvise patch is needed (the
-    planner's historic entry point; the rule itself is _source_patch.madvise_patch_decision)."""
-    opts, reasons, _env = container_options(kernel, docker_version, offload_gib, **kwargs)
-    return opts, reasons, madvise_patch_decision(bool(offload_gib), kernel)[0]
 
 
 def plan_env(backend, extra=None):

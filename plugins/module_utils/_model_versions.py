@@ -82,10 +82,6 @@ def read_history_report(models_dir, name):
     return data, None
 
 
-def read_history(models_dir, name):
-    return read_history_report(models_dir, name)[0]
-
-
 def present_versions(models_dir, name):
     prefix = name + "@"
     try:

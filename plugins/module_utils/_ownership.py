@@ -161,14 +161,6 @@ def parse_unit(text):
     return None
 
 
-def unit_owner(text, name):
-    """Whether a unit file's text is ours and for service `name`."""
-    parsed = parse_unit(text)
-    if parsed is None:
-        return False
-    return parsed["service"] in (None, name)
-
-
 def split_containers(rows, name):
     """(ours, foreign) container IDs among `rows` ({'id', 'names', 'label'}: `docker ps -a` lines) that carry the
     name `name`: ours carry CONTAINER_LABEL=name; foreign ones merely have the name."""

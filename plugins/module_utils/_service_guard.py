@@ -40,15 +40,17 @@ from ansible_collections.airgap.vllm.plugins.module_utils._container_allowlist i
     ENV_VAR,
     EXTRA_ENV_VAR,
     OPTIONS_VAR,
-    Context,
     _kind,
     api_key_problems,
     control_char,
-    docker_option_problems,
     env_name_problems,
     env_problems,
     unit_value_problems,
     words,
+)
+from ansible_collections.airgap.vllm.plugins.module_utils._container_checks import (
+    Context,
+    docker_option_problems,
 )
 from ansible_collections.airgap.vllm.plugins.module_utils._expose import ExposeError, check_metrics, publish_binding
 

@@ -7,9 +7,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.airgap.vllm.plugins.module_utils._text import as_text
+
 
 def _text(value, limit=300):
-    text = value if isinstance(value, str) else ("" if value is None else str(value))
+    text = as_text(value)
     return text if len(text) <= limit else text[:limit] + "..."
 
 

@@ -127,7 +127,12 @@ bytes_copied:
 
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import StampCache
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import BundleError, validate_entries
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_stage import StageError, parse_mode
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_stage import (
+    StageError,
+    files_result,
+    keep_stamps,
+    parse_mode,
+)
 from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 from ansible_collections.airgap.vllm.plugins.module_utils._peer_fetch import fetch_files
 
@@ -172,17 +177,10 @@ def main(module):
         )
         if not module.check_mode:
             stamps.save()
-    except StageError:
-        try:
-            stamps.save()
-        except BundleError:
-            pass
+    except StageError as e:
+        keep_stamps(stamps, e)
         raise
-    return dict(
-        changed=any(r["state"] == "copied" for r in results),
-        files=results,
-        bytes_copied=sum(r["bytes_copied"] for r in results),
-    )
+    return files_result(results)
 
 
 if __name__ == "__main__":

@@ -89,16 +89,10 @@ options:
   _chunk:
     description: Internal (V(append)) - uploaded chunk on the target.
     type: path
-  _offset:
-    description: Internal (V(append)) - offset the chunk starts at.
-    type: int
-  _path:
-    description: Internal (V(append)) - bundle-relative path the chunk belongs to.
-    type: str
   _segments:
     description:
       - Internal (V(append)) - the files whose next bytes the chunk holds, in order, each C(path),
-        C(offset) and C(length); replaces O(_path) and O(_offset).
+        C(offset) and C(length).
     type: list
     elements: dict
 attributes:
@@ -175,13 +169,16 @@ from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest impor
     load_manifest,
     validate_entries,
 )
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_stage import (
-    StageError,
-    append_chunk,
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_push import (
     append_segments,
     commit_parts,
-    parse_mode,
     probe_dest,
+)
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_stage import (
+    StageError,
+    files_result,
+    keep_stamps,
+    parse_mode,
     stage_files,
 )
 from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
@@ -202,8 +199,6 @@ from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible
         # Internal protocol of the action plugin (remote_src=false): probe, append, commit.
         _op=dict(type="str", choices=["stage", "probe", "append", "commit"], default="stage"),
         _chunk=dict(type="path"),
-        _offset=dict(type="int"),
-        _path=dict(type="str"),
         _segments=dict(type="list", elements="dict"),
     ),
     errors=(StageError, BundleError),
@@ -224,12 +219,8 @@ def main(module):
         if p["_op"] == "append":
             if module.check_mode:
                 module.fail_json(msg="append is never called in check mode")
-            if p["_segments"] is not None:
-                sizes = append_segments(p["dest"], p["_chunk"], p["_segments"], entries)
-                module.exit_json(changed=True, part_sizes=sizes)
-            entry = [e for e in entries or [] if e["path"] == p["_path"]]
-            size = append_chunk(p["dest"], p["_path"], p["_chunk"], p["_offset"], entry=entry[0] if entry else None)
-            module.exit_json(changed=True, part_size=size)
+            sizes = append_segments(p["dest"], p["_chunk"], p["_segments"] or [], entries)
+            module.exit_json(changed=True, part_sizes=sizes)
         if p["_op"] == "commit":
             files = commit_parts(p["dest"], entries, stamps, mode=mode, check_mode=module.check_mode)
             if not module.check_mode:
@@ -250,18 +241,11 @@ def main(module):
             keep_free=p["min_free_bytes"],
         )
     except StageError as e:
-        try:
-            stamps.save()
-        except BundleError as save_error:
-            raise StageError("%s; %s" % (e, save_error), e.results)
+        keep_stamps(stamps, e)
         raise
     if not module.check_mode:
         stamps.save()
-    return dict(
-        changed=any(r["state"] == "copied" for r in results),
-        files=results,
-        bytes_copied=sum(r["bytes_copied"] for r in results),
-    )
+    return files_result(results)
 
 
 if __name__ == "__main__":

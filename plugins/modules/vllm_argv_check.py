@@ -167,6 +167,8 @@ from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible
         cache_file=dict(type='path'),
         timeout=dict(type='int', default=900),
     ),
+    wording='The argv check could not be made (the running service was not touched): {0}',
+    worded=(ArgvCheckError, IOError, OSError),
 )
 def main(module):
     p = module.params
@@ -192,8 +194,6 @@ def main(module):
             timeout=p['timeout'],
             seccomp_path=seccomp_path,
         )
-    except (ArgvCheckError, IOError, OSError) as exc:
-        module.fail_json(msg='The argv check could not be made (the running service was not touched): %s' % exc)
     finally:
         if seccomp_path:
             os.unlink(seccomp_path)

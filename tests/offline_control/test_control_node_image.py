@@ -26,7 +26,6 @@ the bundle mounted READ-ONLY at /mnt/airgap as a USB disk is.
 import contextlib
 import os
 import re
-import shutil
 import sys
 import time
 
@@ -44,6 +43,8 @@ from test_site_over_ssh import (  # noqa: E402,F401  pylint: disable=unused-impo
     NET,
     ROOT,
     SITE_HOST_VARS,
+    assert_first_run_changed_only_controller,
+    assert_ops_logged_in_from,
     bundle,
     changed_tasks,
     control_node_images,
@@ -52,6 +53,7 @@ from test_site_over_ssh import (  # noqa: E402,F401  pylint: disable=unused-impo
     run,
     sim,
     sim_host,
+    site_files,
     wheels,
 )
 from systemd_container import systemd_flags  # noqa: E402
@@ -282,24 +284,10 @@ def test_a_kylin_machine_without_python_deploys_from_the_bundled_image(sim, cont
     """The simulated GPU host deployed over SSH + sudo from the image on a Kylin machine of the site LAN, twice."""
     path, entry = control_bundle
     address = sim["address"]
-    # The site's files, as run_control_node writes them: inventory, key and known host, the converging machine's CA.
+    # The site's files, as run_control_node's: inventory, key and known host, the converging machine's CA.
     site = tmp_path / "site"
-    inventory = site / "kylin-prod"
-    shutil.copytree(os.path.join(ROOT, "inventories", "simulated"), str(inventory))
-    hosts = inventory / "hosts.yml"
-    hosts.write_text(hosts.read_text().replace("\n        airgap-kylin-sim:\n", "\n        %s:\n" % HOST, 1))
-    (inventory / "host_vars").mkdir(exist_ok=True)
-    (inventory / "host_vars" / (HOST + ".yml")).write_text(SITE_HOST_VARS)
-    ssh = site / "ssh"
-    ssh.mkdir(mode=0o700)
-    for src, dst in ((sim["key"], "id_ed25519"), (sim["known"], "known_hosts-" + NAME)):
-        shutil.copy(src, str(ssh / dst))
-        os.chmod(str(ssh / dst), 0o600)
-    state = site / "airgap-vllm"
-    state.mkdir(mode=0o700)
-    pki = os.environ.get("AIRGAP_SIM_PKI_DIR") or os.path.join(os.path.dirname(BUNDLE), "pki")
-    if os.path.isdir(pki):
-        shutil.copytree(pki, str(state / "pki"))
+    site.mkdir()
+    inventory, ssh, state = site_files(site, sim)
     with kylin_machine(path, NET, KYLIN_CONTROL_ADDRESS):
         # /root, not a tmpfs (docker cp into one lands under it).
         assert docker("exec", KYLIN_CONTROL, "mkdir", "-p", "/root/airgap-site").returncode == 0
@@ -325,25 +313,10 @@ def test_a_kylin_machine_without_python_deploys_from_the_bundled_image(sim, cont
             assert recap and recap[-1]["failed"] == 0 and recap[-1]["unreachable"] == 0, p.stdout[-6000:]
             runs.append(p.stdout)
             print("site.yml run %d from the image: %.0f s, %s" % (len(runs), time.time() - t, recap[-1]))
-        print("changed by the first run:", changed_tasks(runs[0]))
-        assert all("controller" in t for t in changed_tasks(runs[0])), changed_tasks(runs[0])
+        assert_first_run_changed_only_controller(runs[0])
         assert recaps(runs[1], HOST)[-1]["changed"] == 0, runs[1][-5000:]
         # Over SSH from the Kylin machine's address, as ops with root through sudo: the host's journal says so.
-        log = docker(
-            "exec",
-            NAME,
-            "journalctl",
-            "--since",
-            "@%d" % int(t0),
-            "-o",
-            "cat",
-            "_COMM=sshd",
-            "+",
-            "_COMM=sudo",
-            timeout=120,
-        ).stdout
-        assert "Accepted publickey for ops from %s " % KYLIN_CONTROL_ADDRESS in log, log[-2000:]
-        assert re.search(r"ops : .*USER=root", log), log[-2000:]
+        assert_ops_logged_in_from(KYLIN_CONTROL_ADDRESS, t0)
         # The reports landed in the Kylin machine's ~/.airgap-vllm, mounted into the image.
         p = docker("exec", KYLIN_CONTROL, "test", "-f", "/root/.airgap-vllm/reports/%s/vllm/report.json" % HOST)
         assert p.returncode == 0, "no report fetched into the Kylin machine's ~/.airgap-vllm"

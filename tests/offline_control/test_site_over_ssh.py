@@ -96,6 +96,31 @@ def changed_tasks(out):
     return names
 
 
+def assert_ops_logged_in_from(address, since):
+    """The host's journal since `since` (epoch s): ops logged in over SSH from `address` with its key, root by sudo."""
+    log = docker(
+        "exec",
+        NAME,
+        "journalctl",
+        "--since",
+        "@%d" % int(since),
+        "-o",
+        "cat",
+        "_COMM=sshd",
+        "+",
+        "_COMM=sudo",
+        timeout=120,
+    ).stdout
+    assert "Accepted publickey for ops from %s " % address in log, log[-2000:]
+    assert re.search(r"ops : .*USER=root", log), log[-2000:]
+
+
+def assert_first_run_changed_only_controller(out):
+    """A new control node's first site.yml changes only its own state directory (reports, the CA fetched)."""
+    print("changed by the first run:", changed_tasks(out))
+    assert all("controller" in t for t in changed_tasks(out)), changed_tasks(out)
+
+
 def files_of(top):
     """{relative path: (size, mtime_ns)} of every file and link under top."""
     out = {}
@@ -330,29 +355,36 @@ def bundle(sim_host):
     shutil.rmtree(dest, ignore_errors=True)
 
 
-def run_control_node(sim, images, bundle, suite, tmp_path, script, host_vars=""):
-    """script in the control-node image on the host's site LAN: the bundle read-only at /mnt/airgap, the simulated
-    inventory (its host renamed to the container's, SITE_HOST_VARS) at /site/inventory, the SSH key and known host at
-    /site/ssh, and a state directory that starts with the site CA of the machine that converged the host.
-    Returns (output, state directory, start time); the output's marked sections are printed."""
-    inventory = tmp_path / "inventory"
+def site_files(top, sim, host_vars=""):
+    """A site's files for a new control node, under `top`: the simulated inventory with its host renamed to the
+    container's (SITE_HOST_VARS + host_vars), the SSH key and known host, and a state directory that holds only the
+    site CA of the machine that converged the host. (inventory, ssh, state) paths."""
+    inventory = top / "inventory"
     shutil.copytree(os.path.join(ROOT, "inventories", "simulated"), str(inventory))
     hosts = inventory / "hosts.yml"
     hosts.write_text(hosts.read_text().replace("\n        airgap-kylin-sim:\n", "\n        %s:\n" % HOST, 1))
     assert "        %s:\n" % HOST in hosts.read_text()
     (inventory / "host_vars").mkdir(exist_ok=True)
     (inventory / "host_vars" / (HOST + ".yml")).write_text(SITE_HOST_VARS + host_vars)
-    ssh = tmp_path / "ssh"
+    ssh = top / "ssh"
     ssh.mkdir(mode=0o700)
     for src, dst in ((sim["key"], "id_ed25519"), (sim["known"], "known_hosts-" + NAME)):
         shutil.copy(src, str(ssh / dst))
         os.chmod(str(ssh / dst), 0o600)
-    # The control node's state directory: the CA of the machine that converged the host, nothing else.
-    home = tmp_path / "airgap-vllm"
-    home.mkdir(mode=0o700)
+    state = top / "airgap-vllm"
+    state.mkdir(mode=0o700)
     pki = os.environ.get("AIRGAP_SIM_PKI_DIR") or os.path.join(os.path.dirname(BUNDLE), "pki")
     if os.path.isdir(pki):
-        shutil.copytree(pki, str(home / "pki"))
+        shutil.copytree(pki, str(state / "pki"))
+    return inventory, ssh, state
+
+
+def run_control_node(sim, images, bundle, suite, tmp_path, script, host_vars=""):
+    """script in the control-node image on the host's site LAN: the bundle read-only at /mnt/airgap, the simulated
+    inventory (its host renamed to the container's, SITE_HOST_VARS) at /site/inventory, the SSH key and known host at
+    /site/ssh, and a state directory that starts with the site CA of the machine that converged the host.
+    Returns (output, state directory, start time); the output's marked sections are printed."""
+    inventory, ssh, home = site_files(tmp_path, sim, host_vars)
     t0 = time.time()
     p = docker(
         "run",
@@ -424,24 +456,9 @@ def test_site_from_a_read_only_bundle_over_ssh(sim, images, bundle, suite, tmp_p
     assert r1[-1]["failed"] == 0 and r1[-1]["unreachable"] == 0, first[-4000:]
     # Over SSH from the control node's own address as ops with its key, root through sudo: the host's journal says so.
     me = re.search(r"^=== control node at (\S+)$", out, re.M).group(1)
-    log = docker(
-        "exec",
-        NAME,
-        "journalctl",
-        "--since",
-        "@%d" % int(t0),
-        "-o",
-        "cat",
-        "_COMM=sshd",
-        "+",
-        "_COMM=sudo",
-        timeout=120,
-    ).stdout
-    assert "Accepted publickey for ops from %s " % me in log, log[-2000:]
-    assert re.search(r"ops : .*USER=root", log), log[-2000:]
+    assert_ops_logged_in_from(me, t0)
     # The first run changed only the new control node's state directory (reports and the CA fetched into it).
-    print("changed by the first run:", changed_tasks(first))
-    assert all("controller" in t for t in changed_tasks(first)), changed_tasks(first)
+    assert_first_run_changed_only_controller(first)
     assert r2[-1]["changed"] == 0 and r2[-1]["failed"] == 0, second[-5000:]
     assert r3[-1]["changed"] == 0 and r3[-1]["failed"] == 0, release[-5000:]
     reports = home / "reports" / HOST

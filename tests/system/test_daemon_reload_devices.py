@@ -12,9 +12,6 @@ through a reload; --check reports the change and makes none; the role then creat
 docker and the test world's airgap-test/kylin:v10sp3 image."""
 
 import os
-import re
-import shutil
-import subprocess
 import sys
 import time
 import uuid
@@ -24,24 +21,13 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 CASE = os.path.join(HERE, "daemon_reload")
-IMAGE = os.environ.get("AIRGAP_KYLIN_IMAGE", "airgap-test/kylin:v10sp3")
 RULE = "/lib/udev/rules.d/71-nvidia-dev-char.rules"
 NVML_LOST = "Failed to initialize NVML: Unknown Error"
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-from systemd_container import systemd_flags  # noqa: E402
+from systemd_container import KYLIN_IMAGE as IMAGE, docker, needs_image, play_on_container, systemd_flags  # noqa: E402
 
-
-def docker(*args, **kw):
-    check = kw.pop("check", False)
-    return subprocess.run(["docker"] + list(args), capture_output=True, text=True, check=check, timeout=300, **kw)
-
-
-def _image_present():
-    return shutil.which("docker") and docker("image", "inspect", IMAGE).returncode == 0
-
-
-pytestmark = [pytest.mark.skipif(not _image_present(), reason="needs docker and the test world image " + IMAGE)]
+pytestmark = [needs_image(IMAGE)]
 
 
 def sh(name, script):
@@ -100,26 +86,9 @@ def daemon_reload(host):
 
 
 def play(host, tmp_path, check=False):
-    env = dict(os.environ)
-    env["ANSIBLE_COLLECTIONS_PATH"] = os.pathsep.join(
-        [os.path.join(ROOT, "build", "collections"), os.path.expanduser("~/.ansible/collections")]
-    )
-    env["ANSIBLE_NOCOLOR"] = "1"
-    env["ANSIBLE_STDOUT_CALLBACK"] = "default"
-    env["ANSIBLE_LOCAL_TEMP"] = str(tmp_path / "ansible-local")
-    inventory = tmp_path / "inventory.ini"
-    inventory.write_text(
-        "%s ansible_connection=community.docker.docker ansible_python_interpreter=/usr/bin/python3\n" % host["name"]
-    )
-    cmd = ["ansible-playbook", "-i", str(inventory), os.path.join(CASE, "remedy.yml")]
-    if check:
-        cmd.append("--check")
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600, check=False)
-    out = r.stdout + r.stderr
-    m = re.search(r"ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", out)
-    assert m, out[-4000:]
-    assert int(m.group(4)) == 0 and r.returncode == 0, out[-4000:]
-    return {"out": out, "changed": int(m.group(2))}
+    r = play_on_container(host["name"], os.path.join(CASE, "remedy.yml"), tmp_path, check=check)
+    assert r["failed"] == 0 and r["rc"] == 0, r["out"][-4000:]
+    return r
 
 
 def test_without_the_remedy_a_reload_takes_the_neighbours_gpus(host):

@@ -12,9 +12,7 @@ image."""
 
 import json
 import os
-import re
-import shutil
-import subprocess
+import sys
 import uuid
 
 import pytest
@@ -22,21 +20,13 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 CASE = os.path.join(HERE, "expose_firewalld")
-IMAGE = os.environ.get("AIRGAP_KYLIN_IMAGE", "airgap-test/kylin:v10sp3")
 PROM = "10.20.0.2"
 RECORD = "/etc/airgap-vllm/vllm/metrics-firewalld.json"
+sys.path.insert(0, os.path.join(ROOT, "tests"))
 
+from systemd_container import KYLIN_IMAGE as IMAGE, docker, needs_image, play_on_container  # noqa: E402
 
-def docker(*args, **kw):
-    check = kw.pop("check", False)
-    return subprocess.run(["docker"] + list(args), capture_output=True, text=True, check=check, **kw)
-
-
-def _image_present():
-    return shutil.which("docker") and docker("image", "inspect", IMAGE).returncode == 0
-
-
-pytestmark = [pytest.mark.skipif(not _image_present(), reason="needs docker and the test world image " + IMAGE)]
+pytestmark = [needs_image(IMAGE)]
 
 
 @pytest.fixture(scope="module")
@@ -49,26 +39,11 @@ def host():
             assert docker("exec", name, *cmd).returncode == 0
         r = docker("cp", os.path.join(CASE, "fake_firewall_cmd.py"), name + ":/usr/local/sbin/fake_firewall_cmd.py")
         assert r.returncode == 0, r.stderr
-        r = docker(
-            "exec",
-            "-i",
-            name,
-            "sh",
-            "-c",
-            "cat > /usr/local/sbin/firewall-cmd && chmod 755 /usr/local/sbin/firewall-cmd",
-            input='#!/bin/sh\nexec python3 /usr/local/sbin/fake_firewall_cmd.py "$@"\n',
-        )
-        assert r.returncode == 0, r.stderr
-        r = docker(
-            "exec",
-            "-i",
-            name,
-            "sh",
-            "-c",
-            "cat > /usr/local/sbin/firewall-offline-cmd && chmod 755 /usr/local/sbin/firewall-offline-cmd",
-            input='#!/bin/sh\nexec python3 /usr/local/sbin/fake_firewall_cmd.py --offline "$@"\n',
-        )
-        assert r.returncode == 0, r.stderr
+        for cmd, flag in (("firewall-cmd", ""), ("firewall-offline-cmd", "--offline ")):
+            wrapper = '#!/bin/sh\nexec python3 /usr/local/sbin/fake_firewall_cmd.py %s"$@"\n' % flag
+            script = "cat > /usr/local/sbin/{0} && chmod 755 /usr/local/sbin/{0}".format(cmd)
+            r = docker("exec", "-i", name, "sh", "-c", script, input=wrapper)
+            assert r.returncode == 0, r.stderr
         address = docker("inspect", "-f", "{{.NetworkSettings.IPAddress}}", name).stdout.strip()
         assert address, "the container has no address on the default bridge"
         yield {"name": name, "address": address}
@@ -112,32 +87,10 @@ def changing(calls):
 
 
 def play(host, tmp_path, playbook="converge.yml", check=False, **extra):
-    env = dict(os.environ)
-    env["ANSIBLE_COLLECTIONS_PATH"] = os.pathsep.join(
-        [os.path.join(ROOT, "build", "collections"), os.path.expanduser("~/.ansible/collections")]
-    )
-    env["ANSIBLE_FORCE_COLOR"] = "0"
-    env["ANSIBLE_NOCOLOR"] = "1"
-    env["ANSIBLE_STDOUT_CALLBACK"] = "default"
-    env["ANSIBLE_CALLBACK_RESULT_FORMAT"] = "json"  # messages as JSON strings, never folded
-    env["ANSIBLE_LOCAL_TEMP"] = str(tmp_path / "ansible-local")
     # The connection is the host's (an inventory variable): the scrape target is delegated to localhost.
-    inventory = tmp_path / "inventory.ini"
-    inventory.write_text(
-        "%s ansible_connection=community.docker.docker ansible_python_interpreter=/usr/bin/python3\n" % host["name"]
-    )
     variables = {"vllm_service_report_fetch_dir": str(tmp_path / "reports")}
     variables.update(extra)
-    varfile = tmp_path / "vars.json"
-    varfile.write_text(json.dumps(variables))
-    cmd = ["ansible-playbook", "-i", str(inventory), os.path.join(CASE, playbook), "-e", "@" + str(varfile)]
-    if check:
-        cmd.append("--check")
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600, check=False)
-    out = r.stdout + r.stderr
-    m = re.search(r"ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", out)
-    assert m, out[-4000:]
-    return {"rc": r.returncode, "out": out, "changed": int(m.group(2)), "failed": int(m.group(4))}
+    return play_on_container(host["name"], os.path.join(CASE, playbook), tmp_path, check=check, variables=variables)
 
 
 def said(text, result):

@@ -15,17 +15,9 @@ from jinja2.nativetypes import NativeEnvironment
 from ansible.plugins.filter.core import FilterModule as CoreFilters
 from ansible.plugins.filter.mathstuff import FilterModule as MathFilters
 
+from ..module_utils.test__service_config import DIR, FILES, PROFILE, SECRET
 from .conftest import load_filters
 
-DIR = "/etc/airgap-vllm/vllm"
-PROFILE = DIR + "/seccomp.json"
-SECRET = ["container.env.j2", "keys.yaml.j2"]
-FILES = [
-    {"src": "vllm.service.j2", "dest": "/etc/systemd/system/vllm.service", "mode": "0644"},
-    {"src": "logging.json.j2", "dest": DIR + "/logging.json", "mode": "0644"},
-    {"src": "container.env.j2", "dest": DIR + "/container.env", "mode": "0600"},
-    {"src": "keys.yaml.j2", "dest": DIR + "/keys.yaml", "mode": "0600"},
-]
 TEMPLATES = {
     "vllm.service.j2": "# Ansible managed\n[Unit]\nDescription=vLLM Qwen3\nExecStart=/usr/bin/docker run\n",
     "logging.json.j2": "{\n  \"version\": 1\n}",

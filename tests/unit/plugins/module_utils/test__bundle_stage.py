@@ -1,5 +1,5 @@
 """Unit tests for _bundle_stage: resumable all-or-nothing staging, the controller protocol (probe, append,
-commit), split files reassembled in one pass, hostile input (issue 12: #1, #8, #9, #10, #11), uploads over ssh."""
+commit), split files reassembled in one pass, hostile input (issue 12: #1, #8, #9, #10, #11)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -13,10 +13,17 @@ import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_hash as H
 from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_manifest as M
+from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_push as SP
 from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_stage as S
 
 from .test__bundle_hash import _edit_in_place_keeping_mtime
 from .test__bundle_manifest import FILES, PART, make_bundle, sha, split_bundle
+
+
+def append(dest, rel, chunk, offset, entry=None):
+    """One file's next bytes through the controller's append step (a chunk of one segment): the part's size."""
+    seg = {"path": rel, "offset": offset, "length": os.path.getsize(str(chunk))}
+    return SP.append_segments(str(dest), str(chunk), [seg], [entry] if entry else None)[rel]
 
 
 @pytest.fixture
@@ -117,7 +124,7 @@ def test_controller_protocol_probe_append_commit(bundle, tmp_path):
     root, entries = bundle
     dest = tmp_path / "stage"
     stamps = H.StampCache(None)
-    probe = S.probe_dest(str(dest), entries, stamps)
+    probe = SP.probe_dest(str(dest), entries, stamps)
     assert all(p["state"] == "partial" and p["offset"] == 0 for p in probe)
     chunk_size = 1000000
     for e in entries:
@@ -126,24 +133,19 @@ def test_controller_protocol_probe_append_commit(bundle, tmp_path):
         while off < len(data):
             chunk = tmp_path / "chunk"
             chunk.write_bytes(data[off : off + chunk_size])
-            off = S.append_chunk(str(dest), e["path"], str(chunk), off)
+            off = append(dest, e["path"], chunk, off)
             assert not chunk.exists()
         if not data:
             continue
     with pytest.raises(M.BundleError, match="probe again"):
         chunk = tmp_path / "chunk"
         chunk.write_bytes(b"x")
-        S.append_chunk(str(dest), "artifacts/driver.run", str(chunk), 0)
-    done = S.commit_parts(str(dest), entries, stamps)
+        append(dest, "artifacts/driver.run", chunk, 0)
+    done = SP.commit_parts(str(dest), entries, stamps)
     assert sorted(r["path"] for r in done) == sorted(FILES)
     assert (dest / "artifacts/image.tar").read_bytes() == FILES["artifacts/image.tar"]
-    probe = S.probe_dest(str(dest), entries, stamps)
+    probe = SP.probe_dest(str(dest), entries, stamps)
     assert all(p["state"] == "current" and not p["hashed_dest"] for p in probe)
-
-
-def test_append_refuses_escape(tmp_path):
-    with pytest.raises(M.BundleError, match="inside"):
-        S.append_chunk(str(tmp_path), "../evil", str(tmp_path / "c"), 0)
 
 
 def test_progress_line_has_percent_rate_eta():
@@ -167,7 +169,7 @@ def test_stage_refuses_without_space(bundle, tmp_path, monkeypatch):
         S.stage_files(str(root), str(tmp_path / "stage"), entries)
     assert not (tmp_path / "stage").exists()
     with pytest.raises(M.BundleError, match="free"):
-        S.probe_dest(str(tmp_path / "stage"), entries, None)
+        SP.probe_dest(str(tmp_path / "stage"), entries, None)
 
 
 def test_commit_refuses_corrupt_part(bundle, tmp_path):
@@ -179,9 +181,9 @@ def test_commit_refuses_corrupt_part(bundle, tmp_path):
             data[100] ^= 1
         chunk = tmp_path / "chunk"
         chunk.write_bytes(bytes(data))
-        S.append_chunk(str(dest), e["path"], str(chunk), 0)
+        append(dest, e["path"], chunk, 0)
     with pytest.raises(S.StageError, match=r"artifacts/image.tar \(checksum mismatch\)"):
-        S.commit_parts(str(dest), entries, H.StampCache(None))
+        SP.commit_parts(str(dest), entries, H.StampCache(None))
     assert not (dest / "artifacts/image.tar.part").exists()
     assert not (dest / "artifacts/driver.run").exists() and (dest / "artifacts/driver.run.part").exists()
 
@@ -255,11 +257,11 @@ def test_commit_parts_unwritable_stamp_file_fails_before_anything_is_renamed(bun
     for e in entries:
         chunk = tmp_path / "chunk"
         chunk.write_bytes((root / e["path"]).read_bytes())
-        S.append_chunk(str(dest), e["path"], str(chunk), 0, entry=e)
+        append(dest, e["path"], chunk, 0, entry=e)
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("x")
     with pytest.raises(M.BundleError, match="cannot be written"):
-        S.commit_parts(str(dest), entries, H.StampCache(str(blocker / "s.json")))
+        SP.commit_parts(str(dest), entries, H.StampCache(str(blocker / "s.json")))
     for rel in FILES:
         assert not (dest / rel).exists() and (dest / (rel + ".part")).exists()
 
@@ -371,14 +373,14 @@ def test_controller_probe_discards_stale_part_from_older_bundle(bundle, tmp_path
     dest = tmp_path / "stage"
     rel = "artifacts/image.tar"
     _older_part(dest, rel, b"x" * 1000)
-    probe = dict((p["path"], p) for p in S.probe_dest(str(dest), entries, None))
+    probe = dict((p["path"], p) for p in SP.probe_dest(str(dest), entries, None))
     assert probe[rel]["offset"] == 0 and probe[rel]["restarted_stale_part"]
     assert not (dest / (rel + ".part")).exists()
     for e in entries:
         chunk = tmp_path / "chunk"
         chunk.write_bytes((root / e["path"]).read_bytes())
-        S.append_chunk(str(dest), e["path"], str(chunk), 0, entry=e)
-    done = S.commit_parts(str(dest), entries, H.StampCache(None))
+        append(dest, e["path"], chunk, 0, entry=e)
+    done = SP.commit_parts(str(dest), entries, H.StampCache(None))
     assert sorted(r["path"] for r in done) == sorted(FILES)
 
 
@@ -514,30 +516,9 @@ def test_zero_byte_file_stages_on_both_paths(tmp_path):
     assert (dest / "artifacts/empty").read_bytes() == b""
     # Controller protocol without an upload: commit creates the empty part itself.
     dest2 = tmp_path / "stage2"
-    done = S.commit_parts(str(dest2), entries, None)
+    done = SP.commit_parts(str(dest2), entries, None)
     assert [r["state"] for r in done] == ["copied"]
     assert (dest2 / "artifacts/empty").read_bytes() == b""
-
-
-def test_append_segments_carries_several_files_in_one_chunk(tmp_path):
-    dest = tmp_path / "stage"
-    files = {"a/one": b"1" * 10, "a/two": b"", "b/three": b"3" * 7}
-    entries = [{"path": k, "size": len(v), "sha256": sha(v)} for k, v in sorted(files.items())]
-    chunk = tmp_path / "chunk"
-    chunk.write_bytes(b"".join(files[k] for k in sorted(files)))
-    segs = [{"path": k, "offset": 0, "length": len(files[k])} for k in sorted(files)]
-    sizes = S.append_segments(str(dest), str(chunk), segs, M.validate_entries(entries))
-    assert sizes == {"a/one": 10, "a/two": 0, "b/three": 7}
-    assert not chunk.exists()
-    S.commit_parts(str(dest), entries, None)
-    for k, v in files.items():
-        assert (dest / k).read_bytes() == v
-    chunk.write_bytes(b"x")
-    with pytest.raises(M.BundleError, match="probe again"):
-        S.append_segments(str(dest), str(chunk), [{"path": "a/one.x", "offset": 5, "length": 1}])
-    chunk.write_bytes(b"xy")
-    with pytest.raises(M.BundleError, match="ended 3 bytes early"):
-        S.append_segments(str(dest), str(chunk), [{"path": "c/new", "offset": 0, "length": 5}])
 
 
 def test_a_staged_copy_with_whole_files_is_a_source_too(tmp_path):
@@ -551,44 +532,3 @@ def test_a_staged_copy_with_whole_files_is_a_source_too(tmp_path):
 
 
 # ---------------------------------------------------------------- uploading chunks over ssh
-
-
-@pytest.mark.parametrize(
-    "ssh_args,expected",
-    [
-        # ansible-core's default: compression and a shared (compressed) master; the upload opens its own.
-        ("-C -o ControlMaster=auto -o ControlPersist=60s", "-o ControlPath=none"),
-        ("-o Compression=yes -o ControlPath=/tmp/cp-%C", "-o ControlPath=none"),
-        ("-oCompression=yes", "-o ControlPath=none"),
-        ('-o "Compression yes"', "-o ControlPath=none"),
-        ("-4Cq -o ServerAliveInterval=30", "-o ControlPath=none -4q -o ServerAliveInterval=30"),
-        ('-C -o "ProxyCommand=ssh -W %h:%p jump"', "-o ControlPath=none -o 'ProxyCommand=ssh -W %h:%p jump'"),
-        # No compression asked for: upload as configured, shared master and all.
-        ("-o ControlMaster=auto -o ControlPersist=60s", None),
-        ("-o Compression=no", None),
-        ("-c aes128-gcm@openssh.com -q", None),
-        ("", None),
-        (None, None),
-        ('-C -o "ProxyCommand=ssh jump', None),  # unbalanced: the connection reports it, as without this
-    ],
-)
-def test_bulk_ssh_args_drop_only_the_default_compression(ssh_args, expected):
-    assert S.bulk_ssh_args(ssh_args) == expected
-
-
-@pytest.mark.parametrize("other", [["-C"], [None, "-o Compression=yes"], ["", None, None, "-Cv"]])
-def test_bulk_ssh_args_keep_compression_asked_for_elsewhere(other):
-    """Compression in ssh_common_args, ssh_extra_args, sftp/scp_extra_args is the operator's own choice."""
-    assert S.bulk_ssh_args("-C -o ControlMaster=auto -o ControlPersist=60s", other) is None
-
-
-def test_bulk_ssh_args_ignore_compression_turned_off_elsewhere():
-    assert S.bulk_ssh_args("-C", ["-o Compression=no"]) == "-o ControlPath=none"
-
-
-def test_bulk_ssh_args_are_read_back_by_ssh_as_written():
-    """The connection splits the string again (shlex): quoting survives the round trip."""
-    import shlex
-
-    out = S.bulk_ssh_args('-C -o "ProxyCommand=ssh -q -W %h:%p bastion" -o ControlPersist=60s')
-    assert shlex.split(out) == ["-o", "ControlPath=none", "-o", "ProxyCommand=ssh -q -W %h:%p bastion"]

@@ -17,29 +17,21 @@ import re
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _container_allowlist as A
+from ansible_collections.airgap.vllm.plugins.module_utils import _container_checks as AC
 from ansible_collections.airgap.vllm.plugins.module_utils import _container_options as C
 from ansible_collections.airgap.vllm.plugins.module_utils import _service_guard as g
 
+from .test__service_guard import MODEL, accepted
+
 HELP = os.path.join(os.path.dirname(__file__), "fixtures", "docker-20.10-run-help.txt")
-MODEL = "/opt/models/qwen"
 CONF = "/etc/airgap-vllm/vllm"
 KEY = "sk-very-secret-0123456789"
 PROFILE = "/etc/airgap-vllm/vllm/seccomp.json"
 
 
 def run(**kw):
-    args = dict(
-        argv=[MODEL],
-        docker_options=["--gpus", "all"],
-        env_names=[],
-        publish_host="127.0.0.1",
-        expose=False,
-        seccomp="profile",
-        profile_path=PROFILE,
-        mount_roots=[MODEL, CONF],
-    )
-    args.update(kw)
-    return g.guard(**args)
+    """The service guard with the model and config directories as the bind mounts it may show."""
+    return accepted(**dict(dict(mount_roots=[MODEL, CONF]), **kw))
 
 
 def refused(**kw):
@@ -157,7 +149,7 @@ def test_the_guard_does_what_the_table_says_for_each_option(name):
 
 def test_every_shorthand_is_read_as_its_long_option():
     for short, name in A.DOCKER_SHORT.items():
-        assert A.parse_docker([short, "v"] if A.DOCKER_RUN_OPTIONS[name][1] else [short])[0][1] == name
+        assert AC.parse_docker([short, "v"] if A.DOCKER_RUN_OPTIONS[name][1] else [short])[0][1] == name
 
 
 # ---------------------------------------------------------------- what the plan emits keeps working

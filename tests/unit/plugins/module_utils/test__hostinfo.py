@@ -3,6 +3,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import lzma
 
 import pytest
 
@@ -102,3 +103,78 @@ def test_parse_docker_info_daemon_down():
 def test_parse_docker_info_rejects_garbage(text):
     with pytest.raises(ValueError):
         _hostinfo.parse_docker_info(text)
+
+
+class _NoGrubby(object):
+    """The little of AnsibleModule next_kernel_facts uses: no grubby on the PATH."""
+
+    @staticmethod
+    def get_bin_path(_name):
+        return None
+
+    @staticmethod
+    def warn(msg):
+        raise AssertionError(msg)
+
+
+@pytest.fixture
+def boot(tmp_path, monkeypatch):
+    """A /boot, /lib/modules and /usr/src/kernels under tmp_path, where the probe looks for them."""
+    for name, rel in (
+        ("GRUBENV", "boot/grub2/grubenv"),
+        ("DEFAULT_GRUB", "etc/default/grub"),
+        ("GRUB_CFG", "boot/grub2/grub.cfg"),
+        ("BLS_DIR", "boot/loader/entries"),
+        ("MODULES_DIR", "lib/modules"),
+        ("KERNEL_SRC_DIR", "usr/src/kernels"),
+    ):
+        monkeypatch.setattr(_hostinfo, name, str(tmp_path / rel))
+    (tmp_path / "boot/loader/entries").mkdir(parents=True)
+    (tmp_path / "boot/grub2").mkdir(parents=True)
+    (tmp_path / "etc/default").mkdir(parents=True)
+    (tmp_path / "etc/default/grub").write_text("GRUB_DEFAULT=saved\nGRUB_ENABLE_BLSCFG=true\n")
+    (tmp_path / "boot/grub2/grub.cfg").write_text("load_env\nblscfg\n")
+    for k in ("4.19.90-52.22.v2207.ky10.x86_64", "4.19.90-89.11.v2401.ky10.x86_64"):
+        (tmp_path / "boot/loader/entries" / ("mid-%s.conf" % k)).write_text(
+            "title Kylin (%s)\nlinux /vmlinuz-%s\n" % (k, k)
+        )
+        (tmp_path / "lib/modules" / k / "kernel").mkdir(parents=True)
+    (tmp_path / "boot/grub2/grubenv").write_text(
+        "# GRUB Environment Block\nsaved_entry=mid-4.19.90-89.11.v2401.ky10.x86_64\n"
+    )
+    return tmp_path
+
+
+def next_kernel(version="580.65.06", dkms=("580.65.06",)):
+    spec = dict(kernel_release="4.19.90-52.22.v2207.ky10.x86_64", version=version, next_kernel="build")
+    return _hostinfo.next_kernel_facts(_NoGrubby(), spec, {"dkms_versions": list(dkms)})
+
+
+def test_next_kernel_needs_devel_then_builds_then_built(boot):
+    k2 = "4.19.90-89.11.v2401.ky10.x86_64"
+    plan = next_kernel()
+    assert plan["action"] == "build" and plan["kernel"] == k2 and plan["needs_devel"] and plan["method"] == "dkms"
+    assert plan["module_version"] is None and "BLS entry mid-" + k2 in plan["how"]
+    (boot / "usr/src/kernels" / k2).mkdir(parents=True)
+    (boot / "usr/src/kernels" / k2 / "Makefile").write_text("VERSION = 4\n")
+    # An old module in the kernel's tree: the wrong version still needs a build.
+    (boot / "lib/modules" / k2 / "kernel/nvidia.ko").write_bytes(b"\x7fELF\x00version=560.35.03\x00")
+    plan = next_kernel(dkms=())
+    assert plan["action"] == "build" and not plan["needs_devel"] and plan["method"] == "run"
+    assert plan["module_version"] == "560.35.03"
+    # dkms's copy in extra/ (compressed, as RHEL's kmod tools keep it) is what depmod picks.
+    (boot / "lib/modules" / k2 / "extra").mkdir()
+    with lzma.open(str(boot / "lib/modules" / k2 / "extra/nvidia.ko.xz"), "wb") as f:
+        f.write(b"\x7fELF\x00srcversion=X\x00version=580.65.06\x00")
+    plan = next_kernel()
+    assert plan["action"] == "none" and plan["module_path"].endswith("/extra/nvidia.ko.xz")
+
+
+def test_next_kernel_unknown_without_files(boot):
+    (boot / "boot/grub2/grubenv").write_text("saved_entry=mid-4.19.90-52.22.v2207.ky10.x86_64\n")
+    assert next_kernel()["action"] == "none"
+    for path in (boot / "boot/loader/entries").iterdir():
+        path.unlink()
+    (boot / "boot/grub2/grub.cfg").unlink()
+    plan = next_kernel()
+    assert plan["action"] == "none" and plan["kernel"] is None and "no boot menu found" in plan["how"]

@@ -12,6 +12,8 @@ import re
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck as L
+from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck_profiles as LP
+from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck_promises as LR
 
 SETTINGS = {"num_prompts": 3, "context_len": 2000, "output_len": 16, "concurrency": 1, "chars_per_token": 3, "seed": 42}
 
@@ -33,24 +35,24 @@ def fake_engine(body, reach=1.0, count=True, fail_at=None):
 
 def run(settings=None, ctx=2064, **engine):
     s = dict(SETTINGS, **(settings or {}))
-    facts, bodies = L.needle_requests("m", s)
+    facts, bodies = LP.needle_requests("m", s)
     answers = [fake_engine(b, **engine) for b in bodies]
-    figures = L.needle_outcome(facts, answers, 1.5)
-    return facts, bodies, figures, L.needle_row(figures, ctx)
+    figures = LP.needle_outcome(facts, answers, 1.5)
+    return facts, bodies, figures, LR.needle_row(figures, ctx)
 
 
 def test_the_facts_are_random_by_seed_and_spread_through_the_context():
-    facts = L.needle_facts(42, 3)
-    assert facts == L.needle_facts(42, 3) and facts != L.needle_facts(43, 3)
+    facts = LP.needle_facts(42, 3)
+    assert facts == LP.needle_facts(42, 3) and facts != LP.needle_facts(43, 3)
     assert [f["depth"] for f in facts] == [0.167, 0.5, 0.833]
     assert len({f["name"] for f in facts}) == 3 and all(re.match(r"^\d{6}$", f["number"]) for f in facts)
-    assert len({f["name"] for f in L.needle_facts(1, 20)}) == 20  # more depths than names: still one name each
+    assert len({f["name"] for f in LP.needle_facts(1, 20)}) == 20  # more depths than names: still one name each
 
 
 @pytest.mark.parametrize("depth", [0.05, 0.5, 0.95])
 def test_the_prompt_is_the_planned_length_with_the_fact_at_its_depth(depth):
     fact = {"name": "Ada", "number": "123456", "depth": depth}
-    prompt = L.needle_prompt(fact, 2000, 3)
+    prompt = LP.needle_prompt(fact, 2000, 3)
     assert 2000 * 3 - 80 <= len(prompt) <= 2000 * 3 + 80
     at = prompt.index("The magic number of Ada is 123456.")
     assert abs(at / float(len(prompt)) - depth) < 0.03
@@ -72,7 +74,7 @@ def test_an_engine_that_loses_the_deep_part_misses_it_and_says_where():
     assert [d["recalled"] for d in figures["depths"]] == [False, True, True]
     assert row["status"] == "MISSED"
     assert row["measured"].startswith("2 of 3") and "--kv-cache-dtype auto" in row["advice"]
-    line = L.profile_line("needle", {"figures": figures, "wall_s": 2.0})
+    line = LR.profile_line("needle", {"figures": figures, "wall_s": 2.0})
     assert "recalled at 2 of 3 depths (17 %: lost, 50 %: recalled, 83 %: recalled)" in line
 
 
@@ -83,7 +85,7 @@ def test_without_the_engines_prompt_count_it_is_not_witnessed():
 
 
 def test_a_failed_request_is_not_witnessed_and_named():
-    facts = L.needle_facts(42, 3)
+    facts = LP.needle_facts(42, 3)
     _f, _b, figures, row = run(fail_at=facts[1]["name"])
     assert figures["failed"] == 1 and figures["recalled"] == 2
     assert row["status"] == "not witnessed" and "HTTP Error 400" in row["advice"]
@@ -91,26 +93,26 @@ def test_a_failed_request_is_not_witnessed_and_named():
 
 def test_the_promises_table_has_the_row_only_when_the_profile_ran():
     _facts, _bodies, figures, _row = run()
-    rows = L.promises({"max_model_len": 2064, "concurrency": 1}, {}, {"needle": {"figures": figures}})
+    rows = LR.promises({"max_model_len": 2064, "concurrency": 1}, {}, {"needle": {"figures": figures}})
     assert [r["status"] for r in rows if r["key"] == "needle_recall"] == ["MET"]
-    rows = L.promises({"max_model_len": 2064, "concurrency": 1}, {}, {})
+    rows = LR.promises({"max_model_len": 2064, "concurrency": 1}, {}, {})
     assert [r for r in rows if r["key"] == "needle_recall"] == []
 
 
 def test_settings_follow_the_planned_context():
-    s = L.profile_settings("needle", {"seed": 7}, 4, max_model_len=32768)
+    s = LP.profile_settings("needle", {"seed": 7}, 4, max_model_len=32768)
     assert s == {
         "num_prompts": 3,
-        "context_len": 32768 - 16 - L.NEEDLE_MARGIN,
+        "context_len": 32768 - 16 - LP.NEEDLE_MARGIN,
         "output_len": 16,
         "concurrency": 1,
         "chars_per_token": 3,
         "seed": 7,
     }
     with pytest.raises(L.LoadCheckError, match="needle needs the engine's --max-model-len"):
-        L.profile_settings("needle", {}, 1)
+        LP.profile_settings("needle", {}, 1)
     with pytest.raises(L.LoadCheckError, match="exceed --max-model-len"):
-        L.profile_settings("needle", {"context_len": 4096}, 1, max_model_len=4096)
-    assert "needle" in L.PROFILES and "needle" not in L.DEFAULT_PROFILES
-    path, bodies = L.api_requests("needle", "m", dict(SETTINGS), None)
+        LP.profile_settings("needle", {"context_len": 4096}, 1, max_model_len=4096)
+    assert "needle" in LP.PROFILES and "needle" not in LP.DEFAULT_PROFILES
+    path, bodies = LP.api_requests("needle", "m", dict(SETTINGS), None)
     assert path == "/v1/completions" and len(bodies) == 3

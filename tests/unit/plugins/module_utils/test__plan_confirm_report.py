@@ -8,7 +8,7 @@ __metaclass__ = type
 import json
 import os
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck as L
+from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck_promises as LR
 from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
 from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm as C
 from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm_report as R
@@ -146,8 +146,8 @@ def test_promises_and_planner_warnings_in_the_report():
     report = c["report"]
     assert "vllm_issue_44879" in [w["id"] for w in report["plan_warnings"]]
     assert report["ledger"]["num_speculative_tokens"] == 3
-    rows = L.promises(
-        L.planned_from_report(report),
+    rows = LR.promises(
+        LR.planned_from_report(report),
         {},
         {"_all": {"delta": {"spec_mean_accepted_length": 1.4, "spec_acceptance_rate": 0.13}}},
         None,

@@ -19,22 +19,6 @@ MODEL = "/opt/models/qwen"
 KEY = "sk-very-secret-0123456789"
 
 
-def refused(**kw):
-    args = dict(
-        argv=[MODEL],
-        docker_options=["--gpus", "all"],
-        env_names=[],
-        publish_host="127.0.0.1",
-        expose=False,
-        seccomp="profile",
-        profile_path="/etc/airgap-vllm/vllm/seccomp.json",
-    )
-    args.update(kw)
-    with pytest.raises(g.GuardError) as err:
-        g.guard(**args)
-    return err.value
-
-
 def accepted(**kw):
     args = dict(
         argv=[MODEL],
@@ -47,6 +31,12 @@ def accepted(**kw):
     )
     args.update(kw)
     return g.guard(**args)
+
+
+def refused(**kw):
+    with pytest.raises(g.GuardError) as err:
+        accepted(**kw)
+    return err.value
 
 
 # ---------------------------------------------------------------- 2. API keys never on a command line

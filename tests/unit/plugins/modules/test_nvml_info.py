@@ -6,27 +6,17 @@ __metaclass__ = type
 
 import functools
 import json
-import os
-import shutil
-import subprocess
 
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.modules import nvml_info as M
 
-FAKES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "world", "fakes", "nvml"))
-VERSION = "580.65.06"
-GIB = 1024**3
+from ..module_utils.test__nvml import GIB, VERSION, build  # noqa: F401  (build: the stand-in library, once)
 
 
 @pytest.fixture(scope="module")
-def library(tmp_path_factory):
-    if not shutil.which("gcc"):
-        pytest.skip("gcc is needed to build the stand-in NVML library")
-    out = tmp_path_factory.mktemp("nvml")
-    subprocess.run(["make", "-s", "-C", FAKES, "VERSION=" + VERSION, "OUT=" + str(out)], check=True)
-    os.symlink("libnvidia-ml.so." + VERSION, str(out / "libnvidia-ml.so.1"))
-    return str(out / "libnvidia-ml.so.1")
+def library(request):
+    return str(request.getfixturevalue("build") / "libnvidia-ml.so.1")
 
 
 @pytest.fixture

@@ -8,33 +8,20 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import http.server
 import json
 import os
 import stat
-import subprocess
 import sys
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck as L
 from ansible_collections.airgap.vllm.plugins.modules import vllm_load_check as M
 
+from ..module_utils.test__loadcheck import ARGS, result
+
 KEY = "sk-load-check-0123456789"
-ARGS = [
-    "/opt/airgap-vllm/models/qwen3-tiny",
-    "--served-model-name",
-    "qwen3-tiny",
-    "--port",
-    "8000",
-    "--max-num-seqs",
-    "4",
-    "--config",
-    "/etc/airgap-vllm/vllm/keys.yaml",
-]
 
 FAKE_DOCKER = r'''#!{python}
 import json, os, re, sys, time
@@ -97,24 +84,8 @@ sys.exit(2)
 
 
 def bench_result(**kw):
-    r = {
-        "completed": 32,
-        "failed": 0,
-        "duration": 10.0,
-        "output_throughput": 200.0,
-        "request_throughput": 3.2,
-        "max_concurrent_requests": 4,
-        "errors": [""] * 32,
-        "p50_ttft_ms": 80.0,
-        "p95_ttft_ms": 120.0,
-        "p50_tpot_ms": 20.0,
-        "p95_tpot_ms": 30.0,
-        "ttfts": [0.1] * 32,
-        "itls": [[0.02] * 63] * 32,
-        "generated_texts": ["x" * 64] * 32,
-    }
-    r.update(kw)
-    return r
+    """A `vllm bench serve` result with the per-request lists the module leaves out of the report."""
+    return result(**dict(dict(itls=[[0.02] * 63] * 32, generated_texts=["x" * 64] * 32), **kw))
 
 
 @pytest.fixture
@@ -414,64 +385,3 @@ def test_tools_are_not_sent_to_a_server_without_a_tool_parser(run_module, docker
     assert "tools" not in r["profiles"] and not [c for c in docker.calls() if "python3" in c["argv"]]
     row = [x for x in r["promises"] if x["key"] == "tool_call_parse_rate"][0]
     assert row["status"] == "not measured" and "--enable-auto-tool-choice" in row["advice"]
-
-
-def test_the_client_times_each_streams_first_and_last_token(tmp_path):
-    # The API profiles' client as the image's Python runs it, against a local server that streams like vLLM's
-    # (SSE chunks, usage last): two requests at once overlap, and each record says when its tokens came.
-    class Streamer(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):
-            self.rfile.read(int(self.headers["Content-Length"]))
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.end_headers()
-            for _i in range(5):
-                time.sleep(0.05)
-                self.wfile.write(b'data: {"choices": [{"text": "x"}]}\n\n')
-                self.wfile.flush()
-            self.wfile.write(b'data: {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 5}}\n\n')
-            self.wfile.write(b"data: [DONE]\n\n")
-
-        def log_message(self, *_a):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Streamer)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        job = {
-            "path": "/v1/completions",
-            "port": server.server_address[1],
-            "concurrency": 2,
-            "bodies": [{"prompt": [1, 2, 3], "max_tokens": 5, "stream": True}] * 2,
-        }
-        out = subprocess.run(
-            [sys.executable, "-c", M.CLIENT],
-            input=json.dumps(job),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-    finally:
-        server.shutdown()
-    got = json.loads(out.stdout)
-    recs = got["records"]
-    assert all(r["completion_tokens"] == 5 and r["last"] - r["first"] >= 0.15 for r in recs), recs
-    raw = L.api_result(recs, got["duration"], got["peak"])
-    assert L.streaming_at_once(L.stream_intervals(raw)) == 2 and "stream_intervals" not in L.compact(raw)
-
-
-def test_the_sampler_says_how_often_it_read_the_engines_gauge(monkeypatch):
-    # issue 42: the concurrency promise counts the gauge's peak only from reads close enough to see a run of 1 s
-    reads = iter([{"num_requests_running": 1.0}, {}, {"num_requests_running": 3.0, "kv_cache_usage_perc": 0.5}])
-    monkeypatch.setattr(M, "scrape", lambda _url: next(reads, {"num_requests_running": 2.0}))
-    sampler = M.MetricsSampler("http://127.0.0.1:1/metrics")
-    sampler.start()
-    time.sleep(1.2)
-    sampler.stop.set()
-    sampler.join(2)
-    got = sampler.sampling(time.time())
-    assert sampler.peak == 3.0 and sampler.peak_kv == 0.5
-    assert got["samples"] >= 3 and 0.2 <= got["max_gap_s"] < 1.2, got
-    # nothing read: no gap to speak of, so nothing witnessed
-    assert M.MetricsSampler("x").sampling(time.time()) == {"samples": 0, "max_gap_s": None}
