@@ -445,7 +445,7 @@ def confirm(
     result["report"] = deployment_report(plan_result, result, tradeoff_rows)
     result["report_markdown"] = render_markdown(result["report"])
     result["report_svg"] = render_svg(result["report"])
-    result["summary"] = render_summary(dict(result, engine=result["report"]["engine"]))
+    result["summary"] = render_summary(dict(result, engine=result["report"]["engine"], share=result["report"]["share"]))
     return result
 
 

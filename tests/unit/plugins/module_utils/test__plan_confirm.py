@@ -263,3 +263,39 @@ def test_an_argv_refusal_is_noted_like_any_refused_plan():
     check = C.refused_plan_check(changed, rec, "vllm")
     assert check["refused"] and "--no-such-flag" in check["msg"] and "vllm_plan_extra_args" in check["msg"]
     assert "vllm_plan_context" not in check["msg"]
+
+
+def test_a_shared_cards_share_is_in_the_report_and_the_summary():
+    from ansible_collections.airgap.vllm.plugins.module_utils import _plan_share as S
+
+    chat = dict(
+        model_dir=FIXTURE,
+        gpu_total_bytes=ADA_48,
+        compute_capability="8.9",
+        gpus=["0"],
+        concurrency=4,
+        num_speculative_tokens=3,
+        prefix_caching=True,
+        kv_cache_dtype="fp8_e4m3",
+        language_model_only=True,
+    )
+    embed = dict(
+        model_dir=os.path.join(ROOT, "tests", "fixtures", "models", "bge-m3"),
+        gpu_total_bytes=ADA_48,
+        compute_capability="8.9",
+        gpus=["0"],
+        concurrency=16,
+    )
+    out = S.plan_card(P.plan, [{"name": "chat", "params": chat}, {"name": "embed", "params": embed}])
+    r = out["plans"]["chat"]
+    L = r["ledger"]
+    c = C.confirm(r, metrics(L["num_gpu_blocks"], tokens=L["gpu_kv_cache_tokens"]))
+    assert c["report"]["share"]["order"] == 2 and c["report"]["share"]["card_services"] == ["embed", "chat"]
+    line = "card share %.1f%%: --gpu-memory-utilization %.3f" % (
+        100 * L["share"]["share"],
+        L["share"]["gpu_memory_utilization"],
+    )
+    assert line in c["report_markdown"] and "starts 2 of 2 (embed, chat)" in c["summary"]
+    alone = field_plan(measured_kv_cache_bytes=int(11.41 * CM.GIB))
+    c = C.confirm(alone, metrics(alone["ledger"]["num_gpu_blocks"], tokens=alone["ledger"]["gpu_kv_cache_tokens"]))
+    assert c["report"]["share"] is None and "card share" not in c["report_markdown"] + c["summary"]
