@@ -167,7 +167,7 @@ def deployment_report(plan_result, confirmation, tradeoff_rows=None):
             "prefix_caching": ledger.get("prefix_caching"),
             "attention_backend": ledger.get("attention_backend"),
             "kv_dtype": ledger.get("kv_dtype"),
-            "block_size": ledger["block_size"],
+            "block_size": ledger.get("block_size"),
             "model_family": ledger.get("model_family"),
         },
         # A card shared with other services: this one's part of the split (_plan_share), None on a card of its own.
