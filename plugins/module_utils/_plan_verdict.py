@@ -131,6 +131,10 @@ def verdict(planned, measured, pool, measured_concurrency, promised_concurrency,
     return _out("not_as_planned", text, got, missing)
 
 
+# The blocks vLLM 0.27.1 reports for a model without KV layers (its null block).
+NULL_BLOCKS = 1
+
+
 def encoder_verdict(planned, measured, ledger, refused=False, refusal=None):
     """The verdict of one start of an encoder-only pooling model (an embedder, a cross-encoder reranker), which has
     no KV cache (vllm/v1/engine/core.py:281): no pool to confirm, so never ``confirmed``. Refused when it did not
@@ -141,7 +145,12 @@ def encoder_verdict(planned, measured, ledger, refused=False, refusal=None):
     got, missing = [], []
     blocks = measured.get("num_gpu_blocks")
     if isinstance(blocks, int):
-        got.append("%s KV blocks (vllm:cache_config_info)" % _n(blocks))
+        # vLLM 0.27.1 reports 1 block for a model without KV layers: the block pool's null block, with no KV tensor
+        # behind it (v1/core/kv_cache_utils.py:1378, seen on the CPU engine serving a BERT embedder).
+        got.append(
+            "%s KV blocks (vllm:cache_config_info)%s"
+            % (_n(blocks), ": the block pool's null block, no KV cache" if blocks == NULL_BLOCKS else "")
+        )
     if measured.get("weights_bytes") is not None:
         got.append("weights %s (journal)" % fmt_gib(measured["weights_bytes"]))
     else:
@@ -160,7 +169,7 @@ def encoder_verdict(planned, measured, ledger, refused=False, refusal=None):
             got,
             missing,
         )
-    if isinstance(blocks, int) and blocks > 0 and ledger.get("num_gpu_blocks") == 0:
+    if isinstance(blocks, int) and blocks > NULL_BLOCKS and ledger.get("num_gpu_blocks") == 0:
         return _out(
             "not_as_planned",
             "NOT as planned: the engine allocated %s KV blocks for a model planned as encoder-only (%s)"
