@@ -249,8 +249,8 @@ options:
   card_services:
     description:
       - The services that share this service's GPUs, in the operator's order, this one among them (by
-        O(service_name)), each C(name) and C(options) (its own planning options, as this module takes them:
-        C(model_dir), C(concurrency), C(context), ...); what the C(airgap.vllm.vllm_plan_card) filter gives.
+        O(service_name)), each C(name) and C(options) (its own planning options as this module takes them, such as
+        C(model_dir), C(concurrency), C(context)); what the C(airgap.vllm.vllm_plan_card) filter gives.
       - With two or more, the card's memory is split between them (C(_plan_share.split_card)) and this service is
         planned at its share - its C(--gpu-memory-utilization) the split's, whatever O(gpu_memory_utilization)
         says - or the split is refused, naming the service to shrink. The card's facts (O(nvml_gpus), O(gpus),
