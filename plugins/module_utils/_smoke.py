@@ -7,6 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
+
 
 def _text(value, limit=300):
     text = value if isinstance(value, str) else ("" if value is None else str(value))
@@ -125,7 +127,12 @@ def smoke_request(plan, model, max_tokens, tools):
 
 
 def _finite(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) < 1e308
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and not math.isnan(value)
+        and not math.isinf(value)
+    )
 
 
 def pooling_verdict(response, kind):
