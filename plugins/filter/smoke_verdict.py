@@ -25,10 +25,19 @@ options:
   max_tokens:
     description: The request's max_tokens (named in the advice).
     type: int
+  kind:
+    description:
+      - What the service serves (the C(kind) of the C(airgap.vllm.vllm_smoke_request) filter's request). For
+        C(embed) the answer must hold one embedding of finite numbers per input, for C(classify) one finite
+        relevance score per document; C(tools_offered) and C(max_tokens) then do not apply.
+    type: str
+    default: generate
+    choices: [generate, embed, classify]
 '''
 
 EXAMPLES = r'''
 verdict: "{{ smoke.json | airgap.vllm.smoke_verdict(true, 1024) }}"
+embeddings: "{{ smoke.json | airgap.vllm.smoke_verdict(false, kind='embed') }}"
 '''
 
 RETURN = r'''
@@ -37,7 +46,11 @@ _value:
   type: dict
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._smoke import smoke_verdict
+from ansible_collections.airgap.vllm.plugins.module_utils._smoke import service_smoke_verdict
+
+
+def smoke_verdict(response, tools_offered, max_tokens=None, kind='generate'):
+    return service_smoke_verdict(response, kind, tools_offered, max_tokens)
 
 
 class FilterModule(object):

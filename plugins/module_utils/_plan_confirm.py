@@ -41,7 +41,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._plan_kv import (
     longest_fitting_len,
     num_gpu_blocks,
 )
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_verdict import holds, verdict
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_verdict import encoder_verdict, holds, verdict
 
 __metaclass__ = type
 
@@ -167,6 +167,11 @@ def _capacity(ledger, lay, blocks, ctx):
     return need, conc, int(conc * ctx)
 
 
+def encoder_only(ledger):
+    """An encoder-only pooling model (an embedder or a cross-encoder reranker): no KV cache, nothing decoded."""
+    return bool(((ledger or {}).get("pooling") or {}).get("encoder_only"))
+
+
 def measured_from(ledger, metrics, journal):
     """What the engine reported, and the KV budget it implies (bytes that surely fit)."""
     info = (metrics or {}).get("cache_config_info") or {}
@@ -206,6 +211,9 @@ def measured_from(ledger, metrics, journal):
         m["max_concurrency"] = j["max_concurrency"]
     if j.get("max_concurrency_len"):
         m["max_model_len"] = j["max_concurrency_len"]
+    if encoder_only(ledger):
+        # No KV layers: no pool to size from the engine's blocks, nor a budget it implies.
+        return m
     lay = _layout(ledger, m["block_size"], m["cache_dtype"])
     gs = lay["groups"]["group_size"]
     if m["kv_cache_memory_bytes"]:
@@ -359,25 +367,37 @@ def confirm(
         "kv_cache_memory_bytes": ledger["kv_pool_bytes"],
         "kv_pool_measured": ledger.get("kv_pool_measured", False),
         "num_gpu_blocks": ledger["num_gpu_blocks"],
-        "block_size": ledger["block_size"],
+        "block_size": ledger.get("block_size"),
         "kv_cache_size_tokens": ledger["gpu_kv_cache_tokens"],
         "max_model_len": ledger["max_model_len"],
         "concurrency": ledger.get("concurrency"),
-        "max_concurrency": ledger["max_concurrency_at_len"],
+        # An encoder-only model: its --max-num-seqs, no KV pool limits it.
+        "max_concurrency": ledger["max_concurrency_at_len"]
+        if ledger.get("max_concurrency_at_len") is not None
+        else ledger.get("concurrency"),
         "weights_bytes": component_bytes(ledger, "weights"),
         "non_kv_bytes": ledger["non_kv_bytes"],
         "budget_bytes": ledger["budget_bytes"],
         "attention_backend": ledger.get("attention_backend"),
         "kv_dtype": ledger.get("kv_dtype"),
     }
-    promise = min(float(ledger.get("concurrency") or 1), float(ledger["max_concurrency_at_len"]))
+    encoder = encoder_only(ledger)
+    # An encoder-only model promises its concurrency (no KV pool caps it: its ledger has no max_concurrency_at_len).
+    promise = min(
+        float(ledger.get("concurrency") or 1),
+        float(ledger["max_concurrency_at_len"] if not encoder else ledger.get("concurrency") or 1),
+    )
     measured_conc = None
-    if m["num_gpu_blocks"] is not None and not refused:
+    if encoder:
+        # Nothing decoded, no pool to hold requests: a started engine holds what it was planned for, unless it
+        # allocated a pool the plan did not count (_plan_verdict.encoder_verdict says which).
+        measured_conc = None if refused else promise
+    elif m["num_gpu_blocks"] is not None and not refused:
         lay = _layout(ledger, m["block_size"], m["cache_dtype"])
         _need, measured_conc, _tok = _capacity(ledger, lay, m["num_gpu_blocks"], ledger["max_model_len"])
     held = holds(measured_conc, promise) and not refused
     new = None
-    if not held and m["budget_bytes"] is not None:
+    if not held and m["budget_bytes"] is not None and not encoder:
         new = replan(plan_result, m["budget_bytes"], m["block_size"], m["cache_dtype"])
     restart = bool(new and new.get("feasible") and not is_replan and not held)
     notes = []
@@ -408,19 +428,15 @@ def confirm(
                 "error_percent": round(100.0 * (pv - mv) / float(mv), 2) if mv else None,
             }
     pool = pool_check(planned, m, ledger.get("estimate_band"), engine_env, held=held)
-    decided = verdict(
-        planned,
-        m,
-        pool,
-        measured_conc,
-        promise,
-        refused=refused,
-        refusal=(
-            (refusal_cause(journal) or ("another process holds GPU memory" if journal["not_free"] else None))
-            if refused
-            else None
-        ),
+    refusal = (
+        (refusal_cause(journal) or ("another process holds GPU memory" if journal["not_free"] else None))
+        if refused
+        else None
     )
+    if encoder:
+        decided = encoder_verdict(planned, m, ledger, refused=refused, refusal=refusal)
+    else:
+        decided = verdict(planned, m, pool, measured_conc, promise, refused=refused, refusal=refusal)
     result = {
         "verdict": decided["status"],
         "verdict_text": decided["text"],
@@ -445,7 +461,7 @@ def confirm(
     result["report"] = deployment_report(plan_result, result, tradeoff_rows)
     result["report_markdown"] = render_markdown(result["report"])
     result["report_svg"] = render_svg(result["report"])
-    result["summary"] = render_summary(dict(result, engine=result["report"]["engine"]))
+    result["summary"] = render_summary(dict(result, engine=result["report"]["engine"], share=result["report"]["share"]))
     return result
 
 

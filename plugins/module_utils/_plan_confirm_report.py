@@ -78,6 +78,8 @@ def render_summary(result):
         )
     elif r:
         lines.append("  re-plan   not feasible: %s" % r["reason"])
+    if share_line(result.get("share")):
+        lines.append("  card      " + share_line(result.get("share")))
     lines += ["  note      " + n for n in result.get("notes", [])]
     if engine:
         lines.insert(0, "vLLM release: %s" % engine["text"][len("vLLM ") :])
@@ -165,10 +167,27 @@ def deployment_report(plan_result, confirmation, tradeoff_rows=None):
             "prefix_caching": ledger.get("prefix_caching"),
             "attention_backend": ledger.get("attention_backend"),
             "kv_dtype": ledger.get("kv_dtype"),
-            "block_size": ledger["block_size"],
+            "block_size": ledger.get("block_size"),
             "model_family": ledger.get("model_family"),
         },
+        # A card shared with other services: this one's part of the split (_plan_share), None on a card of its own.
+        "share": ledger.get("share"),
     }
+
+
+def share_line(share):
+    """This service's part of a shared card in one line ('' on a card of its own)."""
+    if not isinstance(share, dict) or not share:
+        return ""
+    return "card share %.1f%%: --gpu-memory-utilization %.3f, budget %s, footprint %s; starts %d of %d (%s)" % (
+        100 * share["share"],
+        share["gpu_memory_utilization"],
+        fmt_gib(share["budget_bytes"]),
+        fmt_gib(share["footprint_bytes"]),
+        share["order"],
+        len(share["card_services"]),
+        ", ".join(share["card_services"]),
+    )
 
 
 def render_markdown(report):
@@ -189,6 +208,7 @@ def render_markdown(report):
         ]
         + _evidence_lines(report.get("verdict_evidence"))
         + (["Engine: %s." % report["engine"]["text"], ""] if report.get("engine") else [])
+        + (["GPU shared: %s." % share_line(report.get("share")), ""] if report.get("share") else [])
         + [
             "| | planned | measured |",
             "|---|---|---|",

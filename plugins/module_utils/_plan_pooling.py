@@ -433,6 +433,10 @@ def pooling_targets(t, shape):
     card = default_batched_tokens(t["gpu_total_bytes"])
     if pooling["encoder_only"]:
         ctx = encoder_context(t, shape)[0]
+        # No KV cache, no prefix to cache: vLLM switches prefix caching off for non-causal attention itself
+        # (v1/engine/core.py:276, "Disabling prefix caching: model has non-causal attention layers"), so a
+        # host-wide vllm_plan_prefix_caching (a chat model's setting) puts no flag on an encoder's argv.
+        t["prefix_caching_asked"] = None
     else:
         ctx = t["context"] if t["context"] != "max" else (shape["max_position_embeddings"] or card)
     t["max_num_batched_tokens"] = batched_tokens(t, pooling, ctx, card)

@@ -345,3 +345,134 @@ def render_split(split):
         )
     rows.append("left free on the card: %s" % fmt_gib(split["free_bytes"]))
     return "\n".join(rows)
+
+
+# The vllm_launch_plan options a service's plan is made from, each with the vllm_plan role variable that gives it
+# (roles/vllm_plan/tasks/configure.yml passes the same ones for the service it plans; a unit test holds the two
+# to each other). A card mate is planned from these, its own settings; the card's facts (the GPUs, NVML, the host's
+# kernel and Docker, the vLLM release) are the planned service's; its utilization is the split's; a KV pool measured
+# on a card of its own says nothing of a share, so the measured-pool options are not passed for any service of a
+# shared card. Empty values of the OMIT_EMPTY options are left out, as the role's `or omit` leaves them.
+MATE_OPTIONS = {
+    "model_dir": "vllm_plan_model_dir",
+    "served_model_name": "vllm_plan_served_model_name",
+    "tensor_parallel_size": "vllm_plan_tensor_parallel_size",
+    "concurrency": "vllm_plan_concurrency",
+    "context": "vllm_plan_context",
+    "kv_cache_dtype": "vllm_plan_kv_cache_dtype",
+    "num_speculative_tokens": "vllm_plan_num_speculative_tokens",
+    "prefix_caching": "vllm_plan_prefix_caching",
+    "kv_offloading_gib": "vllm_plan_kv_offloading_gib",
+    "reasoning_parser": "vllm_plan_reasoning_parser",
+    "tool_call_parser": "vllm_plan_tool_call_parser",
+    "chat_template_kwargs": "vllm_plan_chat_template_kwargs",
+    "language_model_only": "vllm_plan_language_model_only",
+    "enforce_eager": "vllm_plan_enforce_eager",
+    "layer_layout": "vllm_plan_layer_layout",
+    "require_full_length_concurrency": "vllm_plan_require_full_length_concurrency",
+    "port": "vllm_plan_port",
+    "extra_args": "vllm_plan_extra_args",
+    "extra_docker_options": "vllm_plan_extra_docker_options",
+    "override_flags": "vllm_plan_override_flags",
+    "log_max_size": "vllm_plan_log_max_size",
+    "log_max_file": "vllm_plan_log_max_file",
+}
+OMIT_EMPTY = frozenset(
+    (
+        "served_model_name",
+        "tensor_parallel_size",
+        "reasoning_parser",
+        "tool_call_parser",
+        "chat_template_kwargs",
+        "layer_layout",
+    )
+)
+# The role variables that are the card's, or the split's, not a mate's own (configure.yml passes them too).
+CARD_VARIABLES = {
+    "gpus": "vllm_plan_gpus",
+    "gpu_count": "vllm_plan_gpu_count",
+    "gpu_memory_utilization": "vllm_plan_gpu_memory_utilization",
+    "measured_kv_cache_bytes_by_gpu": "vllm_plan_measured_kv_cache_bytes",
+    "pin_measured_kv_cache": "vllm_plan_pin_measured_kv_cache",
+}
+# What every service of the card plans with, taken from the planned service's own call.
+CARD_FACTS = (
+    "gpu_total_bytes",
+    "gpu_reserved_bytes",
+    "gpu_count",
+    "gpus",
+    "nvml_gpus",
+    "compute_capability",
+    "host_ram_bytes",
+    "kernel",
+    "docker_version",
+    "vllm_version",
+    "docker_log_driver",
+)
+MEASURED_OPTIONS = ("measured_kv_cache_bytes", "measured_kv_cache_bytes_by_gpu")
+
+
+def _gpu_set(value):
+    if value in (None, "", []):
+        return frozenset()
+    if not isinstance(value, (list, tuple)):
+        value = [value]
+    return frozenset(str(g).strip() for g in value if str(g).strip())
+
+
+def card_services(instances, name):
+    """The services that share the GPUs of service ``name``, in the operator's order (``name`` among them), each as
+    {'name', 'options' (its vllm_launch_plan options, MATE_OPTIONS from its variables)}; [] when it has its GPUs to
+    itself. instances: what the vllm_plan role loops over ([{'name', 'vars'}], _services.instances). Services share
+    a card when they list the same GPUs (validate refuses GPUs shared only in part, and unlisted GPUs next to
+    another service: _services.service_problems)."""
+    by_name = dict((i["name"], i) for i in instances or [])
+    if name not in by_name:
+        raise TargetsError("service %s is not one of the host's services (%s)" % (name, ", ".join(sorted(by_name))))
+    own = _gpu_set((by_name[name].get("vars") or {}).get("vllm_plan_gpus"))
+    if not own:
+        return []
+    mates = [i for i in instances if _gpu_set((i.get("vars") or {}).get("vllm_plan_gpus")) == own]
+    if len(mates) < 2:
+        return []
+    out = []
+    for i in mates:
+        variables = i.get("vars") or {}
+        options = {}
+        for option, variable in sorted(MATE_OPTIONS.items()):
+            value = variables.get(variable)
+            if value is None or (option in OMIT_EMPTY and value in ("", 0, "0", {}, [])):
+                continue
+            options[option] = value
+        out.append({"name": i["name"], "options": options})
+    return out
+
+
+def plan_shared(plan, name, params, card):
+    """Plan service ``name`` (its vllm_launch_plan ``params``) at its share of the card it shares with the services
+    of ``card`` (card_services(): every service of the card, ``name`` among them; their own options, the card's
+    facts taken from ``params``). Returns plan_card()'s answer; its ``plans[name]`` is this service's plan, made at
+    its share (--gpu-memory-utilization the split's)."""
+    names = [c.get("name") for c in card or []]
+    if name not in names:
+        raise TargetsError("service %s is not among the services of its card (%s)" % (name, ", ".join(map(str, names))))
+    if len(set(names)) != len(names):
+        raise TargetsError("a service is listed twice on one card: %s" % ", ".join(map(str, names)))
+    facts = dict((k, params.get(k)) for k in CARD_FACTS if params.get(k) is not None)
+    services = []
+    for c in card:
+        if c["name"] == name:
+            own = dict(params)
+        else:
+            unknown = sorted(set(c.get("options") or {}) - set(MATE_OPTIONS))
+            if unknown:
+                raise TargetsError(
+                    "card service %s: %s not a service's own planning option (the card's are the planned "
+                    "service's)" % (c["name"], ", ".join(unknown))
+                )
+            own = dict(c.get("options") or {}, **facts)
+        for key in MEASURED_OPTIONS:
+            own[key] = None
+        own["pin_kv_cache_memory"] = own["pin_measured_kv_cache"] = False
+        services.append({"name": c["name"], "params": own})
+    return plan_card(plan, services)

@@ -131,5 +131,62 @@ def verdict(planned, measured, pool, measured_concurrency, promised_concurrency,
     return _out("not_as_planned", text, got, missing)
 
 
+# The blocks vLLM 0.27.1 reports for a model without KV layers (its null block).
+NULL_BLOCKS = 1
+
+
+def encoder_verdict(planned, measured, ledger, refused=False, refusal=None):
+    """The verdict of one start of an encoder-only pooling model (an embedder, a cross-encoder reranker), which has
+    no KV cache (vllm/v1/engine/core.py:281): no pool to confirm, so never ``confirmed``. Refused when it did not
+    start; ``not_as_planned`` when the engine allocated KV blocks the plan did not count; else ``not_measured``:
+    it runs with no pool, as planned, but nothing the engine reports measures its memory (its share of a card
+    stays the planner's estimate). planned/measured as for verdict(); ledger: the plan's."""
+    planned, measured, ledger = planned or {}, measured or {}, ledger or {}
+    got, missing = [], []
+    blocks = measured.get("num_gpu_blocks")
+    if isinstance(blocks, int):
+        # vLLM 0.27.1 reports 1 block for a model without KV layers: the block pool's null block, with no KV tensor
+        # behind it (v1/core/kv_cache_utils.py:1378, seen on the CPU engine serving a BERT embedder).
+        got.append(
+            "%s KV blocks (vllm:cache_config_info)%s"
+            % (_n(blocks), ": the block pool's null block, no KV cache" if blocks == NULL_BLOCKS else "")
+        )
+    if measured.get("weights_bytes") is not None:
+        got.append("weights %s (journal)" % fmt_gib(measured["weights_bytes"]))
+    else:
+        missing.append("the weights' memory (only the journal of a start reports it)")
+    footprint = ledger.get("footprint_bytes")
+    missing.append(
+        "the encoder's memory on the card (%s planned: weights, activation of one batch, CUDA graphs): /metrics "
+        "does not report it" % (fmt_gib(footprint) if footprint else "?")
+    )
+    what = "context %s x %s requests, no KV cache" % (_n(planned.get("max_model_len")), planned.get("concurrency") or 1)
+    if refused:
+        missing.append("everything a running engine reports (it did not start)")
+        return _out(
+            "refused",
+            "refused: vLLM did not start with this plan%s" % (": %s" % refusal if refusal else ""),
+            got,
+            missing,
+        )
+    if isinstance(blocks, int) and blocks > NULL_BLOCKS and ledger.get("num_gpu_blocks") == 0:
+        return _out(
+            "not_as_planned",
+            "NOT as planned: the engine allocated %s KV blocks for a model planned as encoder-only (%s)"
+            % (_n(blocks), what),
+            got,
+            missing,
+        )
+    if not isinstance(blocks, int):
+        missing.insert(0, "the engine's cache configuration (no vllm:cache_config_info)")
+    return _out(
+        "not_measured",
+        "NOT CONFIRMED (encoder-only, nothing to measure): the engine serves %s, as planned; its memory is "
+        "the planner's estimate" % what,
+        got,
+        missing,
+    )
+
+
 def _out(status, text, got, missing):
     return {"status": status, "text": text, "evidence": {"measured": got, "not_measured": missing}}

@@ -190,12 +190,18 @@ def service_problems(services, host_values, options=None):
                 continue
             for other in range(index):
                 shared = selected & gpus[other]
-                if shared:
+                # Services listing the very same GPUs share them: the plan stage splits the cards' memory between
+                # them (_plan_share, with the model files and NVML's figures) and refuses a split that cannot fit,
+                # naming the service to shrink. GPUs shared in part cannot be split (each service's budget is a
+                # fraction of every card it runs on).
+                if shared and selected != gpus[other]:
                     problems.append(
                         Problem(
                             _where(index, "vllm_plan_gpus"),
                             describe_got(sorted(selected)),
-                            "GPUs no other service uses (%s has %s)" % (_where(other), ", ".join(sorted(shared))),
+                            "GPUs no other service uses, or exactly the GPUs of the services it shares them with "
+                            "(%s has %s: a card is shared whole, its memory split by the planner)"
+                            % (_where(other), ", ".join(sorted(gpus[other]))),
                         )
                     )
     return problems
@@ -359,7 +365,38 @@ def instances(services, host_vars, plans=None, part="all"):
                 service["name"], plans, host_vars.get("vllm_service_plan"), listed, host_vars.get("vllm_service_argv")
             )
         out.append(item)
-    return dict(out) if part == "secret" else out
+    if part == "secret":
+        return dict(out)
+    return start_order(out) if plans is not None else out
+
+
+def _card_of(item):
+    plan = item.get("plan")
+    share = ((plan.get("ledger") or {}).get("share") if isinstance(plan, dict) else None) or {}
+    names = share.get("card_services") if isinstance(share, dict) else None
+    return tuple(names) if isinstance(names, list) and len(names) > 1 else None
+
+
+def start_order(items):
+    """The services in the order the service role starts them: the operator's, but the services of one shared card
+    (their plans' ledger ``share``, _plan_share.plan_card) in the split's start order, in the places the card's
+    services hold in the list. The role starts them one after another, each waiting for the one before to be healthy
+    (its /health): a later one's start-up check then sees the memory the earlier ones took, as the split planned.
+    items: instances()' [{'name', 'plan', ...}]."""
+    out = list(items)
+    cards = {}
+    for position, item in enumerate(out):
+        names = _card_of(item)
+        if names:
+            cards.setdefault(names, []).append(position)
+    for names, positions in cards.items():
+        members = sorted(
+            (out[p] for p in positions),
+            key=lambda i: names.index(i["name"]) if i["name"] in names else len(names),
+        )
+        for position, item in zip(positions, members):
+            out[position] = item
+    return out
 
 
 def recorded_plans(plan_records):

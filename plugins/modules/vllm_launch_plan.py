@@ -242,6 +242,22 @@ options:
     description: Rotated container log files kept (C(--log-opt max-file)).
     type: int
     default: 5
+  service_name:
+    description:
+      - The name of the service planned (its unit); names it among O(card_services).
+    type: str
+  card_services:
+    description:
+      - The services that share this service's GPUs, in the operator's order, this one among them (by
+        O(service_name)), each C(name) and C(options) (its own planning options as this module takes them, such as
+        C(model_dir), C(concurrency), C(context)); what the C(airgap.vllm.vllm_plan_card) filter gives.
+      - With two or more, the card's memory is split between them (C(_plan_share.split_card)) and this service is
+        planned at its share - its C(--gpu-memory-utilization) the split's, whatever O(gpu_memory_utilization)
+        says - or the split is refused, naming the service to shrink. The card's facts (O(nvml_gpus), O(gpus),
+        the kernel, Docker, the vLLM release) are this call's for every service; measured KV pools are not used.
+      - Empty (default), the service has its GPUs to itself.
+    type: list
+    elements: dict
   docker_log_driver:
     description:
       - Docker's logging driver (C(docker info --format '{{.LoggingDriver}}')). The log options are set for
@@ -369,6 +385,13 @@ inputs:
   description: The planner inputs this plan was made from (no secrets); M(airgap.vllm.vllm_plan_confirm) re-plans with them.
   returned: success
   type: dict
+card:
+  description:
+    - The split of a card shared with other services (O(card_services)) - C(order) (the start order),
+      C(split) (C(_plan_share.split_card)'s answer, each service's utilization, budget, footprint and share) and
+      C(split_text) (the table, also first in RV(ledger_text)). This service's share is also in RV(ledger)'s C(share).
+  returned: when O(card_services) lists two or more services
+  type: dict
 tradeoff:
   description:
     - The operator's question as a trade-off at this budget, for O(concurrency) users - C(all_fit_len) (longest
@@ -385,6 +408,8 @@ alternatives:
   elements: dict
 """
 
+import os
+
 from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import (
     GIB,
@@ -396,6 +421,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._plan_ledger import re
 from ansible_collections.airgap.vllm.plugins.module_utils._planner import plan
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm_report import render_tradeoff_markdown
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_pooling import POOLING_TASKS
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_share import plan_shared, render_split
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_targets import DEFAULTS
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_tradeoff import tradeoff
 
@@ -452,6 +478,8 @@ def argument_spec():
     for name, option in spec.items():
         if DEFAULTS[name] is not None and name != "compute_capability":
             option["default"] = DEFAULTS[name]
+    # Not planner targets: which service this is, and the services it shares its card with.
+    spec.update(service_name=dict(type="str"), card_services=dict(type="list", elements="dict", default=[]))
     return spec
 
 
@@ -463,10 +491,40 @@ def main(module):
             module.fail_json(msg="kv_offloading_gib %s exceeds 80%% of host RAM" % params["kv_offloading_gib"])
     if params["kv_offloading_gib"] and float(params["kv_offloading_gib"]).is_integer():
         params["kv_offloading_gib"] = int(params["kv_offloading_gib"])
+    card, name = params.pop("card_services") or [], params.pop("service_name")
+    shared = None
+    absent = [
+        c.get("name")
+        for c in card
+        if c.get("name") != name
+        and not os.path.isfile(os.path.join(str((c.get("options") or {}).get("model_dir")), "config.json"))
+    ]
+    if len(card) > 1 and absent:
+        if not module.check_mode:
+            module.fail_json(
+                msg="%s shares its GPUs with %s, whose model is not imported (no config.json): import every model of "
+                "the card first (vllm_model role)" % (name, ", ".join(map(str, absent)))
+            )
+        # --check before the models are imported: this service is planned alone, and says so.
+        module.warn("not split: %s of this card not imported yet (check mode)" % ", ".join(map(str, absent)))
+        card = []
     try:
-        result = plan(params)
+        if len(card) > 1:
+            if not name:
+                module.fail_json(msg="card_services needs service_name: which of them this plan is for")
+            shared = plan_shared(plan, name, params, card)
+            result = shared["plans"][name]
+        else:
+            result = plan(params)
     except InfeasibleError as exc:
         module.fail_json(msg=str(exc), alternatives=exc.alternatives)
+    if shared:
+        # The plan is made at the split's utilization, with no measured pool: so is any re-plan from its inputs.
+        params.update(
+            gpu_memory_utilization=result["ledger"]["share"]["gpu_memory_utilization"],
+            measured_kv_cache_bytes_by_gpu=None,
+            pin_measured_kv_cache=False,
+        )
     # What NVML gave, resolved: a re-plan (vllm_plan_confirm, the trade-off) needs no NVML facts.
     measured = result["ledger"]["kv_pool_measured"]
     by_gpu = measured and not params["measured_kv_cache_bytes"]  # found in measured_kv_cache_bytes_by_gpu
@@ -495,6 +553,10 @@ def main(module):
     for w in warnings_list:
         module.warn(w)
     text = render_ledger(dict(result, warnings=[]))
+    if shared:
+        split_text = render_split(shared["split"])
+        result["card"] = dict(order=shared["order"], split=shared["split"], split_text=split_text)
+        text = split_text + "\n\n" + text
     if result["tradeoff"]["single_len"]:
         text += "\n" + "\n".join(render_tradeoff_markdown(result["tradeoff"]))
     return dict(changed=False, ledger_text=text, warnings_list=warnings_list, **result)

@@ -33,6 +33,8 @@ from ansible.template import Templar  # noqa: E402
 from ansible.vars.manager import VariableManager  # noqa: E402
 
 from ansible_collections.airgap.vllm.plugins.module_utils import _service_guard  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils._plan_share import card_services  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils._services import instances  # noqa: E402
 from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import GIB, MIB  # noqa: E402
 
 DOC = os.path.join(ROOT, "docs", "setups.md")
@@ -64,6 +66,24 @@ SETUPS = [
         "host_ram_gib": 256,
     },
 ]
+# Inventories whose services share one card (airgap_vllm_services on the same GPUs, docs/rag.md): each service
+# planned at its share by the module (card_services), from the fixture standing for its model.
+MODELS = os.path.join(ROOT, "tests", "fixtures", "models")
+CARD_SETUPS = [
+    {
+        "inventory": "rag-example",
+        "title": "The RAG set on one RTX 6000 Ada 48 GB: chat model, embedder and reranker sharing GPU 0",
+        "gpu": {"name": "NVIDIA RTX 6000 Ada Generation", "memory_mib": 49140, "compute_capability": "8.9"},
+        "kernel": KYLIN_KERNEL,
+        "docker": DOCKER,
+        "host_ram_gib": 256,
+        "fixtures": {
+            "chat": FIXTURE,
+            "embed": os.path.join(MODELS, "bge-m3"),
+            "rerank": os.path.join(MODELS, "bge-reranker-v2-m3"),
+        },
+    },
+]
 OMIT = "__omit_place_holder__render_setups"
 COMMAND = "bash tests/link-collection.sh && python3 tests/shipped_inventories/render_setups.py"
 
@@ -93,7 +113,9 @@ def host_variables(inventory):
     return loader, host, variables
 
 
-def module_args(setup):
+def module_args(setup, service=None):
+    """The module's arguments for the setup's one service, or for ``service`` of its airgap_vllm_services (its
+    settings over the host's, its card's services from the same GPUs: the role's instances and vllm_plan_card)."""
     loader, host, variables = host_variables(setup["inventory"])
     args, task_vars = _plan_task()
     gpu = dict(setup["gpu"], index=0, memory_total=setup["gpu"]["memory_mib"] * MIB)
@@ -112,18 +134,33 @@ def module_args(setup):
             "vllm_plan_model_dir": "%s/%s" % (variables["vllm_model_models_dir"], variables["vllm_model_name"]),
         }
     )
-    # The host's one service: its settings (the role's alias, built from the loop item in the role) are the role's own.
-    variables["__vllm_plan_settings"] = {k: v for k, v in variables.items() if k.startswith("vllm_plan_")}
+    templar = Templar(loader=loader, variables=variables)
+    # The role's loop items (filter service_vars: _services.instances), from the plan variables as templated here.
+    own = dict((k, templar.template(v)) for k, v in variables.items() if k.startswith("vllm_plan_"))
+    own["vllm_service_name"] = templar.template(variables.get("vllm_service_name") or "vllm")
+    items = instances(templar.template(variables.get("airgap_vllm_services") or []), own)
+    name = service or items[0]["name"]
+    item = [i for i in items if i["name"] == name][0]
+    # The service's settings (the role's alias __vllm_plan_settings, built from the loop item in the role).
+    variables["__vllm_plan_settings"] = dict((k, v) for k, v in item["vars"].items() if k.startswith("vllm_plan_"))
+    variables["vllm_plan_service_name"] = name
     templar = Templar(loader=loader, variables=variables)
     out = {}
     for key, value in args.items():
-        value = templar.template(value)
+        if key == "card_services":
+            # The role's filter (airgap.vllm.vllm_plan_card), called as the role calls it.
+            value = card_services(items, name)
+        else:
+            value = templar.template(value)
         if value != OMIT:
             out[key] = value
     # The module reads config.json from model_dir; vLLM is given the path on the host.
+    fixtures = setup.get("fixtures") or {}
     out["model_path"] = out["model_dir"]
-    out["model_dir"] = FIXTURE
-    return host.name, variables, templar, out
+    out["model_dir"] = fixtures.get(name, FIXTURE)
+    for mate in out.get("card_services") or []:
+        mate["options"]["model_dir"] = fixtures[mate["name"]]
+    return host.name, dict(variables, vllm_service_name=name), templar, out
 
 
 def run_module(args):
@@ -313,6 +350,79 @@ def render_setup(setup):
     return "\n".join(lines), hostname
 
 
+def render_card_setup(setup):
+    """A setup whose services share one card: the split, then each service's plan at its share, in start order."""
+    inv = setup["inventory"]
+    results, variables = {}, {}
+    for name in setup["fixtures"]:
+        _host, variables[name], _templar, args = module_args(setup, name)
+        results[name] = run_module(args)
+    card = next(iter(results.values()))["card"]
+    lines = [
+        "## `%s`: %s" % (inv, setup["title"]),
+        "",
+        "`ansible-playbook site.yml -i %s` from the bundle root (settings: "
+        "[inventories/%s/group_vars/vllm_servers.yml](../inventories/%s/group_vars/vllm_servers.yml); the split: "
+        "[rag.md](rag.md)). Planned for %s (%d MiB, SM %s), kernel %s, Docker %s, with the fixtures' config.json of "
+        "each model (%s)."
+        % (
+            inv,
+            inv,
+            inv,
+            setup["gpu"]["name"],
+            setup["gpu"]["memory_mib"],
+            setup["gpu"]["compute_capability"],
+            setup["kernel"],
+            setup["docker"],
+            ", ".join(
+                "%s: `tests/fixtures/models/%s`" % (n, os.path.basename(path)) for n, path in setup["fixtures"].items()
+            ),
+        ),
+        "",
+        "The card's split (every service's plan computes the same one; they start in this order, each once the one "
+        "before it answers /health):",
+        "",
+        "```text",
+        card["split_text"],
+        "```",
+        "",
+        "| service | model | endpoint (loopback) | `--gpu-memory-utilization` | context | concurrency | KV pool |",
+        "|---|---|---|---:|---:|---:|---|",
+    ]
+    for name in card["order"]:
+        r, v = results[name], variables[name]
+        led, argv = r["ledger"], r["argv"]
+        templar = Templar(loader=DataLoader(), variables=v)
+        lines.append(
+            "| %s | `%s` | `http://%s:%s/v1` | %s | %s | %d | %s |"
+            % (
+                name,
+                argv[argv.index("--served-model-name") + 1],
+                templar.template(v["vllm_service_host"]),
+                [s for s in v["airgap_vllm_services"] if s["vllm_service_name"] == name][0]["vllm_service_port"],
+                argv[argv.index("--gpu-memory-utilization") + 1],
+                "{:,}".format(led["max_model_len"]),
+                led["concurrency"],
+                gib(led["kv_pool_bytes"]) if led["kv_pool_bytes"] else "none (encoder-only)",
+            )
+        )
+    for name in card["order"]:
+        r = results[name]
+        ledger = r["ledger_text"].split("\n\n", 1)[1] if r["ledger_text"].startswith("card: ") else r["ledger_text"]
+        ledger = ledger.split("\n| ")[0].split("\n**")[0].split("\n## ")[0].rstrip()
+        lines += [
+            "",
+            "### `%s`" % name,
+            "",
+            "```text",
+            ledger,
+            "```",
+        ]
+        if r.get("warnings_list"):
+            lines += ["", "Planner warnings:", ""] + ["- %s" % w for w in r["warnings_list"]]
+    return "\n".join(lines)
+
+
 def render():
     sys.path.insert(0, ROOT)
     parts = [
@@ -321,11 +431,12 @@ def render():
         "<!-- Generated by tests/shipped_inventories/render_setups.py from the shipped inventories and the real",
         "     planner; do not edit by hand. tests/shipped_inventories/test_setups_doc.py fails when it is stale. -->",
         "",
-        "Two inventories ship with the collection and are copied to the root of every bundle. Each runs with",
-        "nothing to edit but the host names in its `hosts.yml`:",
+        "Three inventories ship with the collection and are copied to the root of every bundle. Each runs with",
+        "nothing to edit but the host names in its `hosts.yml` (`rag-example` also wants its embedding model and",
+        "reranker imported: [rag.md](rag.md)):",
         "",
         "```sh",
-        "ansible-playbook site.yml -i kylin-prod      # or: -i rtx-pro-6000",
+        "ansible-playbook site.yml -i kylin-prod      # or: -i rtx-pro-6000, -i rag-example",
         "```",
         "",
         "Below is what the planner (`airgap.vllm.vllm_launch_plan`, the vLLM 0.27.1 sizing rules of",
@@ -355,6 +466,8 @@ def render():
     for setup in SETUPS:
         text, _host = render_setup(setup)
         parts += ["", text]
+    for setup in CARD_SETUPS:
+        parts += ["", render_card_setup(setup)]
     return "\n".join(parts) + "\n"
 
 

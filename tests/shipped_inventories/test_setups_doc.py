@@ -101,7 +101,13 @@ def test_clients_doc_quotes_the_setups_limits():
         setups = f.read()
     with open(os.path.join(ROOT, "docs", "clients.md")) as f:
         clients = f.read()
+    sys.path.insert(0, os.path.dirname(__file__))
+    import render_setups  # pylint: disable=import-error,import-outside-toplevel
+
+    single = [setup["inventory"] for setup in render_setups.SETUPS]
     for section in setups.split("\n## `")[1:]:
+        if section.split("`")[0] not in single:
+            continue  # a shared card's services (rag-example): each row of its own in clients.md, asserted below
         context = re.search(r"context \(`--max-model-len`\) \| \*\*([\d,]+)\*\*", section).group(1)
         seqs = re.search(r"concurrency \(`--max-num-seqs`\) \| \*\*(\d+)\*\*", section).group(1)
         port = re.search(r"`http://127\.0\.0\.1:(\d+)/v1`", section).group(1)
@@ -109,6 +115,14 @@ def test_clients_doc_quotes_the_setups_limits():
         assert len(row) == 2, row  # the base URL row and the limits row
         assert "127.0.0.1:%s/v1" % port in row[0], row[0]
         assert context in row[1] and "| %s |" % seqs in row[1], row[1]
+    for setup in render_setups.CARD_SETUPS:
+        section = setups.split("\n## `%s`" % setup["inventory"])[1].split("\n## ")[0]
+        row = [ln for ln in clients.splitlines() if ln.startswith("| `%s`" % setup["inventory"])]
+        assert len(row) == 1, row
+        pairs = re.findall(r"\| `([^`]+)` \| `http://127\.0\.0\.1:(\d+)/v1`", section)
+        assert len(pairs) == len(setup["fixtures"]), pairs
+        for model, port in pairs:
+            assert "`%s`" % model in row[0] and ":%s" % port in row[0], (model, port, row[0])
 
 
 def test_nothing_a_run_generates_lands_in_an_inventory_directory(tmp_path):
@@ -118,7 +132,7 @@ def test_nothing_a_run_generates_lands_in_an_inventory_directory(tmp_path):
     import shutil
     import subprocess
 
-    for inventory in ("kylin-prod", "rtx-pro-6000"):
+    for inventory in ("kylin-prod", "rtx-pro-6000", "rag-example"):
         text = open(os.path.join(ROOT, "inventories", inventory, "group_vars", "vllm_servers.yml")).read()
         assert "inventory_dir ~ '/credentials" not in text
         assert "(inventory_dir | dirname) ~ '/credentials/'" not in text

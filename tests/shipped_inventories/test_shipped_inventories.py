@@ -20,7 +20,7 @@ setup is tested by test_setups_doc.py. Nothing on the host changes (asserted).
 The host's disk is the build machine's: when it has less free space than a setup's real requirement
 (40 GB for the model), the run must stop at preflight with the disk line naming that need (asserted
 instead, and only accepted when the free space measured around the run was short).
-Cost: one container for both inventories, one bundle build (~2.4 GB under build/, reused), two --check runs.
+Cost: one container for the inventories, one bundle build (~2.4 GB under build/, reused), a --check run each.
 """
 
 import json
@@ -73,6 +73,13 @@ CARDS = {
         "memory_total": 97887 * MIB,
         "pci_device_id": "0x2BB510DE",
         "compute_capability": [12, 0],
+    },
+    # The RAG set (docs/rag.md): three services sharing the Ada card.
+    "rag-example": {
+        "name": "NVIDIA RTX 6000 Ada Generation",
+        "memory_total": 49140 * MIB,
+        "pci_device_id": "0x26B110DE",
+        "compute_capability": [8, 9],
     },
 }
 
@@ -172,8 +179,8 @@ def host_facts(tmp_path_factory):
     return path
 
 
-def test_there_are_two_shipped_setups():
-    assert SHIPPED == ["kylin-prod", "rtx-pro-6000"]
+def test_there_are_three_shipped_setups():
+    assert SHIPPED == ["kylin-prod", "rag-example", "rtx-pro-6000"]
 
 
 @pytest.mark.parametrize("inventory", SHIPPED)
@@ -270,7 +277,9 @@ def test_site_check_from_the_bundle_root(bundle, env, host, host_facts, inventor
     # Preflight on the setup's card, port and disks.
     device = CARDS[inventory]["pci_device_id"][2:6].lower()
     assert re.search(r"gpu_present\s+OK\s+1\s+NVIDIA\s+GPU\(s\):.{0,200}?10de:%s" % device, out, re.S), out[-6000:]
-    assert re.search(r"port\s+%d\s+free" % settings["vllm_service_port"], out)
+    # Every service's port (the host's one service, or each of airgap_vllm_services).
+    for service in settings.get("airgap_vllm_services") or [settings]:
+        assert re.search(r"port\s+%d\s+free" % service["vllm_service_port"], out), service["vllm_service_port"]
     for disk in settings["preflight_disk_requirements"]:
         pattern = r"%s\s+\(on [^)]*\):\s+[\d.]+\s+GiB\s+free,\s+need\s+%.1f" % (
             re.escape(disk["path"]),

@@ -75,7 +75,8 @@ def test_a_wrong_list_stops_with_each_problem_and_a_good_one_passes(tmp_path):
             {"vllm_service_name": "vllm", "vllm_plan_gpus": ["0"]},
             {
                 "vllm_service_name": "vllm",
-                "vllm_plan_gpus": ["0"],
+                # GPU 0 shared in part (a card is shared whole: the same GPUs as the service it shares them with).
+                "vllm_plan_gpus": ["0", "1"],
                 "vllm_plan_concurrency": "many",
                 "vllm_service_api_keys": {"k": "sk-never-shown"},
             },

@@ -263,3 +263,81 @@ def test_an_argv_refusal_is_noted_like_any_refused_plan():
     check = C.refused_plan_check(changed, rec, "vllm")
     assert check["refused"] and "--no-such-flag" in check["msg"] and "vllm_plan_extra_args" in check["msg"]
     assert "vllm_plan_context" not in check["msg"]
+
+
+def test_a_shared_cards_share_is_in_the_report_and_the_summary():
+    from ansible_collections.airgap.vllm.plugins.module_utils import _plan_share as S
+
+    chat = dict(
+        model_dir=FIXTURE,
+        gpu_total_bytes=ADA_48,
+        compute_capability="8.9",
+        gpus=["0"],
+        concurrency=4,
+        num_speculative_tokens=3,
+        prefix_caching=True,
+        kv_cache_dtype="fp8_e4m3",
+        language_model_only=True,
+    )
+    embed = dict(
+        model_dir=os.path.join(ROOT, "tests", "fixtures", "models", "bge-m3"),
+        gpu_total_bytes=ADA_48,
+        compute_capability="8.9",
+        gpus=["0"],
+        concurrency=16,
+    )
+    out = S.plan_card(P.plan, [{"name": "chat", "params": chat}, {"name": "embed", "params": embed}])
+    r = out["plans"]["chat"]
+    L = r["ledger"]
+    c = C.confirm(r, metrics(L["num_gpu_blocks"], tokens=L["gpu_kv_cache_tokens"]))
+    assert c["report"]["share"]["order"] == 2 and c["report"]["share"]["card_services"] == ["embed", "chat"]
+    line = "card share %.1f%%: --gpu-memory-utilization %.3f" % (
+        100 * L["share"]["share"],
+        L["share"]["gpu_memory_utilization"],
+    )
+    assert line in c["report_markdown"] and "starts 2 of 2 (embed, chat)" in c["summary"]
+    alone = field_plan(measured_kv_cache_bytes=int(11.41 * CM.GIB))
+    c = C.confirm(alone, metrics(alone["ledger"]["num_gpu_blocks"], tokens=alone["ledger"]["gpu_kv_cache_tokens"]))
+    assert c["report"]["share"] is None and "card share" not in c["report_markdown"] + c["summary"]
+
+
+def _encoder_metrics(blocks):
+    labels = dict(block_size=16, cache_dtype="auto", enable_prefix_caching=False, num_gpu_blocks=blocks, engine="0")
+    body = ",".join('%s="%s"' % (k, v) for k, v in labels.items())
+    return "vllm:cache_config_info{%s} 1.0\n" % body
+
+
+def _encoder_plan(name="bge-m3"):
+    return P.plan(
+        dict(
+            model_dir=os.path.join(ROOT, "tests", "fixtures", "models", name),
+            gpu_total_bytes=ADA_48,
+            compute_capability="8.9",
+            concurrency=16,
+        )
+    )
+
+
+@pytest.mark.parametrize("name", ["bge-m3", "bge-reranker-v2-m3"])
+def test_an_encoder_only_model_has_no_pool_to_confirm(name):
+    r = _encoder_plan(name)
+    # vLLM 0.27.1 reports one block for a model without KV layers: the block pool's null block (the CPU engine's
+    # /metrics for a BERT embedder and reranker: tests/system/test_rag_engine.py).
+    c = C.confirm(r, _encoder_metrics(1))
+    # Never "confirmed": nothing the engine reports measures its memory; never a re-plan: there is no pool.
+    assert c["verdict"] == "not_measured" and not c["restart"] and c["replan"] is None
+    assert "encoder-only" in c["verdict_text"] and "1 KV blocks" in " ".join(c["verdict_evidence"]["measured"])
+    assert "null block" in " ".join(c["verdict_evidence"]["measured"])
+    assert C.confirm(r, _encoder_metrics(0))["verdict"] == "not_measured"
+    assert any("encoder's memory" in x for x in c["verdict_evidence"]["not_measured"])
+    assert c["planned"]["max_concurrency"] == 16 and "16 requests" in c["summary"]
+    assert c["report_markdown"].startswith("# vLLM deployment report") and c["report_svg"].startswith("<svg")
+    json.dumps(c["report"])
+
+
+def test_an_encoder_only_model_given_kv_blocks_or_refused_is_said_so():
+    r = _encoder_plan()
+    c = C.confirm(r, _encoder_metrics(1200))
+    assert c["verdict"] == "not_as_planned" and "1,200 KV blocks" in c["verdict_text"]
+    refused = C.confirm(r, journal_text=BANNER + "\n" + REFUSAL)
+    assert refused["verdict"] == "refused" and not refused["restart"]

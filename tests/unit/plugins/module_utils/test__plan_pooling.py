@@ -142,6 +142,16 @@ def test_an_encoder_plan_has_no_kv_pool_and_runs_as_pooling():
     assert "no KV cache" in text and "--runner pooling" in text
 
 
+@pytest.mark.parametrize("asked", [True, False])
+def test_an_encoder_gets_no_prefix_caching_flag_whatever_the_host_asks(asked):
+    # vLLM switches it off for non-causal attention itself; a chat model's host-wide setting must not reach it.
+    r = _plan("bge-reranker-v2-m3", prefix_caching=asked)
+    assert not [a for a in r["argv"] if "prefix-caching" in a] and r["ledger"]["prefix_caching"] is False
+    # A decoder embedder keeps the operator's choice (it has a KV cache to cache prefixes in).
+    r = _plan("qwen3-embedding-0.6b", prefix_caching=asked, context=8192)
+    assert ("--enable-prefix-caching" if asked else "--no-enable-prefix-caching") in r["argv"]
+
+
 def test_the_activation_follows_the_batch_of_tokens():
     small = _plan("bge-m3", context=2048)["ledger"]
     large = _plan("bge-m3")["ledger"]

@@ -228,3 +228,80 @@ def test_two_chat_models_share_a_card_by_their_promises():
     fixed = S.plan_card(plan, [_dense("a"), _dense("b")])
     assert fixed["split"]["free_bytes"] > out["split"]["free_bytes"] + GIB
     assert fixed["split"]["free_bytes"] == fixed["split"]["cuda_total_bytes"] - _total(fixed["split"])
+
+
+# --- wired to the vllm_plan role: the card's services from the role's loop, planned at their shares -------------
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+
+
+def _inst(name, gpus, **variables):
+    v = dict(vllm_plan_gpus=gpus, vllm_plan_concurrency=16, vllm_plan_context="max", vllm_plan_served_model_name="")
+    v.update(variables)
+    return {"name": name, "vars": v}
+
+
+def test_card_services_are_the_services_listing_the_same_gpus_in_the_operators_order():
+    chat = _inst("chat", ["0"], vllm_plan_model_dir="/m/chat", vllm_plan_reasoning_parser="qwen3")
+    embed = _inst("embed", ["0"], vllm_plan_model_dir="/m/bge-m3", vllm_plan_tensor_parallel_size=0)
+    other = _inst("other", ["1"], vllm_plan_model_dir="/m/other")
+    card = S.card_services([chat, other, embed], "embed")
+    assert [c["name"] for c in card] == ["chat", "embed"]
+    assert card[0]["options"]["reasoning_parser"] == "qwen3" and card[0]["options"]["model_dir"] == "/m/chat"
+    # Empty values the role leaves out (its `or omit`) are left out here too; the card's own variables are not a
+    # mate's options (the planned service's call gives them).
+    assert "tensor_parallel_size" not in card[1]["options"] and "served_model_name" not in card[1]["options"]
+    assert not set(card[1]["options"]) & set(S.CARD_VARIABLES)
+    assert S.card_services([chat, other, embed], "other") == []
+    assert S.card_services([_inst("a", []), _inst("b", [])], "a") == []  # no GPUs listed: not a shared card
+    with pytest.raises(CM.TargetsError, match="not one of the host's services"):
+        S.card_services([chat], "nope")
+
+
+def _role_option_variables():
+    """{module option: vllm_plan variable} as roles/vllm_plan/tasks/configure.yml passes them."""
+    import yaml
+
+    with open(os.path.join(ROOT, "roles", "vllm_plan", "tasks", "configure.yml")) as f:
+        tasks = yaml.safe_load(f)
+    args = [t for t in tasks if "airgap.vllm.vllm_launch_plan" in t][0]["airgap.vllm.vllm_launch_plan"]
+    out = {}
+    for option, value in args.items():
+        found = __import__("re").search(r"__vllm_plan_settings\.(vllm_plan_[a-z_]+)", str(value))
+        if found:
+            out[option] = found.group(1)
+    return out
+
+
+def test_a_mate_is_planned_from_the_same_variables_the_role_plans_its_own_service_from():
+    assert _role_option_variables() == dict(S.MATE_OPTIONS, **S.CARD_VARIABLES)
+
+
+def test_plan_shared_plans_the_service_at_its_share_with_the_cards_facts():
+    params = dict(_chat()["params"], measured_kv_cache_bytes_by_gpu={"x": 1}, pin_measured_kv_cache=True)
+    card = [
+        {"name": "chat", "options": {}},
+        {"name": "embed", "options": {"model_dir": os.path.join(MODELS, "bge-m3"), "concurrency": 16}},
+        {"name": "rerank", "options": {"model_dir": os.path.join(MODELS, "bge-reranker-v2-m3"), "concurrency": 16}},
+    ]
+    out = S.plan_shared(plan, "chat", params, card)
+    assert out["order"] == ["embed", "rerank", "chat"]
+    # The same split as plan_card's from the same services: every service's call computes the one split.
+    again = S.plan_card(plan, [_chat(), _pool("bge-m3"), _pool("bge-reranker-v2-m3")])
+    assert [r["gpu_memory_utilization"] for r in out["split"]["services"]] == [
+        r["gpu_memory_utilization"] for r in again["split"]["services"]
+    ]
+    emb = out["plans"]["embed"]["ledger"]
+    assert emb["gpu_total_bytes"] == ADA_48 and emb["compute_capability"] == "8.9"  # the card's facts
+    assert out["plans"]["chat"]["ledger"]["share"]["order"] == 3
+    with pytest.raises(CM.TargetsError, match="not a service's own planning option"):
+        S.plan_shared(plan, "chat", params, [card[0], dict(card[1], options=dict(card[1]["options"], gpus=["1"]))])
+    with pytest.raises(CM.TargetsError, match="not among the services"):
+        S.plan_shared(plan, "nope", params, card)
+    # Planned as the embedder, the chat model is a mate given by its own options: its promise too big is refused.
+    chat = dict((k, v) for k, v in params.items() if k in S.MATE_OPTIONS)
+    embed = dict(_pool("bge-m3")["params"])
+    with pytest.raises(CM.InfeasibleError, match="shrink chat"):
+        S.plan_shared(plan, "embed", embed, [dict(card[0], options=dict(chat, context=131072))] + card[1:])
+    mine = S.plan_shared(plan, "embed", embed, [dict(card[0], options=chat)] + card[1:])
+    assert mine["split"] == out["split"]

@@ -103,8 +103,8 @@ def test_every_problem_is_named_with_its_place():
         "airgap_vllm_services[1].vllm_service_name: got 'a' (a string); wants a name no other service uses "
         "(airgap_vllm_services[0] has it)",
         "airgap_vllm_services[1].vllm_service_port: got 8000 (an integer); wants a host port no other service uses",
-        "airgap_vllm_services[1].vllm_plan_gpus: got ['1'] (a list); wants GPUs no other service uses "
-        "(airgap_vllm_services[0] has 1)",
+        "airgap_vllm_services[1].vllm_plan_gpus: got ['1'] (a list); wants GPUs no other service uses, or exactly "
+        "the GPUs of the services it shares them with (airgap_vllm_services[0] has 0, 1: a card is shared whole",
         "airgap_vllm_services[2].vllm_service_name: got nothing (not set)",
         "airgap_vllm_services[3].vllm_plan_gpus: got all GPUs (not set)",
         "airgap_vllm_services[4].vllm_service_image: got 'x' (a string); wants nothing: vllm_service_image is one per host",
@@ -117,6 +117,19 @@ def test_every_problem_is_named_with_its_place():
         assert want in got, want
     with pytest.raises(ValueError, match=r"airgap_vllm_services\[1\].vllm_service_name"):
         S.resolve(services, HOST)
+
+
+def test_services_listing_the_same_gpus_share_them():
+    # The plan stage splits the card between them (_plan_share) and refuses a split that cannot fit.
+    rag = [
+        {"vllm_service_name": "chat", "vllm_plan_gpus": ["0"], "vllm_service_port": 8000},
+        {"vllm_service_name": "embed", "vllm_plan_gpus": ["0"], "vllm_service_port": 8001},
+        {"vllm_service_name": "rerank", "vllm_plan_gpus": [0], "vllm_service_port": 8002},
+        {"vllm_service_name": "other", "vllm_plan_gpus": ["1", "2"], "vllm_service_port": 8003},
+    ]
+    assert S.service_problems(rag, HOST, options()) == []
+    part = rag + [{"vllm_service_name": "part", "vllm_plan_gpus": ["2"], "vllm_service_port": 8004}]
+    assert [p.variable for p in S.service_problems(part, HOST, options())] == ["airgap_vllm_services[4].vllm_plan_gpus"]
 
 
 def test_a_single_service_may_take_every_gpu():
@@ -180,6 +193,28 @@ def test_each_listed_service_gets_the_hosts_variables_with_its_own_over_them_and
     assert (
         HOST_VARS["vllm_plan_concurrency"] == 4 and "vllm_plan_gpus" in HOST_VARS and HOST_VARS["vllm_plan_gpus"] == []
     )
+
+
+def _shared(order):
+    return {"argv": ["/m"], "ledger": {"share": {"card_services": order, "order": 1}}}
+
+
+def test_the_services_of_a_shared_card_start_in_the_splits_order():
+    services = [
+        {"vllm_service_name": "chat", "vllm_plan_gpus": ["0"]},
+        {"vllm_service_name": "solo", "vllm_plan_gpus": ["1"], "vllm_service_port": 8001},
+        {"vllm_service_name": "embed", "vllm_plan_gpus": ["0"], "vllm_service_port": 8002},
+        {"vllm_service_name": "rerank", "vllm_plan_gpus": ["0"], "vllm_service_port": 8003},
+    ]
+    card = ["embed", "rerank", "chat"]  # the split's order: the encoders first, the one taking the rest last
+    plans = {"chat": _shared(card), "solo": {"argv": ["/s"]}, "embed": _shared(card), "rerank": _shared(card)}
+    # The card's services take the card's places in the list, in the split's order; the others keep theirs.
+    assert [i["name"] for i in instances(services, HOST_VARS, plans)] == ["embed", "solo", "rerank", "chat"]
+    # The plan role (no plans) plans them in the operator's order.
+    assert [i["name"] for i in instances(services, HOST_VARS)] == ["chat", "solo", "embed", "rerank"]
+    # A service without a plan (skipped) keeps its place.
+    del plans["embed"]
+    assert [i["name"] for i in instances(services, HOST_VARS, plans)] == ["rerank", "solo", "embed", "chat"]
 
 
 def test_a_list_that_does_not_hold_raises_with_every_problem():

@@ -79,3 +79,59 @@ def test_refusals_are_clean_failures(run_module, kw, match):
 def test_without_nvml_a_budget_is_required(run_module):
     r = run_module(M, **base(nvml_gpus=None))
     assert r["failed"] and "gpu_total_bytes is required" in r["msg"]
+
+
+MODELS = os.path.join(ROOT, "tests", "fixtures", "models")
+POOLING = dict(num_speculative_tokens=0, concurrency=16)
+
+
+def _card(chat_context="max"):
+    return [
+        {
+            "name": "chat",
+            "options": {"model_dir": FIXTURE, "concurrency": 4, "context": chat_context, "kv_cache_dtype": "fp8_e4m3"},
+        },
+        {"name": "embed", "options": {"model_dir": os.path.join(MODELS, "bge-m3"), "concurrency": 16}},
+    ]
+
+
+def test_a_shared_card_plans_each_service_at_its_share(run_module):
+    chat = run_module(M, **base(gpus=["0"], service_name="chat", card_services=_card()))
+    embed = run_module(
+        M,
+        **base(
+            gpus=["0"],
+            model_dir=os.path.join(MODELS, "bge-m3"),
+            service_name="embed",
+            card_services=_card(),
+            kv_cache_dtype="auto",
+            **POOLING,
+        ),
+    )
+    assert not chat.get("failed") and not embed.get("failed"), (chat.get("msg"), embed.get("msg"))
+    # Both calls compute the one split; each plan runs at its share, and its re-plan inputs say so.
+    assert chat["card"]["split"] == embed["card"]["split"] and chat["card"]["order"] == ["embed", "chat"]
+    for r in (chat, embed):
+        u = r["ledger"]["share"]["gpu_memory_utilization"]
+        assert (
+            r["argv"][r["argv"].index("--gpu-memory-utilization") + 1] == "%g" % u
+            or float(r["argv"][r["argv"].index("--gpu-memory-utilization") + 1]) == u
+        )
+        assert r["inputs"]["gpu_memory_utilization"] == u and "card_services" not in r["inputs"]
+        assert r["ledger_text"].startswith("card: ") and "card share" in r["ledger_text"]
+        assert P.plan(r["inputs"])["argv"] == r["argv"]
+    assert embed["ledger"]["share"]["order"] == 1 and chat["ledger"]["share"]["order"] == 2
+
+
+def test_a_shared_card_that_cannot_fit_is_refused_naming_the_service_to_shrink(run_module):
+    r = run_module(M, **base(gpus=["0"], service_name="chat", context="131072", card_services=_card("131072")))
+    assert r["failed"] and "shrink chat by" in r["msg"]
+
+
+def test_a_card_mate_not_imported_fails_or_in_check_mode_plans_alone(run_module, tmp_path):
+    card = _card()
+    card[1]["options"]["model_dir"] = str(tmp_path)
+    r = run_module(M, **base(gpus=["0"], service_name="chat", card_services=card))
+    assert r["failed"] and "embed, whose model is not imported" in r["msg"]
+    r = run_module(M, check_mode=True, **base(gpus=["0"], service_name="chat", card_services=card))
+    assert not r.get("failed") and "card" not in r and "share" not in r["ledger"]
