@@ -14,6 +14,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
+
 # The gate's thresholds (the vllm_release role's vllm_release_gate_* variables; its argument_specs hold the same).
 GATE_DEFAULTS = {
     # tok/s under the new release over tok/s under the previous one on the same host, each figure below.
@@ -59,7 +61,7 @@ def _number(value):
         x = float(value)
     except (TypeError, ValueError):
         return None
-    return x if x == x and x not in (float("inf"), float("-inf")) else None
+    return x if not math.isnan(x) and not math.isinf(x) else None
 
 
 def thresholds_of(overrides):

@@ -138,6 +138,13 @@ def test_a_figure_measured_before_but_not_now_stops():
     )
 
 
+def test_a_figure_that_is_no_number_counts_as_not_measured():
+    got = R.gate(REPORT, loadcheck(prefill=float("nan")), loadcheck())
+    assert got["reason"].startswith("prefill tok/s not measured under the new release")
+    with pytest.raises(R.ReleaseError):
+        R.thresholds_of({"min_tok_s_ratio": float("inf")})
+
+
 def test_figures_not_measured_before_are_not_compared():
     previous = loadcheck()
     del previous["profiles"]["single-stream"]
