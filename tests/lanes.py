@@ -4,6 +4,8 @@
   python3 tests/lanes.py run [--workers N] [--budget-dir DIR] [--log-dir DIR] SCENARIO...
                                                  run the scenarios, N at a time (default: AIRGAP_LANES or 3)
   python3 tests/lanes.py check                   the map against molecule/ and the collection (exit 1 on a gap)
+  python3 tests/lanes.py chain                   the scenarios of CI's chain (tests/run-all molecule): all but those
+                                                 with `lane: own`, long proofs run alone (bash tests/run-all molecule:NAME)
 
 The map is tests/scenarios.yml. The pool starts the longest scenario first; one that starts from the served host
 (served: true) waits while molecule serve is running and there is no served host for this world yet
@@ -28,11 +30,19 @@ sys.path.insert(0, HERE)
 import budget  # noqa: E402
 
 MAP = os.path.join(HERE, "scenarios.yml")
+# A scenario's `lane`: absent, it is in CI's chain (tests/run-all molecule); "own", a long proof kept out of the chain
+# (issue 40), run by name: bash tests/run-all molecule:NAME, or bash tests/prove with a file it covers.
+LANES = ("own",)
 
 
 def load_map(path=MAP):
     with open(path) as f:
         return yaml.safe_load(f)
+
+
+def chain(smap):
+    """The scenarios CI's chain runs (tests/run-all molecule), in the map's order: every one without `lane: own`."""
+    return [name for name, s in smap.items() if (s or {}).get("lane") not in LANES]
 
 
 def _files(root=ROOT):
@@ -168,6 +178,8 @@ def check(smap=None, root=ROOT):
         for key in ("served", "minutes", "covers"):
             if key not in s:
                 problems.append("tests/scenarios.yml: %s has no %s" % (name, key))
+        if "lane" in s and s["lane"] not in LANES:
+            problems.append("tests/scenarios.yml: %s has lane %r (known: %s)" % (name, s["lane"], ", ".join(LANES)))
     files = _files(root)
     covered = {f for f in files if _direct([f], smap)}
     must = [f for f in files if re.match(r"roles/[^/]+/(tasks|templates)/", f) or re.match(r"playbooks/[^/]+\.yml$", f)]
@@ -315,6 +327,9 @@ def main(argv):
             "\n".join(problems) if problems else "tests/scenarios.yml covers every scenario, role, playbook and module"
         )
         return 1 if problems else 0
+    if argv and argv[0] == "chain":
+        print(" ".join(chain(load_map())))
+        return 0
     if argv and argv[0] == "run":
         rest = argv[1:]
         workers = int(os.environ.get("AIRGAP_LANES", "3"))

@@ -25,6 +25,22 @@ def test_a_scenario_missing_from_the_map_and_a_role_left_uncovered_are_named():
     assert any(p.startswith("plugins/modules/vllm_front_config.py is called by no file") for p in problems)
 
 
+def test_a_long_proof_in_its_own_lane_is_out_of_the_chain_and_a_wrong_lane_is_named():
+    smap = lanes.load_map()
+    chain = lanes.chain(smap)
+    assert "release_day" in smap and "release_day" not in chain
+    assert "serve" in chain and "release" in chain
+    assert len(chain) == len([n for n, s in smap.items() if s.get("lane") != "own"])
+    smap["front"]["lane"] = "slow"
+    assert "tests/scenarios.yml: front has lane 'slow' (known: own)" in lanes.check(smap)
+
+
+def test_run_all_takes_the_chain_for_molecule_and_any_scenario_by_name():
+    text = open(os.path.join(HERE, "..", "..", "run-all")).read()
+    assert "python3 tests/lanes.py chain" in text
+    assert 'want molecule && [[ $chain == *" $s "* ]]; } || want "molecule:$s"' in text
+
+
 def test_a_role_folder_selects_its_scenarios_and_unit_tests():
     tests, scenarios = lanes.select(["roles/vllm_front"])
     assert scenarios == ["front"]
