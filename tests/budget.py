@@ -44,9 +44,14 @@ GROWTH_MIN_S = 10  # a step must also have grown by this many seconds: 0.4 s aga
 # Lines that say why a step failed: Ansible's failed results and recap, pytest's failures, shell errors. Each starts
 # a block that takes the lines after it (molecule wraps a long result over several lines) up to the next task.
 FAILURE = re.compile(
-    r"^(fatal: |failed: |\S+ *: ok=\d+ .*failed=[1-9]|FAILED |E  |ERROR|CRITICAL|Traceback|"
+    r"^(fatal: |failed: |\S+ *: ok=\d+ .*failed=[1-9]|FAILED (?!- RETRYING)|E  |ERROR|CRITICAL|Traceback|"
     r"\w*(Error|Exception): )"
 )
+# The lines that only say that something failed (a play's recap, molecule's ERROR/CRITICAL lines about the action):
+# kept apart, so that molecule's tail (ERROR, the instance's deletion, the recap) never pushes out the failed task's
+# own lines, which are what the CI's excerpt must show (a serve that failed in CI printed only molecule's tail).
+SUMMARY = re.compile(r"^(\S+ *: ok=\d+ .*failed=[1-9]|ERROR|CRITICAL)")
+SUMMARY_BLOCKS = 2
 # Molecule's frame in front of the playbook's lines ("  │ fatal: ...").
 FRAME = re.compile(r"^\s*\u2502 ?")
 BLOCK_END = re.compile(r"^(TASK \[|PLAY \[|PLAY RECAP|RUNNING HANDLER|INFO |=== |ok: \[|changed: \[|skipping: \[)")
@@ -67,6 +72,7 @@ class StepTimer:
         self.cold = False
         self.actions = []  # [scenario, action, seconds]
         self.failures = []  # the last FAILURE_BLOCKS blocks of lines that say why, each line cut to FAILURE_WIDTH
+        self.summaries = []  # the last SUMMARY_BLOCKS blocks that only say that something failed
         self._block = None
         self._open = {}
 
@@ -89,7 +95,10 @@ class StepTimer:
         line = line if len(line) <= FAILURE_WIDTH else line[:FAILURE_WIDTH] + " …"
         if FAILURE.search(line):
             self._block = [line]
-            self.failures = (self.failures + [self._block])[-FAILURE_BLOCKS:]
+            if SUMMARY.search(line):
+                self.summaries = (self.summaries + [self._block])[-SUMMARY_BLOCKS:]
+            else:
+                self.failures = (self.failures + [self._block])[-FAILURE_BLOCKS:]
         elif self._block is not None:
             if BLOCK_END.search(line) or len(self._block) >= FAILURE_BLOCK_LINES:
                 self._block = None
@@ -104,7 +113,7 @@ class StepTimer:
             "seconds": round(now - self.start, 1),
             "cold": self.cold,
             "actions": actions,
-            "failures": self.failures,
+            "failures": self.failures + self.summaries,
             "started": round(self.started, 1),
             "ended": round(self.wall(), 1),
         }

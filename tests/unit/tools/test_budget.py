@@ -157,6 +157,29 @@ def test_why_keeps_a_failed_steps_last_failure_blocks_for_the_tail_of_the_output
     assert not any("unit" in line for line in out)  # a step that passed says nothing
 
 
+def test_why_keeps_the_failed_task_before_molecules_tail():
+    # What a failed molecule action prints after the task's own failure: none of it may push that failure out.
+    timer = budget.StepTimer("molecule:serve", clock=Clock(), wall=Clock())
+    timer.line("TASK [airgap.vllm.vllm_front : Check /health answers] ****\n")
+    timer.line("fatal: [kylin-serve]: FAILED! => {\"msg\": \"Status code was 503\"}\n")
+    timer.line("PLAY RECAP ****\n")
+    timer.line("kylin-serve                : ok=200  changed=40   unreachable=0    failed=1    skipped=9\n")
+    for text in (
+        "ERROR    serve \u279c converge: Executed: Failed",
+        "WARNING  serve \u279c converge: An error occurred during the test sequence action: 'converge'. Cleaning up.",
+        "FAILED - RETRYING: [localhost]: Wait for instance(s) deletion to complete",
+        "  (300 retries left).",
+        "ERROR    Ansible return code was 2, command was: ansible-playbook --diff",
+        "ERROR    Molecule executed 1 scenario (1 failed)",
+        "  serve \u279c destroy: Executed: Successful",
+    ):
+        timer.line(text + "\n")
+    blocks = timer.result()["failures"]
+    assert blocks[0] == ["fatal: [kylin-serve]: FAILED! => {\"msg\": \"Status code was 503\"}"]
+    assert not any("RETRYING" in line for block in blocks for line in block)
+    assert blocks[-1][0].startswith("ERROR    Molecule executed") and len(blocks) == 1 + budget.SUMMARY_BLOCKS
+
+
 def test_why_cuts_long_lines_and_keeps_the_last_blocks():
     clock = Clock()
     timer = budget.StepTimer("x", clock=clock, wall=clock)
