@@ -4,8 +4,9 @@
   python3 tests/lanes.py run [--workers N] [--budget-dir DIR] [--log-dir DIR] SCENARIO...
                                                  run the scenarios, N at a time (default: AIRGAP_LANES or 3)
   python3 tests/lanes.py check                   the map against molecule/ and the collection (exit 1 on a gap)
-  python3 tests/lanes.py chain                   the scenarios of CI's chain (tests/run-all molecule): all but those
-                                                 with `lane: own`, long proofs run alone (bash tests/run-all molecule:NAME)
+  python3 tests/lanes.py chain [STEP...]         the scenarios tests/run-all runs for its steps: with none named or
+                                                 `molecule`, CI's chain (all but those with `lane: own`, long proofs);
+                                                 `molecule:NAME` adds that one (bash tests/run-all molecule:NAME)
 
 The map is tests/scenarios.yml. The pool starts the longest scenario first; one that starts from the served host
 (served: true) waits while molecule serve is running and there is no served host for this world yet
@@ -40,9 +41,15 @@ def load_map(path=MAP):
         return yaml.safe_load(f)
 
 
-def chain(smap):
-    """The scenarios CI's chain runs (tests/run-all molecule), in the map's order: every one without `lane: own`."""
-    return [name for name, s in smap.items() if (s or {}).get("lane") not in LANES]
+def chain(smap, steps=()):
+    """The scenarios tests/run-all runs for the steps it was given, in the map's order: with no step or `molecule`,
+    CI's chain (every scenario without `lane: own`); `molecule:NAME` adds that scenario, of any lane."""
+    whole = not steps or "molecule" in steps
+    return [
+        name
+        for name, s in smap.items()
+        if (whole and (s or {}).get("lane") not in LANES) or "molecule:" + name in steps
+    ]
 
 
 def _files(root=ROOT):
@@ -328,7 +335,7 @@ def main(argv):
         )
         return 1 if problems else 0
     if argv and argv[0] == "chain":
-        print(" ".join(chain(load_map())))
+        print(" ".join(chain(load_map(), argv[1:])))
         return 0
     if argv and argv[0] == "run":
         rest = argv[1:]

@@ -1,6 +1,7 @@
 """tests/scenarios.yml, the one map of which scenario proves which file (tests/lanes.py; issue 40)."""
 
 import os
+import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -36,9 +37,22 @@ def test_a_long_proof_in_its_own_lane_is_out_of_the_chain_and_a_wrong_lane_is_na
 
 
 def test_run_all_takes_the_chain_for_molecule_and_any_scenario_by_name():
+    smap = {"serve": {}, "front": {"served": True}, "walk": {"lane": "own"}}
+    # No step named (CI: bash tests/run-all) and `molecule`: the chain, never a scenario of its own lane.
+    assert lanes.chain(smap) == lanes.chain(smap, ["molecule"]) == ["serve", "front"]
+    assert lanes.chain(smap, ["molecule:walk"]) == ["walk"]
+    assert lanes.chain(smap, ["unit", "molecule:front"]) == ["front"]
+    assert lanes.chain(smap, ["unit"]) == []
+    assert lanes.chain(smap, ["molecule", "molecule:walk"]) == ["serve", "front", "walk"]
     text = open(os.path.join(HERE, "..", "..", "run-all")).read()
-    assert "python3 tests/lanes.py chain" in text
-    assert 'want molecule && [[ $chain == *" $s "* ]]; } || want "molecule:$s"' in text
+    assert 'python3 tests/lanes.py chain ${selected[@]+"${selected[@]}"}' in text
+    out = subprocess.run(
+        [sys.executable, os.path.join(HERE, "..", "..", "lanes.py"), "chain"],
+        stdout=subprocess.PIPE,
+        universal_newlines=True,
+        check=True,
+    ).stdout.split()
+    assert "serve" in out and not [n for n in out if (lanes.load_map()[n] or {}).get("lane") == "own"]
 
 
 def test_a_role_folder_selects_its_scenarios_and_unit_tests():
