@@ -73,6 +73,8 @@ def main(argv=None):
         load=dict((k, v) for k, v in (result.get("load") or {}).items() if k != "samples"),
         times=result.get("times"),
     )
+    if result.get("bench"):  # issue 43 item 7: the planner's row of the comparison
+        sidecar["bench"] = dict((k, v) for k, v in result["bench"].items() if k != "args")
     return write(a, log, sidecar)
 
 

@@ -92,6 +92,21 @@ def test_a_broken_promise_is_never_confirmed(name):
         assert load["preemptions"] == 0
 
 
+BENCHED = [n for n in RECORDED if "bench" in recorded(n)[0]]
+
+
+@pytest.mark.parametrize("name", BENCHED)
+def test_a_recorded_bench_served_every_request_of_the_plan(name):
+    """Issue 43 item 7: the planner's row of the comparison ran `vllm bench serve` at the planned concurrency on the
+    planned engine, and every request came back (the figures docs/fidelity.md quotes are from these)."""
+    side, _log = recorded(name)
+    b, L = side["bench"], side["plan"]["ledger"]
+    assert b["rc"] == 0 and b["failed"] == 0 and b["completed"] == b["num_prompts"] > 0
+    assert b["max_concurrency"] == L["concurrency"] <= L["max_concurrency_at_len"]
+    assert b["total_output_tokens"] == b["num_prompts"] * 256  # --ignore-eos: every request its full output
+    assert 0 < b["median_ttft_ms"] <= b["p99_ttft_ms"] and 0 < b["median_tpot_ms"] <= b["p99_tpot_ms"]
+
+
 # The bounds of issue 43: a part within 5 % of the engine's figure, or within 0.1 GiB where that is the larger.
 PART_BOUND, PART_FLOOR = 0.05, int(0.1 * (1 << 30))
 # The flags that size the engine's pool (the activation profile, the CUDA graphs, the budget): a plan that gives the
@@ -118,8 +133,14 @@ def _flags(argv):
 # Parts known to lie outside the bounds, each on the safe side (planned above the engine's figure) and why
 # (docs/fidelity.md, run of 2026-12-07): the Qwen3.5-27B shape started with its vision tower peaked at 1.92 GiB, the
 # planner's encoder estimate says 2.43; it is kept because the field's start on an RTX 6000 Ada (another encoder
-# attention backend, 2,048 batched tokens) held a pool below the plan already (docs/launch-planning.md).
-KNOWN_OVER = {"vllm-0.26.0-h100-predict-qwen3.5-27b-fp8-mtp3-mm-50x32k": ("activation_peak",)}
+# attention backend, 2,048 batched tokens) held a pool below the plan already (docs/launch-planning.md). The same
+# shape text-only without MTP (issue 43 item 7, 2026-12-07 13:28 UTC) peaked at 2.57 GiB where the text-only starts
+# with MTP 3 peaked at 2.92: the Gated DeltaNet term was fitted on those (GDN_TOKEN_BYTES_PER_VALUE), so without
+# speculative decoding it counts 0.32 GiB too much (2.89 planned); one point without MTP, not refitted yet.
+KNOWN_OVER = {
+    "vllm-0.26.0-h100-predict-qwen3.5-27b-fp8-mtp3-mm-50x32k": ("activation_peak",),
+    "vllm-0.26.0-h100-bench-qwen3.5-27b-fp8-50xmax": ("activation_peak",),
+}
 
 
 @pytest.mark.parametrize("name", RECORDED)
