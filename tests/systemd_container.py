@@ -17,9 +17,8 @@ KYLIN_IMAGE = os.environ.get("AIRGAP_KYLIN_IMAGE", "airgap-test/kylin:v10sp3")
 
 def docker(*args, **kw):
     """`docker ARGS` as a CompletedProcess of text (check=False and a 300 s timeout unless given)."""
-    kw.setdefault("check", False)
     kw.setdefault("timeout", 300)
-    return subprocess.run(["docker"] + list(args), capture_output=True, text=True, **kw)
+    return subprocess.run(["docker"] + list(args), capture_output=True, text=True, check=kw.pop("check", False), **kw)
 
 
 def needs_image(image=KYLIN_IMAGE):

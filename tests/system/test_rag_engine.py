@@ -160,6 +160,7 @@ def test_openai_embeddings_create_gets_a_vector_of_the_models_dimension_per_inpu
         stderr=subprocess.PIPE,
         universal_newlines=True,
         timeout=120,
+        check=False,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])

@@ -11,7 +11,10 @@ import pytest
 
 from ansible_collections.airgap.vllm.plugins.modules import nvml_info as M
 
-from ..module_utils.test__nvml import GIB, VERSION, build  # noqa: F401  (build: the stand-in library, once)
+from ..module_utils import test__nvml as NV
+
+GIB, VERSION = NV.GIB, NV.VERSION
+build = NV.build  # the stand-in library, a session fixture: built once for both test files
 
 
 @pytest.fixture(scope="module")
