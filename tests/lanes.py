@@ -257,7 +257,14 @@ class Pool:
             # The base config named: molecule looks for it under a .git directory, which a git worktree does not
             # have (its .git is a file), and would run without it (its prerun then fails on the collection's link).
             proc = subprocess.Popen(
-                ["molecule", "--base-config", os.path.join(ROOT, ".config", "molecule", "config.yml"), "test", "-s", name],
+                [
+                    "molecule",
+                    "--base-config",
+                    os.path.join(ROOT, ".config", "molecule", "config.yml"),
+                    "test",
+                    "-s",
+                    name,
+                ],
                 cwd=ROOT,
                 env=env,
                 stdout=subprocess.PIPE,
