@@ -261,8 +261,17 @@ class Pool:
             return 1, timer
         env = dict(os.environ, AIRGAP_LANE=lane)
         with open(log_path, "w") as log:
+            # The base config named: molecule looks for it under a .git directory, which a git worktree does not
+            # have (its .git is a file), and would run without it (its prerun then fails on the collection's link).
             proc = subprocess.Popen(
-                ["molecule", "test", "-s", name],
+                [
+                    "molecule",
+                    "--base-config",
+                    os.path.join(ROOT, ".config", "molecule", "config.yml"),
+                    "test",
+                    "-s",
+                    name,
+                ],
                 cwd=ROOT,
                 env=env,
                 stdout=subprocess.PIPE,
