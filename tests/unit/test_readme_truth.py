@@ -45,6 +45,15 @@ def test_the_site_ca_is_outside_the_checkout_where_the_readme_says():
     assert "build/pki" not in GROUP_VARS["vllm_front_pki_dir"]
 
 
+def test_the_offline_control_tests_take_the_site_ca_where_tests_simulate_keeps_it():
+    """tests/offline_control starts its new control nodes with the CA of the machine that converged tests/simulate's
+    host: the same default folder, or the front door refuses them (it still looked in build/pki)."""
+    default = re.search(r"AIRGAP_SIM_PKI_DIR=\$\{AIRGAP_SIM_PKI_DIR:-\$HOME(/\.airgap-vllm/[^}]+)\}", SIMULATE).group(1)
+    ssh = _read("tests", "offline_control", "test_site_over_ssh.py")
+    assert 'os.environ.get("AIRGAP_SIM_PKI_DIR") or "~%s"' % default in ssh
+    assert "os.path.dirname(BUNDLE), \"pki\"" not in ssh
+
+
 def test_the_times_are_the_measured_ones():
     assert "~25 min" not in README
     assert "**14 min 28 s**" in README and "**55 s**" in README
