@@ -37,6 +37,12 @@ def test_the_bundle_and_the_reports_are_where_the_readme_says():
     assert "`build/reports/%s/front-ca.crt`" % host in README
 
 
+def test_a_green_run_checks_its_reports_and_keeps_the_picture_as_png():
+    """Issue 42: report.json and report.md agree, and the memory picture is looked at as a PNG beside the report."""
+    assert 'python3 tests/report_check.py "build/reports/$name"' in SIMULATE
+    assert "`memory.png`" in README and "`tests/report_check.py`" in README
+
+
 def test_the_site_ca_is_outside_the_checkout_where_the_readme_says():
     default = re.search(r"AIRGAP_SIM_PKI_DIR=\$\{AIRGAP_SIM_PKI_DIR:-\$HOME(/\.airgap-vllm/[^}]+)\}", SIMULATE).group(1)
     assert default in GROUP_VARS["vllm_front_pki_dir"]
