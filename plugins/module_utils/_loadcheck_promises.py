@@ -13,6 +13,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._loadcheck_metrics imp
     finite,
     whole,
 )
+from ansible_collections.airgap.vllm.plugins.module_utils._version import parse_vllm
 
 
 def needle_row(figures, ctx):
@@ -231,14 +232,25 @@ def concurrency_row(conc, records):
     )
 
 
-def promises(plan, engine, profiles, thresholds=None, tradeoff=None):
+def cpu_build(release):
+    """Is ``release`` (the engine's vLLM version, "0.27.1+cpu") vLLM's CPU build? False when unknown."""
+    try:
+        return parse_vllm(release)["local"] == "cpu" if release else False
+    except ValueError:
+        return False
+
+
+def promises(plan, engine, profiles, thresholds=None, tradeoff=None, release=None):
     """The promises table: each planned or expected figure against what the load check measured.
 
     plan: planned figures (max_model_len, concurrency, num_speculative_tokens, prefix_caching) from the
     deployment report, else the engine's argv (engine_settings). profiles: name -> {"figures": bench_figures
     or tool_outcome, "delta": counter_delta, "peak_running": float, "peak_kv_usage": float, "sampling": {"samples",
     "max_gap_s"}}. Returns rows with status MET (by the engine's own counters or the requests' outcome), MISSED,
-    "not witnessed" (the /metrics samples could not have seen it) or "not measured", and the advice that follows."""
+    "not witnessed" (the /metrics samples could not have seen it) or "not measured", and the advice that follows.
+    release: the engine's vLLM version (the deployment report's engine.version); on vLLM's CPU build (a test
+    engine) a speed expected at the field notes' figure is shown but "not measured": that figure is a GPU's, and a
+    CPU's speed neither meets nor misses it (a threshold set to another figure is judged)."""
     t = dict(DEFAULT_THRESHOLDS)
     t.update(dict((k, float(v)) for k, v in (thresholds or {}).items() if v is not None))
     plan, engine, profiles = plan or {}, engine or {}, profiles or {}
@@ -418,6 +430,14 @@ def promises(plan, engine, profiles, thresholds=None, tradeoff=None):
         if value is None:
             where = "random or shared-prefix" if key.startswith("per_") else "single-stream"
             rows.append(speed(None, "not measured", "run the %s profile" % where))
+        elif cpu_build(release) and t[key] == DEFAULT_THRESHOLDS[key]:
+            rows.append(
+                speed(
+                    "%.1f on vLLM's CPU build (%s), not a GPU" % (value, release),
+                    "not measured",
+                    "the expected figure is the field notes' GPU's: measure on the card",
+                )
+            )
         else:
             rows.append(_judged(speed, "%.1f" % value, value >= t[key], advice))
     # preemptions over the whole check; the KV cache's peak use (a figure, no promise)

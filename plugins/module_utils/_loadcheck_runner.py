@@ -374,7 +374,14 @@ def run(module):
             break  # the check fails: the remaining profiles would only delay saying so
     end_counters = scrape(p["metrics_url"])
     records["_all"] = {"delta": counter_delta(start_counters, end_counters) if start_counters else {}}
-    rows = promises(plan, engine, records, p["promise_thresholds"], (report or {}).get("tradeoff"))
+    rows = promises(
+        plan,
+        engine,
+        records,
+        p["promise_thresholds"],
+        (report or {}).get("tradeoff"),
+        ((report or {}).get("engine") or {}).get("version"),
+    )
     missed = [r for r in rows if r["status"] == "MISSED"]
     lines = [render(random_summary)] if random_summary else []
     lines += ["load check profiles (seconds each):"] + [

@@ -37,12 +37,27 @@ def test_the_bundle_and_the_reports_are_where_the_readme_says():
     assert "`build/reports/%s/front-ca.crt`" % host in README
 
 
+def test_a_green_run_checks_its_reports_and_keeps_the_picture_as_png():
+    """Issue 42: report.json and report.md agree, and the memory picture is looked at as a PNG beside the report."""
+    assert 'python3 tests/report_check.py "build/reports/$name"' in SIMULATE
+    assert "`memory.png`" in README and "`tests/report_check.py`" in README
+
+
 def test_the_site_ca_is_outside_the_checkout_where_the_readme_says():
     default = re.search(r"AIRGAP_SIM_PKI_DIR=\$\{AIRGAP_SIM_PKI_DIR:-\$HOME(/\.airgap-vllm/[^}]+)\}", SIMULATE).group(1)
     assert default in GROUP_VARS["vllm_front_pki_dir"]
     assert "AIRGAP_SIM_PKI_DIR" in GROUP_VARS["vllm_front_pki_dir"]
     assert "`~%s/`, **outside any checkout**" % default in README
     assert "build/pki" not in GROUP_VARS["vllm_front_pki_dir"]
+
+
+def test_the_offline_control_tests_take_the_site_ca_where_tests_simulate_keeps_it():
+    """tests/offline_control starts its new control nodes with the CA of the machine that converged tests/simulate's
+    host: the same default folder, or the front door refuses them (it still looked in build/pki)."""
+    default = re.search(r"AIRGAP_SIM_PKI_DIR=\$\{AIRGAP_SIM_PKI_DIR:-\$HOME(/\.airgap-vllm/[^}]+)\}", SIMULATE).group(1)
+    ssh = _read("tests", "offline_control", "test_site_over_ssh.py")
+    assert 'os.environ.get("AIRGAP_SIM_PKI_DIR") or "~%s"' % default in ssh
+    assert "os.path.dirname(BUNDLE), \"pki\"" not in ssh
 
 
 def test_the_times_are_the_measured_ones():

@@ -244,3 +244,31 @@ def test_per_stream_decode_falls_back_to_the_shared_prefix_profile():
     prof["shared-prefix"]["figures"]["decode_tok_s"] = 115.5
     row = by_key(LR.promises(PLAN, {}, prof))["per_stream_decode_tok_s"]
     assert row["status"] == "MET" and row["measured"] == "115.5"
+
+
+@pytest.mark.parametrize("release", ["0.27.1+cpu", "vllm-0.27.1+cpu.dist-info"])
+def test_speeds_on_vllms_cpu_build_are_shown_not_judged(release):
+    """Issue 42 (a green run prints no avoidable warning): tests/simulate's CPU engine missed the field notes'
+    40 tok/s single-stream decode, a GPU's figure, and the run warned "promise MISSED" with a GPU's advice."""
+    rows = by_key(LR.promises(PLAN, {}, measured(), {"single_stream_decode_tok_s": 40}, release=release))
+    for key, value in (
+        ("single_stream_decode_tok_s", "113.6"),
+        ("per_stream_decode_tok_s", "98.0"),
+        ("prefill_tok_s", "7103.0"),
+    ):
+        row = rows[key]
+        assert row["status"] == "not measured" and row["measured"].startswith(value + " on vLLM's CPU build"), row
+        assert "the field notes' GPU's" in row["advice"] and "bandwidth" not in row["advice"]
+    assert LR.promise_counts(list(rows.values()))["MISSED"] == 0
+    assert rows["context"]["status"] == "MET"  # the engine's own evidence still counts on the CPU
+    # A figure the operator set (molecule replan's million tokens a second) is judged on any engine.
+    rows = by_key(LR.promises(PLAN, {}, measured(), {"single_stream_decode_tok_s": 1e6}, release=release))
+    assert rows["single_stream_decode_tok_s"]["status"] == "MISSED"
+    assert rows["per_stream_decode_tok_s"]["status"] == "not measured"
+
+
+@pytest.mark.parametrize("release", [None, "", "0.27.1", "0.27.1+cu129", "not a version"])
+def test_speeds_on_a_gpu_build_or_an_unknown_one_are_judged(release):
+    rows = by_key(LR.promises(PLAN, {}, measured(), {"single_stream_decode_tok_s": 1e6}, release=release))
+    assert rows["single_stream_decode_tok_s"]["status"] == "MISSED"
+    assert rows["per_stream_decode_tok_s"]["status"] == "MET" and rows["per_stream_decode_tok_s"]["measured"] == "98.0"

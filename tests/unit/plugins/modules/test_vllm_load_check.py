@@ -283,9 +283,7 @@ def test_settings_that_would_pass_without_checking_are_refused_before_docker(run
     assert docker.calls() == []
 
 
-def test_profiles_write_the_promises_into_the_report(run_module, docker, tmp_path):
-    report_dir = tmp_path / "report"
-    report_dir.mkdir()
+def minimal_report(**over):
     report = {
         "verdict": "confirmed",
         "restart": False,
@@ -309,7 +307,14 @@ def test_profiles_write_the_promises_into_the_report(run_module, docker, tmp_pat
         "notes": [],
         "ledger": {"num_speculative_tokens": 0},
     }
-    (report_dir / "report.json").write_text(json.dumps(report))
+    report.update(over)
+    return report
+
+
+def test_profiles_write_the_promises_into_the_report(run_module, docker, tmp_path):
+    report_dir = tmp_path / "report"
+    report_dir.mkdir()
+    (report_dir / "report.json").write_text(json.dumps(minimal_report()))
     (docker.dir / "args.json").write_text(
         json.dumps(ARGS + ["--enable-auto-tool-choice", "--tool-call-parser", "qwen3_coder"])
     )
@@ -385,3 +390,20 @@ def test_tools_are_not_sent_to_a_server_without_a_tool_parser(run_module, docker
     assert "tools" not in r["profiles"] and not [c for c in docker.calls() if "python3" in c["argv"]]
     row = [x for x in r["promises"] if x["key"] == "tool_call_parse_rate"][0]
     assert row["status"] == "not measured" and "--enable-auto-tool-choice" in row["advice"]
+
+
+def test_on_vllms_cpu_build_the_field_notes_speeds_are_not_judged(run_module, docker, tmp_path):
+    """Issue 42: tests/simulate's green run warned "promise MISSED: single_stream_decode_tok_s" with a GPU's advice:
+    the deployment report's engine (vLLM 0.27.1+cpu) tells the load check its speeds are not a GPU's."""
+    report_dir = tmp_path / "report"
+    report_dir.mkdir()
+    engine = {"known": True, "text": "vLLM 0.27.1+cpu", "version": "0.27.1+cpu"}
+    (report_dir / "report.json").write_text(json.dumps(minimal_report(engine=engine)))
+    (docker.dir / "result.json").write_text(json.dumps(bench_result(mean_tpot_ms=40.0)))  # 25 tok/s each
+    r = run_module(M, container="vllm", docker_bin=docker.bin, profiles=["random"], report_dir=str(report_dir))
+    assert "failed" not in r, r.get("msg")
+    row = dict((x["key"], x) for x in r["promises"])["per_stream_decode_tok_s"]
+    assert row["status"] == "not measured" and row["measured"] == "25.0 on vLLM's CPU build (0.27.1+cpu), not a GPU", (
+        row
+    )
+    assert not [w for w in r.get("warnings") or [] if "_tok_s" in w], r.get("warnings")
