@@ -21,7 +21,7 @@ description:
     import is skipped and the existing directory is only validated.
   - Validates what vLLM needs for an offline start - C(config.json), C(model.safetensors.index.json)
     and every shard it names (safetensors header), tokenizer files, a chat template (not for an embedding model or a
-    cross-encoder, which its files name: no chat is ever sent to it) and, unless O(language_model_only),
+    cross-encoder, which its files name, since no chat is ever sent to it) and, unless O(language_model_only),
     C(preprocessor_config.json) - and names the missing file.
   - Files end up 0644 and directories 0755 (optionally owned by O(owner)/O(group)) so the container can read them;
     a file that is not world-readable in the source ends up 0640 (readable through O(group)), never 0644.
