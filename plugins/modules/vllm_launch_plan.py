@@ -258,6 +258,7 @@ options:
       - Empty (default), the service has its GPUs to itself.
     type: list
     elements: dict
+    default: []
   docker_log_driver:
     description:
       - Docker's logging driver (C(docker info --format '{{.LoggingDriver}}')). The log options are set for
