@@ -9,7 +9,8 @@
 - A stamp (.airgap-vllm-model.json) records the manifest sha256 of the source; an unchanged model
   is skipped without reading 24 GB again.
 - The result is validated the way vLLM 0.27.1 needs it offline (config.json, the safetensors index
-  and every shard it names, tokenizer, chat template, processor config), naming the missing file.
+  and every shard it names, tokenizer, chat template (not for a pooling model: _plan_pooling.files_pooling_task),
+  processor config), naming the missing file.
 - Hostile sources: a directory source never has a symlink followed out of it, a device, FIFO or socket
   is refused, and a file that is not world-readable in the source is imported 0640, never 0644.
   The given sha256 is checked against the source (the archive's bytes; for a directory the bundle's
@@ -31,7 +32,7 @@ import stat
 import tarfile
 import zlib
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _disk_space, _files, _model_dir
+from ansible_collections.airgap.vllm.plugins.module_utils import _disk_space, _files, _model_dir, _plan_pooling
 
 STAMP = ".airgap-vllm-model.json"
 INDEX = _model_dir.INDEX
@@ -57,8 +58,16 @@ def validate_model_dir(path, language_model_only=False):
         if not os.path.isfile(os.path.join(path, name)):
             raise ModelError("%s: %s missing (needed for an offline start)" % (path, name))
     tok_cfg = _load_json(os.path.join(path, "tokenizer_config.json"), "tokenizer_config.json")
-    if not os.path.isfile(os.path.join(path, "chat_template.jinja")) and not (
-        isinstance(tok_cfg, dict) and tok_cfg.get("chat_template")
+    # An embedding model or a cross-encoder (by its own files: _plan_pooling) answers embeddings and scores, never
+    # a chat: it has no chat template (bge-m3, bge-reranker-v2-m3 ship none) and no generation settings.
+    try:
+        pooling = _plan_pooling.files_pooling_task(config, _plan_pooling.read_sentence_transformers(path))
+    except _plan_pooling.ModelConfigError as exc:
+        raise ModelError("%s: %s" % (path, exc))
+    if (
+        pooling is None
+        and not os.path.isfile(os.path.join(path, "chat_template.jinja"))
+        and not (isinstance(tok_cfg, dict) and tok_cfg.get("chat_template"))
     ):
         raise ModelError(
             "%s: no chat template (chat_template.jinja or tokenizer_config.json chat_template): "
@@ -81,7 +90,7 @@ def validate_model_dir(path, language_model_only=False):
     problem = _model_dir.fp8_skip_list_problem(path, config, model["index"], model["shards"], language_model_only)
     if problem:
         raise ModelError("%s: %s" % (path, problem))
-    if not os.path.isfile(os.path.join(path, "generation_config.json")):
+    if pooling is None and not os.path.isfile(os.path.join(path, "generation_config.json")):
         warnings.append("%s: generation_config.json missing: vLLM's sampling defaults replace the model's" % path)
     total = model["index"]["total_size"] if model["index"] is not None else None
     return {
@@ -90,6 +99,7 @@ def validate_model_dir(path, language_model_only=False):
         "total_size": total,
         "model_type": config.get("model_type"),
         "architectures": [str(a) for a in archs],
+        "pooling_task": pooling,
     }
 
 

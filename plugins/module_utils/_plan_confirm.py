@@ -521,6 +521,8 @@ def measured_tradeoff(plan_result, budget):
     inputs["measured_kv_cache_bytes"] = int(budget)
     inputs["pin_kv_cache_memory"] = False
     old = plan_result.get("tradeoff") or {}
+    if old.get("skipped"):
+        return None  # a pooling model: no trade-off table to recompute (vllm_launch_plan says why)
     try:
         table = tradeoff(_planner.plan, inputs, title=old.get("title") or "")
     except (PlanError, IOError, OSError, KeyError, TypeError, ValueError):

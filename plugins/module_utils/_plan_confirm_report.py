@@ -135,6 +135,10 @@ def memory_bars(ledger, measured):
 
 def deployment_report(plan_result, confirmation, tradeoff_rows=None):
     ledger = plan_result["ledger"]
+    tradeoff = tradeoff_rows or plan_result.get("tradeoff")
+    if tradeoff and tradeoff.get("skipped"):
+        # A pooling model answers no context x concurrency question: vllm_launch_plan says why it has no table.
+        tradeoff = None
     final = confirmation.get("replan") if confirmation.get("restart") else None
     final_ctx = final["max_model_len"] if final else ledger["max_model_len"]
     return {
@@ -158,7 +162,7 @@ def deployment_report(plan_result, confirmation, tradeoff_rows=None):
             else (confirmation.get("measured_concurrency_at_len") or ledger["max_concurrency_at_len"]),
         },
         "memory": memory_bars(ledger, confirmation["measured"]),
-        "tradeoff": tradeoff_rows or plan_result.get("tradeoff"),
+        "tradeoff": tradeoff,
         "notes": confirmation.get("notes", []),
         "pool": confirmation.get("pool"),
         "plan_warnings": plan_result.get("plan_warnings") or [],

@@ -6,6 +6,8 @@ memory.
 
 Pure, stdlib only, Python 3.7-clean. Paths cited are inside the vLLM 0.27.1 wheel's ``vllm/``.
 
+- files_pooling_task(): whether the model's files alone make it a pooling model (the import's rule: no chat
+  template needed).
 - pooling_decision(): from the model's own files (config.json ``architectures``, sentence-transformers'
   ``modules.json`` and its Pooling module's ``config.json``) and the operator's ``pooling_task``, the runner and
   convert vLLM resolves (config/model.py _get_runner_type, _get_convert_type, _SUFFIX_TO_DEFAULTS; registry.py
@@ -120,6 +122,22 @@ def architectures_of(config):
     """config.json's architectures as a list."""
     archs = config.get("architectures") or []
     return list(archs) if isinstance(archs, list) else [archs]
+
+
+def files_pooling_task(config, st=None):
+    """What the model's own files say it pools for ("embed" or "classify"), or None for a model they do not make a
+    pooling model (a generative one; a decoder the operator asks to pool with ``pooling_task`` is still generative
+    by its files). Never raises: the import's checks (_model_import) ask it which files the model needs - a pooling
+    model generates no text, so it needs no chat template. config: config.json; st: read_sentence_transformers()."""
+    archs = architectures_of(config) if isinstance(config, dict) else []
+    arch = str(archs[0]) if archs else ""
+    if arch in ENCODER_ARCHITECTURES:
+        return ENCODER_ARCHITECTURES[arch]
+    if arch.endswith("ForSequenceClassification"):
+        return "classify"
+    if st is not None:
+        return "embed"
+    return None
 
 
 def pooling_decision(config, st=None, asked=None, generative_archs=()):

@@ -20,8 +20,9 @@ description:
   - Writes a stamp holding O(sha256) (the bundle manifest checksum); when the stamp matches, the
     import is skipped and the existing directory is only validated.
   - Validates what vLLM needs for an offline start - C(config.json), C(model.safetensors.index.json)
-    and every shard it names (safetensors header), tokenizer files, a chat template and, unless
-    O(language_model_only), C(preprocessor_config.json) - and names the missing file.
+    and every shard it names (safetensors header), tokenizer files, a chat template (not for an embedding model or a
+    cross-encoder, which its files name, since no chat is ever sent to it) and, unless O(language_model_only),
+    C(preprocessor_config.json) - and names the missing file.
   - Files end up 0644 and directories 0755 (optionally owned by O(owner)/O(group)) so the container can read them;
     a file that is not world-readable in the source ends up 0640 (readable through O(group)), never 0644.
   - A directory source is read without following any symlink out of it; devices, FIFOs and sockets are refused.
@@ -130,6 +131,13 @@ architectures:
   type: list
   elements: str
   sample: [Qwen3ForCausalLM]
+pooling_task:
+  description:
+    - C(embed) or C(classify) when the model's own files make it a pooling model (a BERT-family encoder, a
+      C(*ForSequenceClassification) checkpoint, sentence-transformers' C(modules.json)); null for a generative model.
+  returned: when validated
+  type: str
+  sample: embed
 """
 
 import grp

@@ -222,3 +222,59 @@ def test_disk_that_fills_during_the_import_leaves_no_partial_copy(model_tar, tmp
     assert "No space left on device" in msg and "the model needs" in msg and "was removed" in msg
     assert sorted(os.listdir(models)) == ["qwen"]  # no .qwen.importing left
     assert sorted(os.listdir(os.path.join(models, "qwen"))) == before
+
+
+def _as_pooling(model_dir, tmp_path, architectures, modules=False):
+    """The tiny checkpoint's files as a pooling model: its config's architectures changed, no chat template and no
+    generation_config.json (bge-m3 and bge-reranker-v2-m3 ship neither)."""
+    import shutil
+
+    d = str(tmp_path / "pooling")
+    shutil.copytree(model_dir, d)
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    cfg = dict(cfg.get("text_config") or cfg, architectures=architectures)
+    json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
+    for name in ("chat_template.jinja", "generation_config.json", "preprocessor_config.json"):
+        if os.path.exists(os.path.join(d, name)):
+            os.unlink(os.path.join(d, name))
+    tok = json.load(open(os.path.join(d, "tokenizer_config.json")))
+    tok.pop("chat_template", None)
+    json.dump(tok, open(os.path.join(d, "tokenizer_config.json"), "w"))
+    if modules:
+        os.makedirs(os.path.join(d, "1_Pooling"))
+        json.dump({"pooling_mode_lasttoken": True}, open(os.path.join(d, "1_Pooling", "config.json"), "w"))
+        json.dump(
+            [{"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}],
+            open(os.path.join(d, "modules.json"), "w"),
+        )
+    return d
+
+
+@pytest.mark.parametrize(
+    "architectures,modules,task",
+    [
+        (["BertModel"], False, "embed"),
+        (["XLMRobertaForSequenceClassification"], False, "classify"),
+        (["Qwen3ForCausalLM"], True, "embed"),  # sentence-transformers' modules.json: Qwen3-Embedding
+    ],
+)
+def test_a_pooling_model_needs_no_chat_template(model_dir, tmp_path, architectures, modules, task):
+    d = _as_pooling(model_dir, tmp_path, architectures, modules)
+    info = mi.validate_model_dir(d)
+    assert info["pooling_task"] == task
+    # No "generation_config.json missing" warning either: a pooling model samples nothing.
+    assert info["warnings"] == []
+
+
+def test_a_generative_model_without_a_chat_template_is_refused(model_dir, tmp_path):
+    d = _as_pooling(model_dir, tmp_path, ["Qwen3ForCausalLM"])
+    with pytest.raises(mi.ModelError, match="no chat template"):
+        mi.validate_model_dir(d)
+
+
+def test_a_broken_modules_json_is_named(model_dir, tmp_path):
+    d = _as_pooling(model_dir, tmp_path, ["Qwen3ForCausalLM"], modules=True)
+    with open(os.path.join(d, "modules.json"), "w") as f:
+        f.write("{not json")
+    with pytest.raises(mi.ModelError, match="modules.json"):
+        mi.validate_model_dir(d)

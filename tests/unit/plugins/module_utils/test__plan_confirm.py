@@ -341,3 +341,25 @@ def test_an_encoder_only_model_given_kv_blocks_or_refused_is_said_so():
     assert c["verdict"] == "not_as_planned" and "1,200 KV blocks" in c["verdict_text"]
     refused = C.confirm(r, journal_text=BANNER + "\n" + REFUSAL)
     assert refused["verdict"] == "refused" and not refused["restart"]
+
+
+@pytest.mark.parametrize("name", ["bge-m3", "qwen3-embedding-0.6b"])
+def test_a_pooling_models_report_has_no_tradeoff_table(name):
+    # vllm_launch_plan's result for a pooling model carries no trade-off table, only why (the module's
+    # {"single_len": None, "skipped": "pooling model"}); the report renders without one (the simulated host's
+    # molecule rag found the KeyError this guards against).
+    r = P.plan(
+        dict(
+            model_dir=os.path.join(ROOT, "tests", "fixtures", "models", name),
+            gpu_total_bytes=ADA_48,
+            compute_capability="8.9",
+            concurrency=16,
+            context=8192,
+        )
+    )
+    r["tradeoff"] = {"single_len": None, "skipped": "pooling model"}
+    r["inputs"] = {"model_dir": "unused"}
+    metrics = _encoder_metrics(1) if name == "bge-m3" else None
+    c = C.confirm(r, metrics, journal_text=None if metrics else BANNER)
+    assert c["report"]["tradeoff"] is None and "Trade-off" not in c["report_markdown"]
+    json.dumps(c["report"])

@@ -196,3 +196,26 @@ def test_a_decoder_embedder_keeps_its_kv_pool_and_no_sampler():
     assert L["max_num_batched_tokens"] == 2048  # last-token pooling chunks its prefill: the card's default
     peak = [c for c in L["components"] if c["name"] == "activation_peak"][0]
     assert "sampler 0 rows" in peak["how"]
+
+
+@pytest.mark.parametrize(
+    "name,task",
+    [
+        ("bge-m3", "embed"),  # XLMRobertaModel: an encoder vLLM registers for embeddings
+        ("bge-reranker-v2-m3", "classify"),  # a cross-encoder
+        ("qwen3-embedding-0.6b", "embed"),  # a decoder that sentence-transformers' modules.json makes an embedder
+        ("qwen3-reranker-0.6b", None),  # a plain Qwen3ForCausalLM: pooling only when the operator asks
+        ("qwen3-8b", None),
+    ],
+)
+def test_files_pooling_task_is_what_the_files_alone_say(name, task):
+    assert PP.files_pooling_task(_config(name), PP.read_sentence_transformers(_dir(name))) == task
+
+
+def test_files_pooling_task_never_raises_on_odd_configs():
+    assert PP.files_pooling_task({}) is None
+    assert PP.files_pooling_task("not a mapping") is None
+    assert PP.files_pooling_task({"architectures": "BertModel"}) == "embed"
+    # A classification checkpoint the planner cannot size is still a cross-encoder by its files (the planner says
+    # why it cannot plan it; the import only needs to know no chat is ever sent to it).
+    assert PP.files_pooling_task({"architectures": ["GemmaForSequenceClassification"]}) == "classify"
