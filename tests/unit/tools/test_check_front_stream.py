@@ -1,5 +1,6 @@
 """The front-client's stream check (tests/world/front-client/check_front.py) tells a streaming door from a buffering
 one by the events' own arrival times, whatever the prefill took."""
+
 import importlib.util
 import pathlib
 
