@@ -28,21 +28,27 @@ from ansible_collections.airgap.vllm.plugins.module_utils._files import write_at
 TEXTFILE_NAME = 'airgap_gpu.prom'
 MIB = 1024 * 1024
 
+
+def _nested(outer, key):
+    """The field of a health dict's sub-dict (utilization, remapped_rows), None when either is absent."""
+    return lambda g: (g.get(outer) or {}).get(key)
+
+
+def _watts(key):
+    """A milliwatt field in W."""
+    return lambda g: None if g.get(key) is None else g[key] / 1000.0
+
+
+def _mib(key):
+    """A byte field in whole MiB."""
+    return lambda g: None if g.get(key) is None else g[key] // MIB
+
+
 # (metric, type, help, field or function of the health dict)
 GPU_METRICS = (
     ('DCGM_FI_DEV_GPU_TEMP', 'gauge', 'GPU temperature (in C).', 'temperature_c'),
-    (
-        'DCGM_FI_DEV_POWER_USAGE',
-        'gauge',
-        'Power draw (in W).',
-        lambda g: None if g.get('power_mw') is None else g['power_mw'] / 1000.0,
-    ),
-    (
-        'airgap_gpu_power_limit_watts',
-        'gauge',
-        'Enforced power limit (in W).',
-        lambda g: None if g.get('power_limit_mw') is None else g['power_limit_mw'] / 1000.0,
-    ),
+    ('DCGM_FI_DEV_POWER_USAGE', 'gauge', 'Power draw (in W).', _watts('power_mw')),
+    ('airgap_gpu_power_limit_watts', 'gauge', 'Enforced power limit (in W).', _watts('power_limit_mw')),
     ('DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION', 'counter', 'Total energy consumption since boot (in mJ).', 'energy_mj'),
     ('DCGM_FI_DEV_SM_CLOCK', 'gauge', 'SM clock frequency (in MHz).', 'sm_clock_mhz'),
     ('DCGM_FI_DEV_MEM_CLOCK', 'gauge', 'Memory clock frequency (in MHz).', 'mem_clock_mhz'),
@@ -52,31 +58,11 @@ GPU_METRICS = (
         'Current clock throttle reasons (NVML bitmask).',
         'throttle_reasons',
     ),
-    ('DCGM_FI_DEV_GPU_UTIL', 'gauge', 'GPU utilization (in %).', lambda g: (g.get('utilization') or {}).get('gpu')),
-    (
-        'DCGM_FI_DEV_MEM_COPY_UTIL',
-        'gauge',
-        'Memory utilization (in %).',
-        lambda g: (g.get('utilization') or {}).get('memory'),
-    ),
-    (
-        'DCGM_FI_DEV_FB_USED',
-        'gauge',
-        'Framebuffer memory used (in MiB).',
-        lambda g: None if g.get('memory_used') is None else g['memory_used'] // MIB,
-    ),
-    (
-        'DCGM_FI_DEV_FB_FREE',
-        'gauge',
-        'Framebuffer memory free (in MiB).',
-        lambda g: None if g.get('memory_free') is None else g['memory_free'] // MIB,
-    ),
-    (
-        'airgap_gpu_fb_total_mib',
-        'gauge',
-        'Framebuffer memory total (in MiB).',
-        lambda g: None if g.get('memory_total') is None else g['memory_total'] // MIB,
-    ),
+    ('DCGM_FI_DEV_GPU_UTIL', 'gauge', 'GPU utilization (in %).', _nested('utilization', 'gpu')),
+    ('DCGM_FI_DEV_MEM_COPY_UTIL', 'gauge', 'Memory utilization (in %).', _nested('utilization', 'memory')),
+    ('DCGM_FI_DEV_FB_USED', 'gauge', 'Framebuffer memory used (in MiB).', _mib('memory_used')),
+    ('DCGM_FI_DEV_FB_FREE', 'gauge', 'Framebuffer memory free (in MiB).', _mib('memory_free')),
+    ('airgap_gpu_fb_total_mib', 'gauge', 'Framebuffer memory total (in MiB).', _mib('memory_total')),
     ('DCGM_FI_DEV_ECC_SBE_VOL_TOTAL', 'counter', 'Single-bit volatile ECC errors.', 'ecc_sbe_volatile'),
     ('DCGM_FI_DEV_ECC_DBE_VOL_TOTAL', 'counter', 'Double-bit volatile ECC errors.', 'ecc_dbe_volatile'),
     ('DCGM_FI_DEV_ECC_SBE_AGG_TOTAL', 'counter', 'Single-bit persistent ECC errors.', 'ecc_sbe_aggregate'),
@@ -88,25 +74,25 @@ GPU_METRICS = (
         'DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS',
         'counter',
         'Rows remapped for correctable errors.',
-        lambda g: (g.get('remapped_rows') or {}).get('correctable'),
+        _nested('remapped_rows', 'correctable'),
     ),
     (
         'DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS',
         'counter',
         'Rows remapped for uncorrectable errors.',
-        lambda g: (g.get('remapped_rows') or {}).get('uncorrectable'),
+        _nested('remapped_rows', 'uncorrectable'),
     ),
     (
         'DCGM_FI_DEV_ROW_REMAP_FAILURE',
         'gauge',
         'Whether remapping of rows has failed.',
-        lambda g: (g.get('remapped_rows') or {}).get('failure'),
+        _nested('remapped_rows', 'failure'),
     ),
     (
         'airgap_gpu_row_remap_pending',
         'gauge',
         'Rows pending remapping (1: a reset is needed).',
-        lambda g: (g.get('remapped_rows') or {}).get('pending'),
+        _nested('remapped_rows', 'pending'),
     ),
 )
 # Every metric name the exporter can write (the dashboard and rule tests check their names against it).

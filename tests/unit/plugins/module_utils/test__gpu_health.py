@@ -354,3 +354,14 @@ def test_export_without_a_library(tmp_path):
 
 def test_ctypes_struct_sizes():
     assert ctypes.sizeof(_nvml.Utilization) == 8
+
+
+def test_metric_field_helpers():
+    g = {'utilization': {'gpu': 7}, 'power_mw': 1500, 'memory_used': 3 * MIB + 5, 'remapped_rows': None}
+    assert _gpu_health._nested('utilization', 'gpu')(g) == 7
+    assert _gpu_health._nested('remapped_rows', 'pending')(g) is None  # a sub-dict NVML did not answer
+    assert _gpu_health._nested('utilization', 'memory')({}) is None
+    assert _gpu_health._watts('power_mw')(g) == 1.5
+    assert _gpu_health._watts('power_limit_mw')(g) is None
+    assert _gpu_health._mib('memory_used')(g) == 3
+    assert _gpu_health._mib('memory_free')(g) is None
