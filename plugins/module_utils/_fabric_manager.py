@@ -48,6 +48,13 @@ def normalize_setting(value):
     raise ValueError('nvidia_driver_fabric_manager must be auto, true or false, not %r' % (value,))
 
 
+# An explicit setting's reason goes on with what lspci shows (%d: the NVSwitches found), said only when it found any.
+_EXPLICIT_NOTE = {
+    'true': ' (lspci shows %d NVSwitch(es))',
+    'false': ' although lspci shows %d NVSwitch(es): the GPUs get no NVLink fabric',
+}
+
+
 def decision(setting, pci):
     """{'needed': True/False/None, 'reason': str, 'nvswitches': [summary lines]} for one host.
 
@@ -59,19 +66,12 @@ def decision(setting, pci):
     setting = normalize_setting(setting)
     pci = pci or {}
     found = list(pci.get('nvswitch_summary') or [])
-    if setting == 'true':
+    if setting in _EXPLICIT_NOTE:
         return dict(
-            needed=True,
+            needed=setting == 'true',
             nvswitches=found,
-            reason='nvidia_driver_fabric_manager is true%s'
-            % (' (lspci shows %d NVSwitch(es))' % len(found) if found else ''),
-        )
-    if setting == 'false':
-        return dict(
-            needed=False,
-            nvswitches=found,
-            reason='nvidia_driver_fabric_manager is false%s'
-            % (' although lspci shows %d NVSwitch(es): the GPUs get no NVLink fabric' % len(found) if found else ''),
+            reason='nvidia_driver_fabric_manager is %s%s'
+            % (setting, _EXPLICIT_NOTE[setting] % len(found) if found else ''),
         )
     if pci.get('error') or 'nvswitches' not in pci:
         return dict(
