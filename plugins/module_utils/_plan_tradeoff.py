@@ -22,6 +22,19 @@ __metaclass__ = type
 
 TYPICAL_LENGTHS = (4096, 16384, 32768)
 BATCHED_TOKENS = (2048, 4096, 8192, 16384)
+SPECULATIVE_TOKENS = (0, 1, 3)
+# What a sweep's row says of each variant: (row key, the variant's ledger key), after the option and before the note.
+BATCHED_FIELDS = (
+    ("all_fit_len", "max_model_len"),
+    ("kv_tokens", "gpu_kv_cache_tokens"),
+    ("kv_pool_bytes", "kv_pool_bytes"),
+)
+SPECULATIVE_FIELDS = (
+    ("all_fit_len", "max_model_len"),
+    ("blocks", "num_gpu_blocks"),
+    ("block_size", "block_size"),
+    ("kv_tokens", "gpu_kv_cache_tokens"),
+)
 
 
 def _layout_of(ledger):
@@ -47,6 +60,24 @@ def _run(plan_fn, params, model, **over):
         return plan_fn(p, **model)["ledger"]
     except PlanError:
         return None
+
+
+def sweep(variant, ref, option, values, fields):
+    """One row per value of ``option`` (``values`` and the reference's own, ascending) whose variant plans:
+    ``{option: value, <row key>: variant ledger's value for each of fields, "note": " (current)" or ""}``.
+
+    variant(**{option: value}) is the variant's ledger or None; ref the reference ledger."""
+    rows = []
+    current = ref[option]
+    for value in sorted(set(values) | {current}):
+        led = variant(**{option: value})
+        if led:
+            row = {option: value}
+            for key, ledger_key in fields:
+                row[key] = led[ledger_key]
+            row["note"] = " (current)" if value == current else ""
+            rows.append(row)
+    return rows
 
 
 def tradeoff(plan_fn, params, model=None, lengths=TYPICAL_LENGTHS, title=None):
@@ -95,34 +126,7 @@ def tradeoff(plan_fn, params, model=None, lengths=TYPICAL_LENGTHS, title=None):
                 return None
         return _run(plan_fn, params, model, **over)
 
-    cur_t = ref["max_num_batched_tokens"]
-    for t in sorted(set(BATCHED_TOKENS) | {cur_t}):
-        note = " (current)" if t == cur_t else ""
-        led = variant(max_num_batched_tokens=t)
-        if led:
-            out["batched_tokens"].append(
-                {
-                    "max_num_batched_tokens": t,
-                    "all_fit_len": led["max_model_len"],
-                    "kv_tokens": led["gpu_kv_cache_tokens"],
-                    "kv_pool_bytes": led["kv_pool_bytes"],
-                    "note": note,
-                }
-            )
-    cur_s = ref["num_speculative_tokens"]
-    if cur_s or params.get("_mtp_capable"):
-        for s in sorted({0, 1, 3, cur_s}):
-            note = " (current)" if s == cur_s else ""
-            led = variant(num_speculative_tokens=s)
-            if led:
-                out["speculative"].append(
-                    {
-                        "num_speculative_tokens": s,
-                        "all_fit_len": led["max_model_len"],
-                        "blocks": led["num_gpu_blocks"],
-                        "block_size": led["block_size"],
-                        "kv_tokens": led["gpu_kv_cache_tokens"],
-                        "note": note,
-                    }
-                )
+    out["batched_tokens"] = sweep(variant, ref, "max_num_batched_tokens", BATCHED_TOKENS, BATCHED_FIELDS)
+    if ref["num_speculative_tokens"] or params.get("_mtp_capable"):
+        out["speculative"] = sweep(variant, ref, "num_speculative_tokens", SPECULATIVE_TOKENS, SPECULATIVE_FIELDS)
     return out

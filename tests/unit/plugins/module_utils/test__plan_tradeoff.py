@@ -65,3 +65,18 @@ def test_nothing_plans_nothing_is_answered():
     )
     no_mtp = T.tradeoff(P.plan, dict(FIELD, num_speculative_tokens=0))
     assert no_mtp["speculative"] == [] and no_mtp["all_fit_len"] > 0
+
+
+def test_a_sweep_rows_the_values_that_plan_with_the_current_one_marked():
+    def variant(**over):
+        value = next(iter(over.values()))
+        return None if value == 8 else {"max_model_len": value * 10, "kv_pool_bytes": value + 1}
+
+    fields = (("all_fit_len", "max_model_len"), ("pool", "kv_pool_bytes"))
+    rows = T.sweep(variant, {"chunk": 6}, "chunk", (8, 2, 4), fields)
+    assert rows == [
+        {"chunk": 2, "all_fit_len": 20, "pool": 3, "note": ""},
+        {"chunk": 4, "all_fit_len": 40, "pool": 5, "note": ""},
+        {"chunk": 6, "all_fit_len": 60, "pool": 7, "note": " (current)"},
+    ]  # ascending, the reference's own value added, 8 left out (it does not plan)
+    assert list(rows[0]) == ["chunk", "all_fit_len", "pool", "note"]
