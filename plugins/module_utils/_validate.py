@@ -506,6 +506,16 @@ def _truthy(value):
     return bool(value)
 
 
+def disagreement(variable, other, values, options, same_as, wants):
+    """[Problem] of ``variable`` when it and ``other`` are both set and differ once each is ``same_as(value)``;
+    ``wants`` says what it should be, with other's value for its ``%s``. [] when they agree or one is unset."""
+    mine = effective(variable, values, options)
+    theirs = effective(other, values, options)
+    if mine is None or theirs is None or same_as(mine) == same_as(theirs):
+        return []
+    return [Problem(variable, describe_got(mine), wants % (theirs,))]
+
+
 def gpu_set(extra_env):
     """GPUs a service is limited to (CUDA_VISIBLE_DEVICES), or None for 'all of them'."""
     if not isinstance(extra_env, dict):
@@ -660,27 +670,23 @@ def cross_role_problems(stages, values, options, manage_driver=True, services=No
                     )
                 )
         else:
-            pre_port = effective("preflight_port", values, options)
-            if pre_port is not None and svc_port is not None and str(pre_port) != str(svc_port):
-                problems.append(
-                    Problem(
-                        "preflight_port",
-                        describe_got(pre_port),
-                        "vllm_service_port (%s): preflight proves the service's port is free" % svc_port,
-                    )
-                )
-    if {"vllm_model", "vllm_plan"} <= enabled:
-        model_lmo = effective("vllm_model_language_model_only", values, options)
-        plan_lmo = effective("vllm_plan_language_model_only", values, options)
-        if model_lmo is not None and plan_lmo is not None and _truthy(model_lmo) != _truthy(plan_lmo):
-            problems.append(
-                Problem(
-                    "vllm_model_language_model_only",
-                    describe_got(model_lmo),
-                    "the same as vllm_plan_language_model_only (%s): the model is checked for the way it is served"
-                    % plan_lmo,
-                )
+            problems += disagreement(
+                "preflight_port",
+                "vllm_service_port",
+                values,
+                options,
+                str,
+                "vllm_service_port (%s): preflight proves the service's port is free",
             )
+    if {"vllm_model", "vllm_plan"} <= enabled:
+        problems += disagreement(
+            "vllm_model_language_model_only",
+            "vllm_plan_language_model_only",
+            values,
+            options,
+            _truthy,
+            "the same as vllm_plan_language_model_only (%s): the model is checked for the way it is served",
+        )
     if "vllm_plan" in enabled:
         gpus = gpu_set(effective("vllm_service_extra_env", values, options))
         count = effective("vllm_plan_gpu_count", values, options)
@@ -706,6 +712,13 @@ def cross_role_problems(stages, values, options, manage_driver=True, services=No
     return problems
 
 
+# What two entries on one machine must not share: (key of the entry, variable, what it wants, compared as).
+_MACHINE_CLASHES = (
+    ("port", "vllm_service_port", "a port", str),
+    ("name", "vllm_service_name", "a container name", lambda value: value),
+)
+
+
 def shared_machine_problems(hosts):
     """Inventory entries on one machine must not share a port, a container name or a GPU.
 
@@ -721,24 +734,16 @@ def shared_machine_problems(hosts):
             for b in members[i + 1 :]:
                 ha, hb = hosts[a], hosts[b]
                 where = "%s and %s both run on %s" % (a, b, machine)
-                if str(ha.get("port")) == str(hb.get("port")):
-                    for h, other in ((a, b), (b, a)):
-                        out.setdefault(h, []).append(
-                            Problem(
-                                "vllm_service_port",
-                                describe_got(hosts[h].get("port")),
-                                "a port %s does not use (%s)" % (other, where),
+                for key, variable, wants, same_as in _MACHINE_CLASHES:
+                    if same_as(ha.get(key)) == same_as(hb.get(key)):
+                        for h, other in ((a, b), (b, a)):
+                            out.setdefault(h, []).append(
+                                Problem(
+                                    variable,
+                                    describe_got(hosts[h].get(key)),
+                                    "%s %s does not use (%s)" % (wants, other, where),
+                                )
                             )
-                        )
-                if ha.get("name") == hb.get("name"):
-                    for h, other in ((a, b), (b, a)):
-                        out.setdefault(h, []).append(
-                            Problem(
-                                "vllm_service_name",
-                                describe_got(hosts[h].get("name")),
-                                "a container name %s does not use (%s)" % (other, where),
-                            )
-                        )
                 ga, gb = ha.get("gpus"), hb.get("gpus")
                 if ga is None or gb is None or ga & gb:
                     shared = "all GPUs" if (ga is None or gb is None) else "GPU " + ",".join(sorted(ga & gb))

@@ -19,6 +19,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._validate import (
     cross_role_problems,
     describe_got,
     describe_wanted,
+    disagreement,
     docker_diagnosis,
     effective,
     format_report,
@@ -410,4 +411,15 @@ def test_format_report():
         "2 problems in the settings of h (nothing was changed):",
         "- a: got 1; wants 2",
         "- b: got 3; wants 4. Do X",
+    ]
+
+
+def test_disagreement_of_two_set_variables():
+    options = {"b": {"default": "8000"}}
+    wants = "b's value (%s)"
+    assert disagreement("a", "b", {"a": 8000}, options, str, wants) == []  # the same once str()
+    assert disagreement("a", "b", {}, options, str, wants) == []  # a unset
+    assert disagreement("a", "b", {"a": 1}, {}, str, wants) == []  # b unset, no default
+    assert disagreement("a", "b", {"a": 8001}, options, str, wants) == [
+        Problem("a", describe_got(8001), "b's value (8000)")
     ]
