@@ -25,6 +25,7 @@ def whole(value):
 
 
 def finite(value):
+    """`value` as a finite float (bool is not a number), else None."""
     if isinstance(value, bool):
         return None
     try:

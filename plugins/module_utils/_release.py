@@ -14,7 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import math
+from ansible_collections.airgap.vllm.plugins.module_utils._loadcheck_metrics import finite
 
 # The gate's thresholds (the vllm_release role's vllm_release_gate_* variables; its argument_specs hold the same).
 GATE_DEFAULTS = {
@@ -54,23 +54,13 @@ def _mapping(value, what):
     return value
 
 
-def _number(value):
-    if isinstance(value, bool):
-        return None
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return None
-    return x if not math.isnan(x) and not math.isinf(x) else None
-
-
 def thresholds_of(overrides):
     """The gate's thresholds: the defaults with OVERRIDES over them, each a finite number >= 0 (rates <= 1)."""
     out = dict(GATE_DEFAULTS)
     for key, value in _mapping(overrides, "the gate's thresholds").items():
         if key not in GATE_DEFAULTS:
             raise ReleaseError("unknown gate threshold %s (known: %s)" % (key, ", ".join(sorted(GATE_DEFAULTS))))
-        x = _number(value)
+        x = finite(value)
         if x is None or x < 0 or (key == "min_tool_call_rate" and x > 1):
             raise ReleaseError(
                 "gate threshold %s must be a number >= 0%s, not %r"
@@ -82,7 +72,7 @@ def thresholds_of(overrides):
 
 def _figure(loadcheck, profile, key):
     profiles = _mapping(loadcheck, "the load check").get("profiles") or {}
-    return _number(((profiles.get(profile) or {}).get("figures") or {}).get(key))
+    return finite(((profiles.get(profile) or {}).get("figures") or {}).get(key))
 
 
 def _promise(loadcheck, key):
@@ -95,7 +85,7 @@ def _promise(loadcheck, key):
 def _failed(loadcheck):
     profiles = _mapping(loadcheck, "the load check").get("profiles") or {}
     return sum(
-        int(_number(((r or {}).get("figures") or {}).get("failed")) or 0)
+        int(finite(((r or {}).get("figures") or {}).get("failed")) or 0)
         for name, r in profiles.items()
         if name != "_all" and isinstance(r, dict)
     )

@@ -109,3 +109,20 @@ def test_stream_intervals_from_a_detailed_bench_result_skip_failed_requests():
 def test_streaming_span_is_how_long_that_many_streams_overlapped(spans, count, seconds):
     got = LM.streaming_span(spans, count)
     assert got == (None if seconds is None else pytest.approx(seconds))
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (3, 3.0),
+        ("2.5", 2.5),
+        (True, None),
+        (None, None),
+        ("x", None),
+        (float("nan"), None),
+        ("inf", None),
+        (10**400, None),
+    ],
+)
+def test_finite_is_a_finite_float_or_none(value, expected):
+    assert LM.finite(value) == expected
