@@ -76,22 +76,10 @@ from ansible_collections.airgap.vllm.plugins.module_utils._observe import Observ
 from ansible_collections.airgap.vllm.plugins.plugin_utils._filter import filter_errors
 
 
-@filter_errors(ObserveError, FrontError, TypeError, ValueError, prefix='vllm_observe: ')
-def vllm_observe_outputs(
-    services,
-    host,
-    address,
-    node_port,
-    instances=None,
-    loadchecks=None,
-    front=None,
-    overrides=None,
-    thresholds=None,
-    dcgm_port=0,
-):
-    return role_outputs(
-        host, address, node_port, services, instances, loadchecks, front, overrides, thresholds, int(dcgm_port or 0)
-    )
+# The filter is role_outputs itself (its arguments are the filter's), its errors the playbook's.
+vllm_observe_outputs = filter_errors(ObserveError, FrontError, TypeError, ValueError, prefix='vllm_observe: ')(
+    role_outputs
+)
 
 
 class FilterModule(object):

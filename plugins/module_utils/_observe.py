@@ -477,19 +477,22 @@ def service_inputs(host, services, instances=None, loadchecks=None, front=None, 
 
 
 def role_outputs(
+    services,
     host,
     address,
     node_port,
-    services,
     instances=None,
     loadchecks=None,
     front=None,
     overrides=None,
-    thresholds_=None,
+    # The filter's keyword (this function is the filter); thresholds() is not called here.
+    thresholds=None,  # pylint: disable=redefined-outer-name
     dcgm_port=0,
 ):
-    """What the vllm_observe role writes on the controller: {services, base_rules (at thresholds_: one file for the
-    site), plan_rules (this host's), targets (node, vllm and, with NVIDIA's DCGM exporter on dcgm_port, dcgm)}."""
+    """What the vllm_observe role writes on the controller (the filter airgap.vllm.vllm_observe_outputs): {services,
+    base_rules (at thresholds: one file for the site), plan_rules (this host's), targets (node, vllm and, with NVIDIA's
+    DCGM exporter on dcgm_port, dcgm)}."""
+    dcgm_port = int(dcgm_port or 0)
     inputs = service_inputs(host, services, instances, loadchecks, front, overrides)
     targets = scrape_targets(
         host, address, node_port, [{'name': s['service'], 'metrics_port': s['metrics_port']} for s in inputs]
@@ -497,7 +500,7 @@ def role_outputs(
     targets['dcgm'] = scrape_targets(host, address, dcgm_port)['node'] if dcgm_port else []
     return {
         'services': inputs,
-        'base_rules': base_rules(thresholds_),
-        'plan_rules': plan_rules(thresholds_, inputs, group='airgap-vllm.plan.%s' % host),
+        'base_rules': base_rules(thresholds),
+        'plan_rules': plan_rules(thresholds, inputs, group='airgap-vllm.plan.%s' % host),
         'targets': targets,
     }

@@ -153,10 +153,10 @@ INSTANCES = {
 
 def test_role_outputs_from_plan_load_check_and_front_door():
     out = _observe.role_outputs(
+        SERVICES,
         'gpu1',
         '10.0.0.5',
         9100,
-        SERVICES,
         INSTANCES,
         {'vllm': {'figures': {'p95_ttft_ms': 500}}, 'vllm-b': None},
         front={'vllm_front_metrics_port': 9443},
@@ -189,11 +189,11 @@ def test_role_outputs_from_plan_load_check_and_front_door():
 
 
 def test_role_outputs_without_front_door_or_records():
-    out = _observe.role_outputs('gpu1', '10.0.0.5', 9100, SERVICES[:1], dcgm_port=9400)
+    out = _observe.role_outputs(SERVICES[:1], 'gpu1', '10.0.0.5', 9100, dcgm_port=9400)
     assert out['targets']['dcgm'] == [{'targets': ['10.0.0.5:9400'], 'labels': {'host': 'gpu1'}}]
     assert out['targets']['vllm'] == [] and out['services'][0]['max_num_seqs'] is None
     with pytest.raises(_observe.ObserveError, match='does not have: nope'):
-        _observe.role_outputs('gpu1', '10.0.0.5', 9100, SERVICES, overrides=[{'name': 'nope'}])
+        _observe.role_outputs(SERVICES, 'gpu1', '10.0.0.5', 9100, overrides=[{'name': 'nope'}])
 
 
 def test_every_alert_names_what_it_reads():
@@ -215,10 +215,10 @@ def test_every_alert_names_what_it_reads():
 
 def test_role_outputs_base_rules_at_the_deployments_thresholds():
     out = _observe.role_outputs(
-        'gpu1', '10.0.0.5', 9100, SERVICES[:1], thresholds_={'engine_down_for': '10s', 'gpu_temp_c': 80}
+        SERVICES[:1], 'gpu1', '10.0.0.5', 9100, thresholds={'engine_down_for': '10s', 'gpu_temp_c': 80}
     )
     alerts = dict((r['alert'], r) for g in out['base_rules']['groups'] for r in g['rules'] if 'alert' in r)
     assert (
         alerts['VllmEngineDown']['for'] == '10s' and alerts['GpuTemperatureHigh']['expr'] == 'DCGM_FI_DEV_GPU_TEMP > 80'
     )
-    assert _observe.role_outputs('gpu1', '10.0.0.5', 9100, SERVICES[:1])['base_rules'] == _observe.base_rules()
+    assert _observe.role_outputs(SERVICES[:1], 'gpu1', '10.0.0.5', 9100)['base_rules'] == _observe.base_rules()
