@@ -292,6 +292,26 @@ def render_markdown(report):
     return "\n".join(rows) + "\n"
 
 
+def _tokens_or_none(n):
+    return fmt_tokens(n) if n else "none"
+
+
+# The trade-off's sweeps (_plan_tradeoff.sweep): (rows' key, a row's question, what its answer says after
+# "<all-fit length> x <concurrency> requests, ").
+TRADEOFF_SWEEPS = (
+    (
+        "batched_tokens",
+        lambda row: "`--max-num-batched-tokens %d`" % row["max_num_batched_tokens"],
+        lambda row: "KV pool %s" % fmt_gib(row["kv_pool_bytes"]),
+    ),
+    (
+        "speculative",
+        lambda row: "MTP %d speculative tokens" % row["num_speculative_tokens"],
+        lambda row: "%s blocks of %d" % ("{:,}".format(row["blocks"]), row["block_size"]),
+    ),
+)
+
+
 def render_tradeoff_markdown(t):
     rows = [
         "## Trade-off (%s, %s)"
@@ -302,38 +322,25 @@ def render_tradeoff_markdown(t):
         "",
         "| question | answer |",
         "|---|---|",
-        "| longest context where %d requests all fit | %s |"
-        % (t["concurrency"], fmt_tokens(t["all_fit_len"]) if t["all_fit_len"] else "none"),
-        "| longest single request (`--max-model-len`) | %s |"
-        % (fmt_tokens(t["single_len"]) if t["single_len"] else "none"),
+        "| longest context where %d requests all fit | %s |" % (t["concurrency"], _tokens_or_none(t["all_fit_len"])),
+        "| longest single request (`--max-model-len`) | %s |" % _tokens_or_none(t["single_len"]),
     ]
     for row in t["typical"]:
         rows.append(
             "| requests of %s that fit at once (then vLLM preempts) | %d |" % (fmt_tokens(row["length"]), row["fit"])
         )
-    for row in t.get("batched_tokens", []):
-        rows.append(
-            "| `--max-num-batched-tokens %d` | %s x %d requests, KV pool %s%s |"
-            % (
-                row["max_num_batched_tokens"],
-                fmt_tokens(row["all_fit_len"]) if row["all_fit_len"] else "none",
-                t["concurrency"],
-                fmt_gib(row["kv_pool_bytes"]),
-                row.get("note", ""),
+    for key, question, detail in TRADEOFF_SWEEPS:
+        for row in t.get(key, []):
+            rows.append(
+                "| %s | %s x %d requests, %s%s |"
+                % (
+                    question(row),
+                    _tokens_or_none(row["all_fit_len"]),
+                    t["concurrency"],
+                    detail(row),
+                    row.get("note", ""),
+                )
             )
-        )
-    for row in t.get("speculative", []):
-        rows.append(
-            "| MTP %d speculative tokens | %s x %d requests, %s blocks of %d%s |"
-            % (
-                row["num_speculative_tokens"],
-                fmt_tokens(row["all_fit_len"]) if row["all_fit_len"] else "none",
-                t["concurrency"],
-                "{:,}".format(row["blocks"]),
-                row["block_size"],
-                row.get("note", ""),
-            )
-        )
     return rows
 
 

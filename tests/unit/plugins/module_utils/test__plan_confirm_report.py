@@ -212,3 +212,24 @@ def test_report_markdown_svg_and_tradeoff():
     assert c["report_svg"].startswith("<svg") and "kv_pool" in c["report_svg"]
     assert t["single_len"] >= t["all_fit_len"] > 0
     assert [row["length"] for row in t["typical"]] == [4096, 16384, 32768]
+
+
+def test_tradeoff_markdown_rows_each_sweep_alike():
+    t = {
+        "concurrency": 4,
+        "all_fit_len": 0,
+        "single_len": 8192,
+        "typical": [],
+        "batched_tokens": [{"max_num_batched_tokens": 2048, "all_fit_len": 0, "kv_pool_bytes": 2 * 1024**3}],
+        "speculative": [
+            {"num_speculative_tokens": 1, "all_fit_len": 8192, "blocks": 1234, "block_size": 16, "note": " (current)"}
+        ],
+    }
+    rows = R.render_tradeoff_markdown(t)
+    assert rows[4:] == [
+        "| longest context where 4 requests all fit | none |",
+        "| longest single request (`--max-model-len`) | %s |" % R.fmt_tokens(8192),
+        "| `--max-num-batched-tokens 2048` | none x 4 requests, KV pool %s |" % R.fmt_gib(2 * 1024**3),
+        "| MTP 1 speculative tokens | %s x 4 requests, 1,234 blocks of 16 (current) |" % R.fmt_tokens(8192),
+    ]
+    assert [key for key, _question, _detail in R.TRADEOFF_SWEEPS] == ["batched_tokens", "speculative"]
