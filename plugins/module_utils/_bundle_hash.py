@@ -59,6 +59,18 @@ def hash_file(path, offset=0, length=None, bufsize=BUF_SIZE, hasher=None, on_byt
     return h, done
 
 
+def read_exactly(f, view, length, short, name):
+    """Yield the next ``length`` bytes of the unbuffered file ``f`` as slices of ``view`` (at most its size each);
+    BundleError(short % (name, bytes left)) when the file ends first."""
+    left = length
+    while left:
+        n = f.readinto(view[: min(len(view), left)])
+        if not n:
+            raise BundleError(short % (name, left))
+        yield view[:n]
+        left -= n
+
+
 def file_key(path, st=None):
     """What identifies one version of a file's bytes. ctime_ns cannot be set back from user space."""
     st = st or os.stat(path)

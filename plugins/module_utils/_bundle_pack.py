@@ -25,7 +25,7 @@ import hashlib
 import os
 import posixpath
 
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import BUF_SIZE, StampCache
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import BUF_SIZE, StampCache, read_exactly
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import (
     PAYLOAD_DIRS,
     BundleError,
@@ -140,16 +140,11 @@ def _hash_ranges(path, pieces, bufsize=BUF_SIZE, write_to=None, mtime_ns=None):
                 tmp = dest + ".airgap-tmp"
                 out = open(tmp, "wb")
             try:
-                left = length
-                while left:
-                    n = f.readinto(view[: min(len(buf), left)])
-                    if not n:
-                        raise BundleError("%s shrank while it was read (%d bytes short)" % (path, left))
-                    whole.update(view[:n])
-                    h.update(view[:n])
+                for data in read_exactly(f, view, length, "%s shrank while it was read (%d bytes short)", path):
+                    whole.update(data)
+                    h.update(data)
                     if out is not None:
-                        out.write(view[:n])
-                    left -= n
+                        out.write(data)
             finally:
                 if out is not None:
                     out.close()

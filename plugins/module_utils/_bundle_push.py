@@ -15,7 +15,7 @@ import posixpath
 import re
 import shlex
 
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import BUF_SIZE, hash_file
+from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import BUF_SIZE, hash_file, read_exactly
 from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import (
     BundleError,
     validate_entries,
@@ -178,15 +178,10 @@ def append_segments(dest_root, chunk, segments, entries=None, dir_mode=0o755):
                 write_part_meta(dest, entry)
             fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             try:
-                left = length
-                while left:
-                    n = f.readinto(view[: min(len(buf), left)])
-                    if not n:
-                        raise BundleError("%s: the uploaded chunk ended %d bytes early" % (rel, left))
+                for data in read_exactly(f, view, length, "%s: the uploaded chunk ended %d bytes early", rel):
                     written = 0
-                    while written < n:
-                        written += os.write(fd, view[written:n])
-                    left -= n
+                    while written < len(data):
+                        written += os.write(fd, data[written:])
             finally:
                 os.close(fd)
             sizes[rel] = have + length

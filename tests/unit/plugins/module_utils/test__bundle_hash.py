@@ -191,3 +191,13 @@ def test_verify_checks_parts_on_the_medium_and_the_whole_on_the_host(tmp_path):
     (dest / "artifacts/driver.run").write_bytes((root / "artifacts/driver.run").read_bytes())
     results, summary = H.verify_bundle(str(dest), entries)
     assert summary["ok"] == 2 and "parts" not in results[1]
+
+
+def test_read_exactly_yields_the_length_a_buffer_at_a_time(tmp_path):
+    path = tmp_path / "f"
+    path.write_bytes(b"0123456789")
+    view = memoryview(bytearray(4))
+    with open(str(path), "rb", buffering=0) as f:
+        assert [bytes(b) for b in H.read_exactly(f, view, 6, "%s: %d short", "f")] == [b"0123", b"45"]
+        with pytest.raises(M.BundleError, match="^f: 2 short$"):
+            list(H.read_exactly(f, view, 6, "%s: %d short", "f"))  # 4 bytes were left of 6
