@@ -172,34 +172,28 @@ def profile_argv(name, facts, settings, result_dir, result_file):
     argv = bench_argv(
         facts, s["concurrency"], s["num_prompts"], s.get("input_len", 1), s["output_len"], result_dir, result_file
     )
-    at = argv.index("--dataset-name")
-    head, tail = argv[:at], argv[at + 6 :]  # drop --dataset-name random --random-input-len N --random-output-len N
     if name == "long-context":
-        # (kept for running it through the bench by hand) The completions API: no chat template around the prompt.
-        head[head.index("--backend") + 1] = "openai"
-        head[head.index("--endpoint") + 1] = "/v1/completions"
-        data = [
-            "--dataset-name",
-            "random",
-            "--random-input-len",
-            str(s["input_len"]),
-            "--random-output-len",
-            str(s["output_len"]),
-        ]
-    else:  # shared-prefix: vLLM's prefix_repetition dataset, one prefix shared by every request
-        data = [
-            "--dataset-name",
-            "prefix_repetition",
-            "--prefix-repetition-prefix-len",
-            str(s["prefix_len"]),
-            "--prefix-repetition-suffix-len",
-            str(s["suffix_len"]),
-            "--prefix-repetition-num-prefixes",
-            "1",
-            "--prefix-repetition-output-len",
-            str(s["output_len"]),
-        ]
-    return head + data + tail
+        # (kept for running it through the bench by hand) The completions API: no chat template around the prompt;
+        # bench_argv's random dataset is the profile's (its input_len and output_len).
+        argv[argv.index("--backend") + 1] = "openai"
+        argv[argv.index("--endpoint") + 1] = "/v1/completions"
+        return argv
+    # shared-prefix: vLLM's prefix_repetition dataset, one prefix shared by every request, in place of
+    # --dataset-name random --random-input-len N --random-output-len N
+    at = argv.index("--dataset-name")
+    data = [
+        "--dataset-name",
+        "prefix_repetition",
+        "--prefix-repetition-prefix-len",
+        str(s["prefix_len"]),
+        "--prefix-repetition-suffix-len",
+        str(s["suffix_len"]),
+        "--prefix-repetition-num-prefixes",
+        "1",
+        "--prefix-repetition-output-len",
+        str(s["output_len"]),
+    ]
+    return argv[:at] + data + argv[at + 6 :]
 
 
 # Profiles sent through the OpenAI API by a small client inside the container (the module's CLIENT): no
