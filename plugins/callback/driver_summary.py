@@ -46,7 +46,8 @@ EXAMPLES = r"""
 """
 
 from ansible import context
-from ansible.plugins.callback import CallbackBase
+
+from ansible_collections.airgap.vllm.plugins.plugin_utils._callback import SummaryCallback
 
 STAT = "nvidia_driver_state"
 HEADER = ("host", "before", "after", "what happened")
@@ -99,13 +100,10 @@ def format_table(rows):
     ]
 
 
-class CallbackModule(CallbackBase):
+class CallbackModule(SummaryCallback):
     """Keeps the failed task of each host; prints driver_rows() at the end of the run."""
 
-    CALLBACK_VERSION = 2.0
-    CALLBACK_TYPE = "aggregate"
     CALLBACK_NAME = "airgap.vllm.driver_summary"
-    CALLBACK_NEEDS_ENABLED = True
 
     def __init__(self, *args, **kwargs):
         super(CallbackModule, self).__init__(*args, **kwargs)
@@ -132,7 +130,4 @@ class CallbackModule(CallbackBase):
             (host, task) for host, task in self._failed_at.items() if stats.failures.get(host) or stats.dark.get(host)
         )
         check_mode = bool(context.CLIARGS.get("check"))
-        self._display.banner("NVIDIA DRIVER")
-        for line in format_table(driver_rows(list(stats.processed), states, failed, check_mode)):
-            self._display.display(line)
-        self._display.display("")
+        self.summary("NVIDIA DRIVER", format_table(driver_rows(list(stats.processed), states, failed, check_mode)))

@@ -38,7 +38,7 @@ EXAMPLES = r"""
 
 import time
 
-from ansible.plugins.callback import CallbackBase
+from ansible_collections.airgap.vllm.plugins.plugin_utils._callback import SummaryCallback
 
 # site.yml's stage tags (README's stage table), in the order the stages run.
 STAGES = ("bundle", "preflight", "driver", "toolkit", "gpu", "model", "image", "plan", "service", "front", "observe")
@@ -79,13 +79,10 @@ def format_rows(rows):
     return ["%s  %s" % (p.ljust(width), s.rjust(digits)) for p, s in table]
 
 
-class CallbackModule(CallbackBase):
+class CallbackModule(SummaryCallback):
     """Notes when each task starts and under which phase; prints phase_rows() at the end of the run."""
 
-    CALLBACK_VERSION = 2.0
-    CALLBACK_TYPE = "aggregate"
     CALLBACK_NAME = "airgap.vllm.phase_times"
-    CALLBACK_NEEDS_ENABLED = True
 
     def __init__(self, *args, **kwargs):
         super(CallbackModule, self).__init__(*args, **kwargs)
@@ -107,7 +104,4 @@ class CallbackModule(CallbackBase):
     def v2_playbook_on_stats(self, stats):
         lines = format_rows(phase_rows(self._events, time.time()))
         if lines:
-            self._display.banner("PHASES")
-            for line in lines:
-                self._display.display(line)
-            self._display.display("")
+            self.summary("PHASES", lines)
