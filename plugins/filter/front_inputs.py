@@ -18,11 +18,6 @@ description:
   - Client and metrics keys are replaced by their SHA-256 digests (C(key_sha256)); the engine keys (the first of each
     service's C(vllm_service_api_keys)) come back apart in C(engine_keys). Register the result with C(no_log).
 options:
-  _input:
-    description: The host's resolved services (C(__airgap_vllm_services.services)).
-    type: list
-    elements: dict
-    required: true
   host_values:
     description: The host's C(vllm_front_*) per-service variables and C(vllm_service_api_keys).
     type: dict
@@ -31,6 +26,8 @@ options:
     description: Each service's planned argv (its C(--max-num-seqs) is the total concurrency cap).
     type: dict
     default: {}
+extends_documentation_fragment:
+  - airgap.vllm.services.resolved
 '''
 
 EXAMPLES = r'''

@@ -17,11 +17,6 @@ description:
   - Fails with every problem (a missing or repeated name, a host port or GPU two services share, a variable
     that is one per host) in one message.
 options:
-  _input:
-    description: The C(airgap_vllm_services) list.
-    type: list
-    elements: dict
-    required: true
   host_values:
     description:
       - The host's own C(vllm_service_name), C(vllm_service_port), C(vllm_plan_gpus),
@@ -30,6 +25,8 @@ options:
         null or empty is the default service's (C(vllm)); another value that is missing stays unknown (null).
     type: dict
     required: true
+extends_documentation_fragment:
+  - airgap.vllm.services
 '''
 
 EXAMPLES = r'''

@@ -18,11 +18,6 @@ description:
   - Fails with every problem of the list (a missing or repeated name, a host port or GPU two services share, a
     variable that is one per host) in one message.
 options:
-  _input:
-    description: The C(airgap_vllm_services) list.
-    type: list
-    elements: dict
-    required: true
   host_vars:
     description: The role's variables as the role sees them (C(vllm_plan_*), C(vllm_service_*)).
     type: dict
@@ -43,6 +38,8 @@ options:
     type: str
     choices: [public, secret, all]
     default: public
+extends_documentation_fragment:
+  - airgap.vllm.services
 '''
 
 EXAMPLES = r'''

@@ -16,11 +16,6 @@ description:
     C(--gpu-memory-utilization)) and its load check (C(figures.p95_ttft_ms)); C(vllm_observe_services) overrides
     them. Metrics ports are the front door's (C(front_inputs)' rule).
 options:
-  _input:
-    description: The host's resolved services (C(__airgap_vllm_services.services)).
-    type: list
-    elements: dict
-    required: true
   host:
     description: The host's inventory name (the C(host) label of its targets and rules).
     type: str
@@ -57,6 +52,8 @@ options:
     description: Port of NVIDIA's DCGM exporter on the host (0 - none).
     type: int
     default: 0
+extends_documentation_fragment:
+  - airgap.vllm.services.resolved
 '''
 
 EXAMPLES = r'''
