@@ -14,6 +14,7 @@ The reference run (uncut, towards the first setting) lists the task boundaries; 
   sample      the cuts CI runs (SAMPLE: the task names, each cut when the play reaches it)
   all         every task boundary of the reference run (the long lane: tests/faults/run)
   every:N     every N-th boundary, a kill and a power loss in turn
+  every:N@S   the same from boundary S on (a sweep that goes on where an earlier one stopped)
   3,17,40     those task numbers of the reference run
 Each point's outcome is one JSON line in --out/points.jsonl; `campaign.py --table points.jsonl` prints the table of
 docs/reliability.md. Exit 1 when any point did not converge.
@@ -174,8 +175,11 @@ def choose(points, reference):
         return [("kill", i) for i in range(2, len(reference) + 1)]
     if points.startswith("every:"):
         # Every n-th boundary, a kill and a power loss in turn (the long lane's shorter sweep).
-        step = int(points.split(":", 1)[1])
-        return [("kill" if k % 2 == 0 else "power", i) for k, i in enumerate(range(2, len(reference) + 1, step))]
+        step, _, start = points.split(":", 1)[1].partition("@")
+        first = max(2, int(start or 2))
+        return [
+            ("kill" if k % 2 == 0 else "power", i) for k, i in enumerate(range(first, len(reference) + 1, int(step)))
+        ]
     return [("kill", int(n)) for n in points.split(",")]
 
 

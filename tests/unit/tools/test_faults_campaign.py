@@ -57,6 +57,8 @@ def test_the_long_lane_cuts_at_every_boundary_after_the_first_or_at_the_numbers_
     assert campaign.choose("all", ref) == [("kill", 2), ("kill", 3), ("kill", 4)]
     assert campaign.choose("2,4", ref) == [("kill", 2), ("kill", 4)]
     assert campaign.choose("every:2", ref) == [("kill", 2), ("power", 4)]
+    assert campaign.choose("every:2@3", ref) == [("kill", 3)]
+    assert campaign.choose("every:1@1", ref) == [("kill", 2), ("power", 3), ("kill", 4)]
 
 
 def test_the_sample_names_tasks_the_service_role_has():
