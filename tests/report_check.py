@@ -38,8 +38,9 @@ from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm_report i
 # The picture's own checks of a rendered PNG (one home: the picture's unit test).
 from ansible_collections.airgap.vllm.tests.unit.plugins.module_utils.test__plan_confirm_picture import (  # noqa: E402
     RSVG,
-    inked,
     render,
+    stray_label_ink,
+    touches_edge,
 )
 
 
@@ -81,20 +82,11 @@ def picture(folder, report):
     problems = []
     if (width, height) != (pic["width"], pic["height"]):
         problems.append("memory.png is %dx%d, the layout %dx%d" % (width, height, pic["width"], pic["height"]))
-    edge = [rows[0], rows[1], rows[-1], rows[-2]] + [[r[0], r[1], r[-1], r[-2]] for r in rows]
-    if any(inked(px) for line in edge for px in line):
+    if touches_edge(rows):
         problems.append("memory.png: something touches the image's edge")
     # The labels alone, in black: every glyph inside its label's box (1 px of anti-aliasing).
-    texts = [dict(t, fill="#000000") for t in pic["texts"]]
     with tempfile.TemporaryDirectory() as tmp:
-        _w, _h, rows = render(PIC.to_svg(dict(pic, rects=[], texts=texts)), os.path.join(tmp, "labels.png"))
-    boxes = [(t["x"] - 1, t["y"] - 1, t["x"] + t["w"] + 1, t["y"] + t["h"] + 1) for t in texts]
-    stray = [
-        (x, y)
-        for y, line in enumerate(rows)
-        for x, px in enumerate(line)
-        if inked(px) and not any(x0 <= x + 0.5 <= x1 and y0 <= y + 0.5 <= y1 for x0, y0, x1, y1 in boxes)
-    ]
+        stray = stray_label_ink(pic, os.path.join(tmp, "labels.png"))
     if stray:
         problems.append(
             "memory.png: ink outside every label's box (a label clipped or over another), e.g. %s" % stray[:3]

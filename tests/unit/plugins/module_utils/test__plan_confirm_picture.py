@@ -216,6 +216,26 @@ def render(svg, png):
     return read_png(png)
 
 
+def touches_edge(rows):
+    """Whether anything is drawn in the outer two pixels of a rendered picture."""
+    edge = [rows[0], rows[1], rows[-1], rows[-2]] + [[r[0], r[1], r[-1], r[-2]] for r in rows]
+    return any(inked(px) for line in edge for px in line)
+
+
+def stray_label_ink(pic, png):
+    """The pixels (x, y) drawn outside every label's box (1 px of anti-aliasing) when the labels alone are rendered
+    in black to png: [] when the layout's boxes, which never overlap, are what the renderer draws."""
+    texts = [dict(t, fill="#000000") for t in pic["texts"]]
+    _w, _h, rows = render(PIC.to_svg(dict(pic, rects=[], texts=texts)), png)
+    boxes = [(t["x"] - 1, t["y"] - 1, t["x"] + t["w"] + 1, t["y"] + t["h"] + 1) for t in texts]
+    return [
+        (x, y)
+        for y, line in enumerate(rows)
+        for x, px in enumerate(line)
+        if inked(px) and not any(x0 <= x + 0.5 <= x1 and y0 <= y + 0.5 <= y1 for x0, y0, x1, y1 in boxes)
+    ]
+
+
 @needs_rsvg
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_rendered_to_png_nothing_touches_the_edge(case):
@@ -229,8 +249,7 @@ def test_rendered_to_png_nothing_touches_the_edge(case):
     assert PIC.to_svg(pic) == c["report_svg"]
     width, height, rows = render(c["report_svg"], os.path.join(keep, "memory.png"))
     assert (width, height) == (pic["width"], pic["height"])
-    edge = [rows[0], rows[1], rows[-1], rows[-2]] + [[r[0], r[1], r[-1], r[-2]] for r in rows]
-    assert not any(inked(px) for line in edge for px in line), "%s: something touches the image's edge" % case
+    assert not touches_edge(rows), "%s: something touches the image's edge" % case
     # each bar is drawn where the layout put it: the pixel in the middle of a wide segment has its colour
     for r in pic["rects"]:
         if r["kind"] == "segment" and r["w"] > 6:
@@ -245,13 +264,5 @@ def test_rendered_labels_stay_in_their_boxes(case, tmp_path):
     layout's boxes, which never overlap, are what the renderer draws: no label over another, none clipped."""
     c = CASES[case]()
     pic = PIC.layout(c["report"], PIC.picture_notes(c["report"]))
-    texts = [dict(t, fill="#000000") for t in pic["texts"]]
-    _w, _h, rows = render(PIC.to_svg(dict(pic, rects=[], texts=texts)), str(tmp_path / "labels.png"))
-    boxes = [(t["x"] - 1, t["y"] - 1, t["x"] + t["w"] + 1, t["y"] + t["h"] + 1) for t in texts]
-    stray = [
-        (x, y)
-        for y, line in enumerate(rows)
-        for x, px in enumerate(line)
-        if inked(px) and not any(x0 <= x + 0.5 <= x1 and y0 <= y + 0.5 <= y1 for x0, y0, x1, y1 in boxes)
-    ]
+    stray = stray_label_ink(pic, str(tmp_path / "labels.png"))
     assert not stray, "%s: ink outside every label box, e.g. %s" % (case, stray[:5])
