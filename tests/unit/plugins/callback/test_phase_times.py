@@ -11,6 +11,7 @@ import yaml
 
 from ansible_collections.airgap.vllm.plugins.callback import phase_times as plugin
 from ansible_collections.airgap.vllm.plugins.callback.phase_times import format_rows, phase_of, phase_rows
+from ansible_collections.airgap.vllm.tests.unit.plugins.plugin_utils.test__callback import DisplayRecorder
 
 
 def test_phase_is_the_first_stage_tag_else_the_play():
@@ -61,22 +62,11 @@ class _Play:
         return "Roll out — preflight, driver"
 
 
-class _Display:
-    def __init__(self):
-        self.lines = []
-
-    def banner(self, text):
-        self.lines.append("== " + text)
-
-    def display(self, text):
-        self.lines.append(text)
-
-
 def test_callback_prints_the_phases_after_the_recap(monkeypatch):
     clock = iter([100.0, 103.0, 110.0, 111.0])
     monkeypatch.setattr(plugin.time, "time", lambda: next(clock))
     callback = plugin.CallbackModule()
-    callback._display = _Display()
+    callback._display = DisplayRecorder()
     callback.v2_playbook_on_play_start(_Play())
     callback.v2_playbook_on_task_start(_Task(["always"]), False)
     callback.v2_playbook_on_task_start(_Task(["preflight"]), False)

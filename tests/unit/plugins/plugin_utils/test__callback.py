@@ -9,7 +9,9 @@ from ansible_collections.airgap.vllm.plugins.callback import driver_summary, pha
 from ansible_collections.airgap.vllm.plugins.plugin_utils._callback import SummaryCallback
 
 
-class _Display:
+class DisplayRecorder:
+    """Ansible's Display as the callbacks use it, keeping what they print (the callbacks' tests share it)."""
+
     def __init__(self):
         self.lines = []
 
@@ -22,7 +24,7 @@ class _Display:
 
 def test_summary_is_the_banner_the_lines_and_a_blank_line():
     callback = SummaryCallback()
-    callback._display = _Display()
+    callback._display = DisplayRecorder()
     callback.summary("TITLE", iter(["a", "b"]))
     assert callback._display.lines == ["== TITLE", "a", "b", ""]
 
