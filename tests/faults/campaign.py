@@ -175,7 +175,7 @@ def choose(points, reference):
         return [("kill", i) for i in range(2, len(reference) + 1)]
     if points.startswith("every:"):
         # Every n-th boundary, a kill and a power loss in turn (the long lane's shorter sweep).
-        step, _, start = points.split(":", 1)[1].partition("@")
+        step, start = (points.split(":", 1)[1] + "@").split("@")[:2]
         first = max(2, int(start or 2))
         return [
             ("kill" if k % 2 == 0 else "power", i) for k, i in enumerate(range(first, len(reference) + 1, int(step)))
