@@ -10,6 +10,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.airgap.vllm.plugins.module_utils._fabric_manager import UNIT as FABRIC_MANAGER_UNIT
+
 # Letters, digits, '-', '_', '.', starting with a letter or digit, at most 63 characters; \A..\Z so a
 # trailing newline does not pass (Python's '$' matches before a final '\n').
 SERVICE_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
@@ -33,7 +35,6 @@ RESERVED_SERVICE_NAMES = frozenset(
         "network",
         "networkmanager",
         "nginx",
-        "nvidia-fabricmanager",
         "nvidia-persistenced",
         "polkit",
         "rsyslog",
@@ -69,6 +70,8 @@ RESERVED_SERVICE_NAMES = frozenset(
         "front",
         "vllm-front",
         "observe",
+        # Fabric Manager's unit (plugins/module_utils/_fabric_manager.py, its one spelling).
+        FABRIC_MANAGER_UNIT[: -len(".service")],
     ]
 )
 

@@ -32,6 +32,8 @@ def test_names_we_may_give(name):
         ("vllm.service", "systemd unit type"),
         ("vllm-front", "of the host itself"),
         ("front", "of the host itself"),
+        ("nvidia-fabricmanager", "of the host itself"),
+        ("nvidia-persistenced", "of the host itself"),
         (5, "wants a string"),
         (None, "wants a string"),
     ],
