@@ -393,7 +393,7 @@ def docker(*args, check=True, capture=True, timeout=None):
 
 def parse_front_cfg(text, service="vllm"):
     """(LAN address, front port, engine port, total cap) of one service from the host's haproxy.cfg
-    (plugins/module_utils/_front.py render(): 'frontend front_<svc>' binds, 'backend engine_<svc>' server line)."""
+    (plugins/module_utils/front/_front.py render(): 'frontend front_<svc>' binds, 'backend engine_<svc>' server line)."""
     section, addr, fport, eport, cap = None, None, None, None, None
     for line in text.splitlines():
         s = line.strip()

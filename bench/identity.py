@@ -21,8 +21,8 @@ import benchlib as B
 import dockertar as T
 
 B.import_collection()
-from ansible_collections.airgap.vllm.plugins.module_utils import _docker as dk  # noqa: E402
-from ansible_collections.airgap.vllm.plugins.module_utils import _docker_archive as DA  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.common import _docker as dk  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.image import _docker_archive as DA  # noqa: E402
 
 NAME = "identity"
 REPO = "airgap-bench/identity"

@@ -14,9 +14,9 @@ import sys
 import benchlib as B
 
 B.import_collection()
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM  # noqa: E402
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_model as MD  # noqa: E402
-from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_common as CM  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_model as MD  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _planner as P  # noqa: E402
 
 NAME = "planner"
 FIXTURE = os.path.join(B.ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")

@@ -23,7 +23,7 @@ import benchlib as B
 
 B.import_collection()
 from ansible.module_utils import basic as _basic  # noqa: E402  (imported before the io snapshot)
-from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_stage  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle import _bundle_stage  # noqa: E402
 
 
 def main(argv):

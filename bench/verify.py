@@ -13,7 +13,7 @@ import sys
 import benchlib as B
 
 B.import_collection()
-from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_hash  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle import _bundle_hash  # noqa: E402
 
 NAME = "verify"
 

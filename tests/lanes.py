@@ -105,7 +105,10 @@ def importers(root, files, path):
     layer = {os.path.splitext(os.path.basename(path))[0]}
     seen = set()
     while layer:
-        pat = re.compile(r"module_utils(\.|\s+import\s+)(\w+\.)*(" + "|".join(map(re.escape, layer)) + r")\b")
+        # `module_utils.<stage>._x import ...`, `module_utils.<stage> import _a, _x` (any place in the list)
+        pat = re.compile(
+            r"module_utils(\.\w+)*?(\.|\s+import\s+[\w\s,(]*?)(" + "|".join(map(re.escape, layer)) + r")\b"
+        )
         users = {f for f in plugins if f not in seen and f != path and pat.search(_read(root, f))}
         seen |= users
         callable_users = {f for f in users if not f.startswith("plugins/module_utils/")}

@@ -5,7 +5,7 @@ Usage:
 
 For each service folder (one holding report.json):
 - report.md and memory.svg say what report.json says: each is exactly what the collection renders from report.json
-  (plugins/module_utils/_plan_confirm_report.py render_markdown and render_svg), so the verdict, the tables and the
+  (plugins/module_utils/planner/_plan_confirm_report.py render_markdown and render_svg), so the verdict, the tables and the
   promises cannot disagree; the verdict line is printed;
 - the memory picture is rendered to memory.png next to the report by a real renderer (rsvg-convert, Debian's
   librsvg2-bin; said and skipped without it) and looked at as the picture's unit test does: nothing touches the
@@ -28,8 +28,8 @@ LINK_BASE = os.path.join(ROOT, "build", "collections")  # tests/link-collection.
 if LINK_BASE not in sys.path:
     sys.path.insert(0, LINK_BASE)
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm_picture as PIC  # noqa: E402
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm_report import (  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_confirm_picture as PIC  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_confirm_report import (  # noqa: E402
     render_markdown,
     render_svg,
     stated_verdict,

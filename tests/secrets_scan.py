@@ -5,7 +5,7 @@ Usage:
   ansible-playbook site.yml -vvv 2>&1 | python3 tests/secrets_scan.py -
 
 The secrets are read from the inventory's group_vars/ and host_vars/ (files and directories of files, YAML) and the
-inline vars of its hosts file(s): every value the collection's rule calls secret (plugins/module_utils/_secrets.py:
+inline vars of its hosts file(s): every value the collection's rule calls secret (plugins/module_utils/common/_secrets.py:
 vllm_service_api_keys, vllm_service_extra_env's values, the front door's client keys and metrics tokens, and any
 variable or field whose name ends in key, token, secret or password - HF_TOKEN, ansible_become_password - at any
 depth, airgap_vllm_services included).
@@ -42,8 +42,8 @@ MIN_LENGTH = 8
 
 
 def _load_rule():
-    """plugins/module_utils/_secrets.py by its path (standard library only: no collection on sys.path needed)."""
-    path = os.path.join(ROOT, "plugins", "module_utils", "_secrets.py")
+    """plugins/module_utils/common/_secrets.py by its path (standard library only: no collection on sys.path needed)."""
+    path = os.path.join(ROOT, "plugins", "module_utils", "common", "_secrets.py")
     spec = importlib.util.spec_from_file_location("_airgap_vllm_secrets", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

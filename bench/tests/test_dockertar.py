@@ -14,7 +14,7 @@ import identity
 import stagelib
 
 B.import_collection()
-from ansible_collections.airgap.vllm.plugins.module_utils import _docker_archive as DA  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.image import _docker_archive as DA  # noqa: E402
 
 
 @pytest.mark.parametrize("layout", ["legacy", "docker+oci", "oci"])

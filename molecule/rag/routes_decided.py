@@ -3,7 +3,7 @@
     python3 routes_decided.py COLLECTIONS_DIR ROUTES.json
 
 ROUTES.json: {service: {"kind": "generate" | "pooling", "paths": {path: [methods]}}}, read from each engine of the
-host (GET http://127.0.0.1:PORT/openapi.json). A route is decided when plugins/module_utils/_front.py allows it
+host (GET http://127.0.0.1:PORT/openapi.json). A route is decided when plugins/module_utils/front/_front.py allows it
 (ALLOWED_ROUTES) or refuses it (REFUSED_ROUTES); a door routed by model sends the pooling routes
 (_front_models.POOLING_ROUTES) to pooling services only. Prints one JSON line per service and exits 1 when a route
 is undecided, or when a pooling route of an engine is not one the routed door gives its kind.
@@ -15,7 +15,7 @@ import sys
 
 def main(collections, routes_file):
     sys.path.insert(0, collections)
-    from ansible_collections.airgap.vllm.plugins.module_utils import _front, _front_models
+    from ansible_collections.airgap.vllm.plugins.module_utils.front import _front, _front_models
 
     with open(routes_file) as f:
         engines = json.load(f)

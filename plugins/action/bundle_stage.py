@@ -33,8 +33,8 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import BUF_SIZE
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import (
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._bundle_hash import BUF_SIZE
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._bundle_manifest import (
     BundleError,
     PartError,
     SourceReader,
@@ -42,8 +42,8 @@ from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest impor
     source_files,
     validate_entries,
 )
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_push import bulk_ssh_args
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_stage import Progress, parse_mode
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._bundle_push import bulk_ssh_args
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._bundle_stage import Progress, parse_mode
 
 display = Display()
 

@@ -5,7 +5,7 @@
 
 Reads each role's meta/argument_specs.yml from this collection, the host's variables (as set in the
 inventory, the play and -e) and, for a controller-side bundle, its manifest.yml; the decisions are
-the pure functions of module_utils/_validate.py. Changes nothing anywhere (check mode runs it fully).
+the pure functions of module_utils/common/_validate.py. Changes nothing anywhere (check mode runs it fully).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -22,19 +22,19 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import (
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._bundle_manifest import (
     BundleError,
     load_manifest,
     medium_size,
 )
-from ansible_collections.airgap.vllm.plugins.module_utils._fabric_manager import decision, normalize_setting
-from ansible_collections.airgap.vllm.plugins.module_utils._services import (
+from ansible_collections.airgap.vllm.plugins.module_utils.driver._fabric_manager import decision, normalize_setting
+from ansible_collections.airgap.vllm.plugins.module_utils.service._services import (
     HOST_VALUES,
     resolve,
     service_advisories,
     service_problems,
 )
-from ansible_collections.airgap.vllm.plugins.module_utils._validate import (
+from ansible_collections.airgap.vllm.plugins.module_utils.common._validate import (
     STAGES,
     Problem,
     advisories,

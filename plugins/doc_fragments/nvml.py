@@ -8,7 +8,7 @@ __metaclass__ = type
 
 
 class ModuleDocFragment(object):
-    """The options of the modules that ask NVML (their argument spec: module_utils/_nvml.py's NVML_ARGUMENT_SPEC)."""
+    """The options of the modules that ask NVML (their argument spec: module_utils/host/_nvml.py's NVML_ARGUMENT_SPEC)."""
 
     DOCUMENTATION = r'''
 options:

@@ -8,7 +8,7 @@ __metaclass__ = type
 
 
 class ModuleDocFragment(object):
-    """The input of the filters that read a host's vLLM services (module_utils/_services.py)."""
+    """The input of the filters that read a host's vLLM services (module_utils/service/_services.py)."""
 
     # The operator's list, before service_instances resolves it.
     DOCUMENTATION = r'''

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The artifact kinds a bundle takes and the artifacts of another kind (module_utils/_bundle_pack.py, kind_check)."""
+"""The artifact kinds a bundle takes and the artifacts of another kind (module_utils/bundle/_bundle_pack.py, kind_check)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -12,7 +12,7 @@ name: bundle_artifact_kinds
 short_description: The artifact kinds a bundle takes, and the artifacts of another kind
 description:
   - Checks the kind of each C(bundle_build_artifacts) entry with the rule airgap.vllm.bundle_pack applies when it
-    builds the bundle (module_utils/_bundle_pack.py), so the bundle_build role's preflight refuses an unknown kind
+    builds the bundle (module_utils/bundle/_bundle_pack.py), so the bundle_build role's preflight refuses an unknown kind
     before anything is read or saved, from the one list of kinds.
 options:
   _input:
@@ -38,7 +38,7 @@ _value:
       elements: str
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_pack import kind_check
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._bundle_pack import kind_check
 
 
 def bundle_artifact_kinds(artifacts):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The bundle's staged image artifact of the engine or of the front door, by name (module_utils/_bundle_images.py)."""
+"""The bundle's staged image artifact of the engine or of the front door, by name (module_utils/bundle/_bundle_images.py)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -37,7 +37,7 @@ _value:
   type: dict
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_images import BundleImageError, select_image
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._bundle_images import BundleImageError, select_image
 from ansible_collections.airgap.vllm.plugins.plugin_utils._filter import filter_errors
 
 

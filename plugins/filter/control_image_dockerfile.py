@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The Dockerfile of the control-node image built from a base (module_utils/_control_image.py, dockerfile)."""
+"""The Dockerfile of the control-node image built from a base (module_utils/bundle/_control_image.py, dockerfile)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -13,7 +13,7 @@ short_description: The Dockerfile that builds the control-node image from a base
 description:
   - A virtual environment with the base's Python, ansible-core from the bundle's wheels (C(pip --no-index)), and
     this collection from the tarball C(ansible-galaxy collection build) made for the bundle, installed offline
-    (module_utils/_control_image.py). The build context holds C(wheels/) and the tarball.
+    (module_utils/bundle/_control_image.py). The build context holds C(wheels/) and the tarball.
 options:
   _input:
     description: The base verdict (airgap.vllm.control_image_verdict V(base)).
@@ -48,7 +48,7 @@ _value:
   type: str
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._control_image import ControlImageError, dockerfile
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._control_image import ControlImageError, dockerfile
 from ansible_collections.airgap.vllm.plugins.plugin_utils._filter import filter_errors
 
 

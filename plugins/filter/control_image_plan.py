@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What bundle_build does about the control-node image (module_utils/_control_image.py, plan)."""
+"""What bundle_build does about the control-node image (module_utils/bundle/_control_image.py, plan)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -14,7 +14,7 @@ description:
   - From the bundle_build role's variables, whether a control-node image goes into the bundle, whether the role
     builds it from a base image or takes the operator's, the name:tag C(docker save) saves, and the manifest
     artifact (kind C(control), which the bundle role never stages to a server). The rule is
-    module_utils/_control_image.py's (issue 47).
+    module_utils/bundle/_control_image.py's (issue 47).
 options:
   _input:
     description: C(bundle_build_control_image).
@@ -63,7 +63,7 @@ _value:
     problems: {description: "Why not, each with the variable to set; empty when none.", type: list, elements: str}
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._control_image import PROBE, plan
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._control_image import PROBE, plan
 
 
 def control_image_plan(enabled, source="", base="", version="", wheels=True, wheel_pythons=None):

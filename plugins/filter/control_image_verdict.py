@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Whether an image will do as a base or as the control node (module_utils/_control_image.py, verdict)."""
+"""Whether an image will do as a base or as the control node (module_utils/bundle/_control_image.py, verdict)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -12,7 +12,7 @@ name: control_image_verdict
 short_description: Whether an image will do as the base of the control-node image, or as the control node itself
 description:
   - Reads what the probe of airgap.vllm.control_image_plan printed inside an image (its Pythons, ssh, ansible-core,
-    the collection) and says whether it will do (module_utils/_control_image.py).
+    the collection) and says whether it will do (module_utils/bundle/_control_image.py).
   - As a V(base), the newest Python >= 3.10 that the bundle has wheels for, with its venv module, and ssh.
   - As the V(control) node, a Python >= 3.10, ansible-core within the collection's C(requires_ansible), this
     collection's version installed, and ssh.
@@ -62,7 +62,7 @@ _value:
     problems: {description: "Why the image will not do; empty when it will.", type: list, elements: str}
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._control_image import ControlImageError, verdict
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._control_image import ControlImageError, verdict
 from ansible_collections.airgap.vllm.plugins.plugin_utils._filter import filter_errors
 
 

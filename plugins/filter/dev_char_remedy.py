@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filter: the daemon-reload hazard of the systemd cgroup driver and NVIDIA's remedy (module_utils/_dev_char.py)."""
+"""Filter: the daemon-reload hazard of the systemd cgroup driver and NVIDIA's remedy (module_utils/driver/_dev_char.py)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -15,7 +15,7 @@ description:
     containers ("Failed to initialize NVML - Unknown Error") unless each NVIDIA device node has a
     C(/dev/char/MAJOR:MINOR) link. NVIDIA's remedy - C(nvidia-ctk system create-dev-char-symlinks --create-all)
     now and a udev rule on the nvidia driver that runs it at boot.
-  - Decided in module_utils/_dev_char.py (unit-tested there).
+  - Decided in module_utils/driver/_dev_char.py (unit-tested there).
 positional: toolkit_version, dev_char, nvidia_ctk
 options:
   _input:
@@ -49,7 +49,7 @@ _value:
   type: dict
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._dev_char import remedy_plan
+from ansible_collections.airgap.vllm.plugins.module_utils.driver._dev_char import remedy_plan
 from ansible_collections.airgap.vllm.plugins.plugin_utils._filter import filter_errors
 
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The firewalld rich-rule plan of module_utils/_expose.py (the vllm_service role removes the retired metrics exposure's rules with it)."""
+"""The firewalld rich-rule plan of module_utils/front/_expose.py (the vllm_service role removes the retired metrics exposure's rules with it)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -42,7 +42,7 @@ _value:
   type: dict
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._expose import ExposeError, plan
+from ansible_collections.airgap.vllm.plugins.module_utils.front._expose import ExposeError, plan
 from ansible_collections.airgap.vllm.plugins.plugin_utils._filter import filter_errors
 
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The Fabric Manager RPM the nvidia_driver role installs (module_utils/_fabric_manager.py, rpm_choice)."""
+"""The Fabric Manager RPM the nvidia_driver role installs (module_utils/driver/_fabric_manager.py, rpm_choice)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -53,7 +53,7 @@ _value:
     unit: {description: "The systemd unit the RPM ships (C(nvidia-fabricmanager.service)).", type: str}
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._fabric_manager import rpm_choice
+from ansible_collections.airgap.vllm.plugins.module_utils.driver._fabric_manager import rpm_choice
 
 
 def fabric_manager_rpm(setting, staged, version, stage_dir):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Which earlier vLLM images go after an upgrade (module_utils/_versions.py image_retention)."""
+"""Which earlier vLLM images go after an upgrade (module_utils/common/_versions.py image_retention)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -51,7 +51,7 @@ _value:
   type: dict
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._versions import image_retention
+from ansible_collections.airgap.vllm.plugins.module_utils.common._versions import image_retention
 
 
 def _image_retention(previous, active, active_base="", keep=1, protect=None):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filter naming the probes a preflight pass needs (plugins/module_utils/_preflight.py)."""
+"""Filter naming the probes a preflight pass needs (plugins/module_utils/host/_preflight.py)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -40,7 +40,7 @@ _value:
   elements: str
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._preflight import probes_for
+from ansible_collections.airgap.vllm.plugins.module_utils.host._preflight import probes_for
 from ansible_collections.airgap.vllm.plugins.plugin_utils._filter import filter_errors
 
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filter that runs every preflight decision (plugins/module_utils/_preflight.py) on what the role gathered."""
+"""Filter that runs every preflight decision (plugins/module_utils/host/_preflight.py) on what the role gathered."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -12,7 +12,7 @@ name: preflight_verdicts
 short_description: Decide every preflight check from the facts the preflight role gathered
 description:
   - OS, GPU on the PCI bus, driver version, NVML health, free memory on the selected GPUs, Docker's nvidia
-    runtime, free disk and the service port (one verdict per service), decided in module_utils/_preflight.py
+    runtime, free disk and the service port (one verdict per service), decided in module_utils/host/_preflight.py
     (unit-tested there).
   - Several services (C(services) not empty) - each port free or published by that service's own container,
     free memory on the union of their GPUs with every one of their containers counted as ours.
@@ -62,7 +62,11 @@ _value:
   type: dict
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._preflight import evaluate, failure_message, summary_lines
+from ansible_collections.airgap.vllm.plugins.module_utils.host._preflight import (
+    evaluate,
+    failure_message,
+    summary_lines,
+)
 from ansible_collections.airgap.vllm.plugins.plugin_utils._filter import filter_errors
 
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Each service's recorded plan from the plan stage's records (module_utils/_services.py recorded_plans)."""
+"""Each service's recorded plan from the plan stage's records (module_utils/service/_services.py recorded_plans)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -32,7 +32,7 @@ _value:
   type: dict
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._services import recorded_plans
+from ansible_collections.airgap.vllm.plugins.module_utils.service._services import recorded_plans
 
 
 class FilterModule(object):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A value with its secrets redacted (module_utils/_secrets.py redacted)."""
+"""A value with its secrets redacted (module_utils/common/_secrets.py redacted)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -16,7 +16,7 @@ description:
     C(vllm_service_extra_env), C(vllm_front_clients), C(vllm_front_metrics_tokens), or a name saying key, token,
     secret or password that is not a path, digest or count) is replaced by C((hidden)). Names and limits of
     clients stay, an empty list or mapping stays empty, so what is set can still be read.
-  - The rule is module_utils/_secrets.py's, the one home of which variables hold secrets.
+  - The rule is module_utils/common/_secrets.py's, the one home of which variables hold secrets.
 options:
   _input:
     description: Any value, e.g. the host's resolved services with their settings.
@@ -34,7 +34,7 @@ _value:
   type: raw
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._secrets import redacted
+from ansible_collections.airgap.vllm.plugins.module_utils.common._secrets import redacted
 
 
 class FilterModule(object):

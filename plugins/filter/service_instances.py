@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The vLLM services of a host (module_utils/_services.py resolve)."""
+"""The vLLM services of a host (module_utils/service/_services.py resolve)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -48,7 +48,7 @@ _value:
   type: dict
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._services import HOST_VALUES, resolve
+from ansible_collections.airgap.vllm.plugins.module_utils.service._services import HOST_VALUES, resolve
 from ansible_collections.airgap.vllm.plugins.plugin_utils._filter import filter_errors
 
 

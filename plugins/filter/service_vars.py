@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Each vLLM service's variables for the roles that loop over the services (module_utils/_services.py)."""
+"""Each vLLM service's variables for the roles that loop over the services (module_utils/service/_services.py)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -29,7 +29,7 @@ options:
     type: dict
   part:
     description:
-      - V(public), each service's C(vars) with every secret redacted (the rule of module_utils/_secrets.py, the API
+      - V(public), each service's C(vars) with every secret redacted (the rule of module_utils/common/_secrets.py, the API
         keys, the container environment, client keys and metrics tokens, and any variable named like a key, token,
         secret or password), so the result may be printed, at any verbosity, and looped over.
       - V(secret), a mapping of each service's name to its secret variables alone, as given; take it in a
@@ -62,7 +62,7 @@ _value:
   type: raw
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._services import instances
+from ansible_collections.airgap.vllm.plugins.module_utils.service._services import instances
 from ansible_collections.airgap.vllm.plugins.plugin_utils._filter import filter_errors
 
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Verdict on the service's smoke-test completion (module_utils/_smoke.py)."""
+"""Verdict on the service's smoke-test completion (module_utils/service/_smoke.py)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -46,7 +46,7 @@ _value:
   type: dict
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._smoke import service_smoke_verdict
+from ansible_collections.airgap.vllm.plugins.module_utils.service._smoke import service_smoke_verdict
 
 
 def smoke_verdict(response, tools_offered, max_tokens=None, kind='generate'):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What Docker's daemon.json should become for the nvidia runtime (module_utils/_docker_daemon.py)."""
+"""What Docker's daemon.json should become for the nvidia runtime (module_utils/driver/_docker_daemon.py)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -75,7 +75,7 @@ _value:
   type: dict
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._docker_daemon import plan
+from ansible_collections.airgap.vllm.plugins.module_utils.driver._docker_daemon import plan
 
 
 def toolkit_daemon_plan(

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""vLLM's own start-up numbers from its log (module_utils/_plan_confirm_parse.py parse_journal)."""
+"""vLLM's own start-up numbers from its log (module_utils/planner/_plan_confirm_parse.py parse_journal)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -40,7 +40,7 @@ _value:
   type: dict
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm_parse import parse_journal
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_confirm_parse import parse_journal
 
 
 class FilterModule(object):

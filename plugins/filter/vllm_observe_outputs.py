@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The vllm_observe role's controller files (module_utils/_observe.py role_outputs): plan rules and scrape targets."""
+"""The vllm_observe role's controller files (module_utils/observe/_observe.py role_outputs): plan rules and scrape targets."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -68,8 +68,8 @@ _value:
   type: dict
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._front import FrontError
-from ansible_collections.airgap.vllm.plugins.module_utils._observe import ObserveError, role_outputs
+from ansible_collections.airgap.vllm.plugins.module_utils.front._front import FrontError
+from ansible_collections.airgap.vllm.plugins.module_utils.observe._observe import ObserveError, role_outputs
 from ansible_collections.airgap.vllm.plugins.plugin_utils._filter import filter_errors
 
 

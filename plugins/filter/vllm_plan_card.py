@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The services that share a service's GPUs, each with its planning options (module_utils/_plan_share.py)."""
+"""The services that share a service's GPUs, each with its planning options (module_utils/planner/_plan_share.py)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -39,7 +39,7 @@ _value:
   elements: dict
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_share import card_services
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_share import card_services
 
 
 class FilterModule(object):

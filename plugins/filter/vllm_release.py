@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The vLLM release an image says it is, and the known release whose rules plan for it (module_utils/_plan_common)."""
+"""The vLLM release an image says it is, and the known release whose rules plan for it (module_utils/planner/_plan_common)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -35,7 +35,7 @@ _value:
   type: dict
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import release_rules
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_common import release_rules
 
 
 def vllm_release(text):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Release day's gate: pass or stop a service moved to a new vLLM release (module_utils/_release.gate)."""
+"""Release day's gate: pass or stop a service moved to a new vLLM release (module_utils/service/_release.gate)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -16,7 +16,7 @@ description:
     tools profile's tool-call rate at least O(thresholds.min_tool_call_rate), and each tok/s figure (single-stream
     decode, prefill, per-stream decode) at least O(thresholds.min_tok_s_ratio) of the same figure measured on the same
     host under the previous release.
-  - Decided in C(plugins/module_utils/_release.py) (C(gate)); the vllm_release role's gate.yml only calls it.
+  - Decided in C(plugins/module_utils/service/_release.py) (C(gate)); the vllm_release role's gate.yml only calls it.
 options:
   _input:
     description: The new deployment's report.json (the engine's confirmation).
@@ -52,7 +52,7 @@ _value:
     checks: {description: "Each check: C(check), C(ok), C(detail).", type: list, elements: dict}
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._release import ReleaseError, gate
+from ansible_collections.airgap.vllm.plugins.module_utils.service._release import ReleaseError, gate
 from ansible_collections.airgap.vllm.plugins.plugin_utils._filter import filter_errors
 
 

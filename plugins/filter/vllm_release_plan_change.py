@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Release day's dry run: one service's release, argv and plan numbers before and after (module_utils/_release)."""
+"""Release day's dry run: one service's release, argv and plan numbers before and after (module_utils/service/_release)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -14,7 +14,7 @@ description:
   - The release the service runs and the one it moves to, the new argv (which the new release's own parser judges in
     the service stage), the flags that go and come, and the plan's context, concurrency, KV pool, KV blocks and
     prefill chunk where they change.
-  - Composed in C(plugins/module_utils/_release.py) (C(plan_change)).
+  - Composed in C(plugins/module_utils/service/_release.py) (C(plan_change)).
 options:
   _input:
     description: The service's name.
@@ -49,7 +49,7 @@ _value:
   elements: str
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._release import ReleaseError, plan_change
+from ansible_collections.airgap.vllm.plugins.module_utils.service._release import ReleaseError, plan_change
 from ansible_collections.airgap.vllm.plugins.plugin_utils._filter import filter_errors
 
 

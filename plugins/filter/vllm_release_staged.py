@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What a host has staged once a delta bundle is staged over its bundle (module_utils/_release.merge_staged)."""
+"""What a host has staged once a delta bundle is staged over its bundle (module_utils/service/_release.merge_staged)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -13,7 +13,7 @@ short_description: The staged artifacts once a delta bundle (the new image alone
 description:
   - An entry of the delta replaces the earlier entry of its kind with the same name; every other earlier entry stays
     (the model already on the host, the driver, the proxy's image), so stages run later still find them.
-  - Decided in C(plugins/module_utils/_release.py) (C(merge_staged)).
+  - Decided in C(plugins/module_utils/service/_release.py) (C(merge_staged)).
 options:
   _input:
     description: The C(bundle_staged) the host recorded before the delta (kind to entries).
@@ -35,7 +35,7 @@ _value:
   type: dict
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._release import ReleaseError, merge_staged
+from ansible_collections.airgap.vllm.plugins.module_utils.service._release import ReleaseError, merge_staged
 from ansible_collections.airgap.vllm.plugins.plugin_utils._filter import filter_errors
 
 

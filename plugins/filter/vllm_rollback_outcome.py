@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The sentences a failed vLLM start ends with after the rollback (module_utils/_unit_wait.py rollback_outcome)."""
+"""The sentences a failed vLLM start ends with after the rollback (module_utils/common/_unit_wait.py rollback_outcome)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -54,7 +54,7 @@ _value:
     refused: {description: "The sentence that the plan is noted as refused, or empty.", type: str}
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._unit_wait import rollback_outcome
+from ansible_collections.airgap.vllm.plugins.module_utils.common._unit_wait import rollback_outcome
 
 
 def vllm_rollback_outcome(back, name, last_good_dir, last_good_exists, refused_noted=False):

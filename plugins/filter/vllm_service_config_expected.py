@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The paths a vllm_service configuration writes, with what it writes there (module_utils/_service_config.py)."""
+"""The paths a vllm_service configuration writes, with what it writes there (module_utils/service/_service_config.py)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -80,7 +80,7 @@ _value:
   elements: dict
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._service_config import expected_paths
+from ansible_collections.airgap.vllm.plugins.module_utils.service._service_config import expected_paths
 
 
 def vllm_service_config_expected(

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The fingerprint of a vllm_service configuration's files (module_utils/_service_config.py)."""
+"""The fingerprint of a vllm_service configuration's files (module_utils/service/_service_config.py)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -74,7 +74,7 @@ _value:
   type: str
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._service_config import config_fingerprint
+from ansible_collections.airgap.vllm.plugins.module_utils.service._service_config import config_fingerprint
 
 
 def vllm_service_config_fingerprint(

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What a vLLM service serves, from its plan (module_utils/_smoke.py service_kind)."""
+"""What a vLLM service serves, from its plan (module_utils/service/_smoke.py service_kind)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -30,7 +30,7 @@ _value:
   type: str
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._smoke import service_kind
+from ansible_collections.airgap.vllm.plugins.module_utils.service._smoke import service_kind
 
 
 class FilterModule(object):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Whether the running vllm_service unit must restart (module_utils/_service_config.py must_restart)."""
+"""Whether the running vllm_service unit must restart (module_utils/service/_service_config.py must_restart)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -42,7 +42,7 @@ _value:
   type: bool
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._service_config import must_restart
+from ansible_collections.airgap.vllm.plugins.module_utils.service._service_config import must_restart
 
 
 def vllm_service_must_restart(probe, unit, written=None):

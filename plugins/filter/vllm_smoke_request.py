@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The smoke test's request for a service: chat, embeddings or rerank (module_utils/_smoke.py smoke_request)."""
+"""The smoke test's request for a service: chat, embeddings or rerank (module_utils/service/_smoke.py smoke_request)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -44,7 +44,7 @@ _value:
   type: dict
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._smoke import smoke_request
+from ansible_collections.airgap.vllm.plugins.module_utils.service._smoke import smoke_request
 
 
 class FilterModule(object):

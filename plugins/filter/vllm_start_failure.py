@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Why a started vLLM service is not the planned, working one (module_utils/_unit_wait.py start_failure)."""
+"""Why a started vLLM service is not the planned, working one (module_utils/common/_unit_wait.py start_failure)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -40,7 +40,7 @@ _value:
   type: str
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._unit_wait import start_failure
+from ansible_collections.airgap.vllm.plugins.module_utils.common._unit_wait import start_failure
 
 
 def vllm_start_failure(health, argv, smoke=None):

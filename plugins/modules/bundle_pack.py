@@ -99,10 +99,10 @@ removed:
 
 import os
 
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import StampCache
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import BundleError
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_pack import FAT32_SPLIT, pack
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._bundle_hash import StampCache
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._bundle_manifest import BundleError
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._bundle_pack import FAT32_SPLIT, pack
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
 
 
 @ansible_module(

@@ -125,16 +125,16 @@ bytes_copied:
   type: int
 """
 
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import StampCache
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import BundleError, validate_entries
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_stage import (
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._bundle_hash import StampCache
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._bundle_manifest import BundleError, validate_entries
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._bundle_stage import (
     StageError,
     files_result,
     keep_stamps,
     parse_mode,
 )
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
-from ansible_collections.airgap.vllm.plugins.module_utils._peer_fetch import fetch_files
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._peer_fetch import fetch_files
 
 
 @ansible_module(

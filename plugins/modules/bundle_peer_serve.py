@@ -114,9 +114,9 @@ import os
 import signal
 import time
 
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import BundleError
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
-from ansible_collections.airgap.vllm.plugins.module_utils._peer_fetch import make_server, serve_until
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._bundle_manifest import BundleError
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._peer_fetch import make_server, serve_until
 
 
 def _stop_leftover(pid_file):

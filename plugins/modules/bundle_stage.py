@@ -163,25 +163,25 @@ bytes_copied:
 
 import os
 
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import StampCache
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import (
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._bundle_hash import StampCache
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._bundle_manifest import (
     BundleError,
     load_manifest,
     validate_entries,
 )
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_push import (
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._bundle_push import (
     append_segments,
     commit_parts,
     probe_dest,
 )
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_stage import (
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._bundle_stage import (
     StageError,
     files_result,
     keep_stamps,
     parse_mode,
     stage_files,
 )
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
 
 
 @ansible_module(

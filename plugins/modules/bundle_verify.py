@@ -133,13 +133,17 @@ failures:
 
 import os
 
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import StampCache, verify_bundle, verify_failures
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_manifest import (
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._bundle_hash import (
+    StampCache,
+    verify_bundle,
+    verify_failures,
+)
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._bundle_manifest import (
     BundleError,
     load_manifest,
     validate_entries,
 )
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
 
 
 @ansible_module(

@@ -146,15 +146,15 @@ derived:
               type: bool}
 """
 
-from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli, DockerError
-from ansible_collections.airgap.vllm.plugins.module_utils._docker_archive import (
+from ansible_collections.airgap.vllm.plugins.module_utils.common._docker import DockerCli, DockerError
+from ansible_collections.airgap.vllm.plugins.module_utils.image._docker_archive import (
     ArchiveError,
     daemon_error,
     derived_image,
     failure_message,
     import_archive,
 )
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
 
 
 @ansible_module(

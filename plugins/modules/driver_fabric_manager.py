@@ -19,7 +19,7 @@ description:
     where its last start must have logged that all NVSwitches were configured.
   - Asks again for up to O(wait) seconds while registration is in progress; a failed unit or a Completed state with
     an error status fails at once.
-  - The decision is module_utils/_fabric_manager.py's.
+  - The decision is module_utils/driver/_fabric_manager.py's.
 options:
   unit:
     description: The Fabric Manager unit.
@@ -94,8 +94,8 @@ msg:
 import os
 import time
 
-from ansible_collections.airgap.vllm.plugins.module_utils._fabric_manager import UNIT, parse_smi_fabric, report
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.driver._fabric_manager import UNIT, parse_smi_fabric, report
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
 
 LOG_TAIL = 1024 * 1024
 

@@ -20,7 +20,7 @@ description:
     the modules that use it, NVML's GPU processes and their containers, and rmmod's own words. It never fails
     for that - the role decides between a reboot and a failure.
   - With O(state=present), runs C(modprobe) for O(load) when it is not loaded.
-  - The order and the holder text are module_utils/_driver_upgrade.py's.
+  - The order and the holder text are module_utils/driver/_driver_upgrade.py's.
 options:
   state:
     description: Unload the driver's modules, or load the driver.
@@ -99,14 +99,14 @@ seconds:
 
 import time
 
-from ansible_collections.airgap.vllm.plugins.module_utils._driver_upgrade import (
+from ansible_collections.airgap.vllm.plugins.module_utils.driver._driver_upgrade import (
     gpu_processes,
     holder_text,
     nvidia_modules,
     parse_proc_modules,
 )
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
-from ansible_collections.airgap.vllm.plugins.module_utils._nvml import collect
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.host._nvml import collect
 
 
 def read_modules(path):

@@ -16,7 +16,7 @@ description:
   - Asks NVML (as M(airgap.vllm.nvml_info) does) for each GPU's persistence mode and fails, naming the GPUs, unless
     every GPU reports Enabled. NVML not working, or no GPU, fails as well (persistence cannot be proven).
   - Asks again for up to O(wait) seconds while it is not yet Enabled (the daemon turns it on just after its start).
-  - The decision is module_utils/_driver_persistence.py's.
+  - The decision is module_utils/driver/_driver_persistence.py's.
 options:
   wait:
     description: Seconds to keep asking while persistence mode is not Enabled on every GPU.
@@ -71,9 +71,9 @@ msg:
 
 import time
 
-from ansible_collections.airgap.vllm.plugins.module_utils._driver_persistence import persistence_report
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
-from ansible_collections.airgap.vllm.plugins.module_utils._nvml import NVML_ARGUMENT_SPEC, collect
+from ansible_collections.airgap.vllm.plugins.module_utils.driver._driver_persistence import persistence_report
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.host._nvml import NVML_ARGUMENT_SPEC, collect
 
 
 @ansible_module(

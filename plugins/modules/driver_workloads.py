@@ -20,7 +20,7 @@ description:
     The foreign GPU containers it names in RV(park_containers) are parked by M(airgap.vllm.gpu_release).
   - With O(state=started), enables and starts again what the record lists (host units first, then our services) and
     removes the record once they started. Nothing recorded, nothing to do.
-  - The decisions are module_utils/_driver_upgrade.py's.
+  - The decisions are module_utils/driver/_driver_upgrade.py's.
 options:
   state:
     description: Stop for the driver change, or start again what a stop recorded.
@@ -116,7 +116,7 @@ record:
 import json
 import os
 
-from ansible_collections.airgap.vllm.plugins.module_utils._driver_upgrade import (
+from ansible_collections.airgap.vllm.plugins.module_utils.driver._driver_upgrade import (
     DriverUpgradeError,
     gpu_processes,
     load_record,
@@ -125,8 +125,8 @@ from ansible_collections.airgap.vllm.plugins.module_utils._driver_upgrade import
     start_order,
     workload_plan,
 )
-from ansible_collections.airgap.vllm.plugins.module_utils._files import write_atomic
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.common._files import write_atomic
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
 
 
 def unit_states(module, units):

@@ -111,8 +111,8 @@ gone:
 
 import json
 
-from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli, DockerError
-from ansible_collections.airgap.vllm.plugins.module_utils._gpu_release import (
+from ansible_collections.airgap.vllm.plugins.module_utils.common._docker import DockerCli, DockerError
+from ansible_collections.airgap.vllm.plugins.module_utils.driver._gpu_release import (
     GpuReleaseError,
     classify,
     load_state,
@@ -121,7 +121,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._gpu_release import (
     restore_workloads,
     write_state_atomic,
 )
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
 
 
 def release(module, docker, state):

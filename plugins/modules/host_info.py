@@ -42,7 +42,7 @@ options:
       - List the NVIDIA GPUs and NVSwitches on the PCI bus (C(lspci -D -mm -nn -d 10de:)), which works with no
         driver loaded.
       - A GPU is a function of vendor 10de with a display-controller class (03xx), an NVSwitch one of class 0680;
-        the rule lives in module_utils/_pci.py.
+        the rule lives in module_utils/host/_pci.py.
     type: bool
     default: false
   rpms:
@@ -79,7 +79,7 @@ options:
   dev_char:
     description:
       - List the NVIDIA character devices (C(/dev/nvidia*), C(/dev/nvidia-caps/*)) and their C(/dev/char/MAJOR:MINOR)
-        links as RV(dev_char) (module_utils/_dev_char.py), for the systemd cgroup driver's daemon-reload hazard.
+        links as RV(dev_char) (module_utils/driver/_dev_char.py), for the systemd cgroup driver's daemon-reload hazard.
     type: bool
     default: false
   exists:
@@ -90,14 +90,14 @@ options:
   units:
     description:
       - systemd units to read (C(systemctl show)); RV(units) gives each one's state and whether it is started
-        and enabled (module_utils/_unit_wait.py).
+        and enabled (module_utils/common/_unit_wait.py).
     type: list
     elements: str
     default: []
   paths:
     description:
       - Paths a role would write, with what it would write there; RV(paths) gives each one's state and
-        RV(paths_differing) the ones a write would change (module_utils/_files.py), so a converged re-run
+        RV(paths_differing) the ones a write would change (module_utils/common/_files.py), so a converged re-run
         reads every file of a configuration in one task.
       - Content is compared by SHA-1 only; nothing of a file's content is returned.
     type: list
@@ -114,7 +114,7 @@ options:
     description:
       - Read the NVIDIA driver's state in one pass (NVML, packaged driver RPMs, dkms, the .run's
         C(nvidia-installer --version), nouveau, C(nvidia-smi), the nouveau blacklist and the dnf module file)
-        and say whether it is converged at O(nvidia_driver.version) (module_utils/_driver_state.py).
+        and say whether it is converged at O(nvidia_driver.version) (module_utils/driver/_driver_state.py).
     type: dict
     suboptions:
       version: {description: "Driver version wanted.", type: str, required: true}
@@ -132,7 +132,7 @@ options:
         description:
           - Whether the host needs NVIDIA Fabric Manager (C(auto) decides from the NVSwitches on the PCI bus and reads
             the bus even without O(pci)); when it does, its RPMs are kept from the driver clean-up. The decision is
-            module_utils/_fabric_manager.py's.
+            module_utils/driver/_fabric_manager.py's.
           - C(auto), C(true) or C(false) (a YAML boolean or its words yes, no, on, off).
         type: str
         default: 'false'
@@ -142,7 +142,7 @@ options:
             grub2's files (C(/boot/grub2/grubenv) next_entry/saved_entry, C(/etc/default/grub) GRUB_DEFAULT, the BLS
             entries in C(/boot/loader/entries) or C(/boot/grub2/grub.cfg); C(grubby --default-kernel) only when
             they name nothing) with the nvidia module built for it, and RV(nvidia_driver.next_kernel) says what
-            the role does about it (module_utils/_boot_kernel.py).
+            the role does about it (module_utils/driver/_boot_kernel.py).
         type: str
       next_kernel:
         description: "What to do when the next boot's kernel has no nvidia module of O(nvidia_driver.version): build
@@ -322,8 +322,8 @@ nvidia_driver:
       sample: {needed: true, reason: "lspci shows 1 NVSwitch(es) (vendor 10de, class 0680): ...", nvswitches: []}
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._hostinfo import probe
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.host._hostinfo import probe
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
 
 
 @ansible_module(

@@ -143,13 +143,13 @@ pooling_task:
 import grp
 import pwd
 
-from ansible_collections.airgap.vllm.plugins.module_utils._model_import import (
+from ansible_collections.airgap.vllm.plugins.module_utils.model._model_import import (
     ModelError,
     import_model,
     read_stamp,
     validate_model_dir,
 )
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
 
 
 def _id(value, db):

@@ -151,8 +151,8 @@ in_place:
 
 import os
 
-from ansible_collections.airgap.vllm.plugins.module_utils._model_import import ModelError, validate_model_dir
-from ansible_collections.airgap.vllm.plugins.module_utils._model_versions import (
+from ansible_collections.airgap.vllm.plugins.module_utils.model._model_import import ModelError, validate_model_dir
+from ansible_collections.airgap.vllm.plugins.module_utils.model._model_versions import (
     ModelVersionError,
     activate,
     current_version,
@@ -161,7 +161,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._model_versions import
     version_dir,
     version_id,
 )
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
 
 
 @ansible_module(

@@ -23,7 +23,7 @@ description:
     removing their no-longer-needed dependencies, then checks that none is left.
   - Packages that depend on them go too (dnf's rule) and are reported in RV(also_removed); when one of those is
     kept (the toolkit's, O(keep)) the module fails before removing anything.
-  - The rule lives in module_utils/_nvidia_rpms.py.
+  - The rule lives in module_utils/driver/_nvidia_rpms.py.
 options:
   keep:
     description: Shell-style patterns (C(fnmatch)) of package names never removed, besides the toolkit's.
@@ -86,8 +86,8 @@ cmd:
   elements: str
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
-from ansible_collections.airgap.vllm.plugins.module_utils._nvidia_rpms import (
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.driver._nvidia_rpms import (
     RPM_QUERY_FORMAT,
     driver_packages,
     kept_packages,

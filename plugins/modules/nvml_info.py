@@ -130,8 +130,8 @@ gpus:
                        returned: always}
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
-from ansible_collections.airgap.vllm.plugins.module_utils._nvml import NVML_ARGUMENT_SPEC, collect
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.host._nvml import NVML_ARGUMENT_SPEC, collect
 
 
 @ansible_module(dict(NVML_ARGUMENT_SPEC))

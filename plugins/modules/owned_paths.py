@@ -109,9 +109,9 @@ refused:
 
 import os
 
-from ansible_collections.airgap.vllm.plugins.module_utils._files import remove_tree
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
-from ansible_collections.airgap.vllm.plugins.module_utils._ownership import owned_path_problem, root_problem
+from ansible_collections.airgap.vllm.plugins.module_utils.common._files import remove_tree
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.common._ownership import owned_path_problem, root_problem
 
 
 def _has_marker(path, marker):

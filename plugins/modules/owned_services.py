@@ -84,8 +84,12 @@ notes:
 
 import os
 
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
-from ansible_collections.airgap.vllm.plugins.module_utils._ownership import CONTAINER_LABEL, parse_docker_ps, survey
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.common._ownership import (
+    CONTAINER_LABEL,
+    parse_docker_ps,
+    survey,
+)
 
 
 def read_units(unit_dirs):

@@ -150,8 +150,8 @@ paths:
 
 import os
 
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
-from ansible_collections.airgap.vllm.plugins.module_utils._stage_state import (
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.common._stage_state import (
     EVERY_INSTANCE,
     StageStateError,
     by_instance,

@@ -22,7 +22,7 @@ description:
   - The verdict is kept in O(cache_file) by (image ID, argv, script), so a converged re-run starts no container.
   - C(--config FILE) (the unit's API-key file, mounted only into the serving container) is left out of the argv
     judged; the keys never reach the check.
-  - The decisions live in C(plugins/module_utils/_argv_check.py).
+  - The decisions live in C(plugins/module_utils/image/_argv_check.py).
 options:
   image:
     description: The image to judge with (an image ID or a reference in the local Docker).
@@ -149,9 +149,9 @@ import json
 import os
 import tempfile
 
-from ansible_collections.airgap.vllm.plugins.module_utils._argv_check import ArgvCheckError, check
-from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.image._argv_check import ArgvCheckError, check
+from ansible_collections.airgap.vllm.plugins.module_utils.common._docker import DockerCli
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
 
 
 @ansible_module(

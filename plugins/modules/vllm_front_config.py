@@ -15,10 +15,10 @@ version_added: 0.2.0
 description:
   - Renders C(haproxy.cfg), one C(clients-<service>.map) per vLLM service (SHA-256 digests of the client keys with
     each client's name and limits, never a key), C(metrics-<service>.map) (metrics token digests) and C(engine.map)
-    (each engine's own API key), all root-only (0600), from C(airgap.vllm.plugins.module_utils._front.render).
+    (each engine's own API key), all root-only (0600), from C(airgap.vllm.plugins.module_utils.front._front.render).
   - Services sharing one front port get one door routed by model, with C(clients-routed_<port>.map),
     C(models-routed_<port>.map) (served model name to service) and C(access-routed_<port>.map) (the models of each
-    client), from C(airgap.vllm.plugins.module_utils._front_models).
+    client), from C(airgap.vllm.plugins.module_utils.front._front_models).
   - Files of a service no longer listed are removed. Other files of the directory (the certificate) are left alone.
   - Reports RV(reload) - the running proxy must read the directory again - only when a file changed.
 author:
@@ -103,8 +103,8 @@ import os
 import re
 import stat
 
-from ansible_collections.airgap.vllm.plugins.module_utils._files import read_text, write_atomic
-from ansible_collections.airgap.vllm.plugins.module_utils._front import (
+from ansible_collections.airgap.vllm.plugins.module_utils.common._files import read_text, write_atomic
+from ansible_collections.airgap.vllm.plugins.module_utils.front._front import (
     FrontError,
     FrontPlanUnknown,
     config_fingerprint,
@@ -112,7 +112,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._front import (
     render,
     render_fleet,
 )
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
 
 _OURS = re.compile(r"\A(clients|metrics|models|access)-[A-Za-z0-9_.@-]+\.map\Z")
 

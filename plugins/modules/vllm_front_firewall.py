@@ -14,7 +14,7 @@ short_description: Open exactly the front door's ports to the named sources in f
 version_added: 0.2.0
 description:
   - For each port of O(ports), one firewalld rich rule per source of O(sources) in the zone of O(address) (runtime and
-    permanent), by the same plan as the service's former metrics exposure - C(plan) of C(module_utils/_expose.py), the
+    permanent), by the same plan as the service's former metrics exposure - C(plan) of C(module_utils/front/_expose.py), the
     one home of the firewalld rules. Read-only questions first, then only the changes needed.
   - The rules this module added are recorded in O(record_file); a port no longer listed (or O(ports) empty) has
     exactly those rules removed, and the record goes with the last one.
@@ -101,9 +101,9 @@ warnings_text:
 import json
 import os
 
-from ansible_collections.airgap.vllm.plugins.module_utils._expose import ExposeError, plan
-from ansible_collections.airgap.vllm.plugins.module_utils._files import read_text, write_atomic
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.front._expose import ExposeError, plan
+from ansible_collections.airgap.vllm.plugins.module_utils.common._files import read_text, write_atomic
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
 
 RECORD_VERSION = 1
 

@@ -372,7 +372,7 @@ warnings_list:
   elements: str
 plan_warnings:
   description:
-    - The planner's warnings with their reason and source (plugins/module_utils/_plan_warnings.py), each also in
+    - The planner's warnings with their reason and source (plugins/module_utils/planner/_plan_warnings.py), each also in
       RV(warnings_list) - a plan within a few KV blocks of its edge (C(plan_at_edge)), gpu_memory_utilization above
       0.95 (C(utilization_high)), SM 8.9 + FP8 checkpoint + fp8 KV cache + MTP (C(vllm_issue_44879)).
   returned: success
@@ -411,20 +411,20 @@ alternatives:
 
 import os
 
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import (
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_common import (
     GIB,
     KV_CACHE_DTYPES,
     InfeasibleError,
     PlanError,
 )
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_ledger import render_ledger
-from ansible_collections.airgap.vllm.plugins.module_utils._planner import plan
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm_report import render_tradeoff_markdown
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_pooling import POOLING_TASKS
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_share import plan_shared, render_split
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_targets import DEFAULTS
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_tradeoff import tradeoff
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_ledger import render_ledger
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._planner import plan
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_confirm_report import render_tradeoff_markdown
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_pooling import POOLING_TASKS
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_share import plan_shared, render_split
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_targets import DEFAULTS
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_tradeoff import tradeoff
 
 
 def argument_spec():

@@ -172,9 +172,9 @@ argv:
   elements: str
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils._loadcheck_profiles import PROFILES
-from ansible_collections.airgap.vllm.plugins.module_utils._loadcheck_runner import run
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.service._loadcheck_profiles import PROFILES
+from ansible_collections.airgap.vllm.plugins.module_utils.service._loadcheck_runner import run
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
 
 
 @ansible_module(

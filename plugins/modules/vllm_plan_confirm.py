@@ -284,11 +284,14 @@ import hashlib
 import json
 import os
 
-from ansible_collections.airgap.vllm.plugins.module_utils._files import write_atomic
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import PlanError
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm import confirm
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm_report import carry_promises, render_markdown
+from ansible_collections.airgap.vllm.plugins.module_utils.common._files import write_atomic
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_common import PlanError
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_confirm import confirm
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_confirm_report import (
+    carry_promises,
+    render_markdown,
+)
 
 
 def argument_spec():

@@ -20,7 +20,7 @@ description:
     C(--api-ke)); O(env_names) may not hold C(VLLM_API_KEY); O(docker_options) may not carry C(--env NAME=value).
     Found key values are masked in this task's output.
   - The container gets no more than the plan gives it - every option in O(docker_options) must be allowed by the
-    collection's table of Docker 20.10's C(docker run) options (module_utils/_container_allowlist.py, a reason each,
+    collection's table of Docker 20.10's C(docker run) options (module_utils/service/_container_allowlist.py, a reason each,
     see docs/architecture.md); capabilities, host mounts, host namespaces, devices other than NVIDIA's,
     C(--env-file), C(--privileged), loosening C(--security-opt) values and options Docker 20.10 does not know are
     refused, naming the option and O(allow_docker_options), the way to allow it if it is really wanted.
@@ -270,9 +270,9 @@ run_argv:
            "vllm/vllm-openai:v0.27.1", "/srv/models/qwen3", "--served-model-name", "qwen3"]
 """
 
-from ansible_collections.airgap.vllm.plugins.module_utils._container_allowlist import words
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
-from ansible_collections.airgap.vllm.plugins.module_utils._service_guard import (
+from ansible_collections.airgap.vllm.plugins.module_utils.service._container_allowlist import words
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.service._service_guard import (
     SECCOMP_MODES,
     SELINUX_RELABEL,
     GuardError,

@@ -197,8 +197,8 @@ expected:
 
 import os
 
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
-from ansible_collections.airgap.vllm.plugins.module_utils._source_patch import (
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.image._source_patch import (
     CATALOGUE,
     STATE_PATCHED,
     AnchorNotFoundError,

@@ -238,7 +238,7 @@ def world(tmp_path_factory):
                 % image
             )
     from ansible_collections.airgap.vllm.plugins.action import vllm_front_pki as pki
-    from ansible_collections.airgap.vllm.plugins.module_utils import _front as front
+    from ansible_collections.airgap.vllm.plugins.module_utils.front import _front as front
 
     tmp = str(tmp_path_factory.mktemp("fleet"))
     w = World("%d-%s" % (os.getpid(), uuid.uuid4().hex[:6]), tmp)

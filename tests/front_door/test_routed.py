@@ -94,7 +94,7 @@ def world(tmp_path_factory):
     for image in (HAPROXY_IMAGE, PYTHON_IMAGE):
         if docker("image", "inspect", image, check=False).returncode != 0:
             pytest.fail("image %s is missing: bash tests/world/build.sh front" % image)
-    from ansible_collections.airgap.vllm.plugins.module_utils import _front as front
+    from ansible_collections.airgap.vllm.plugins.module_utils.front import _front as front
 
     tmp = str(tmp_path_factory.mktemp("routed"))
     w = World()

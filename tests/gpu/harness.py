@@ -141,7 +141,9 @@ def playbook(c, step):
 
 def utils():
     sys.path.insert(0, c_collections_parent())
-    from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck, _nvml, _plan_confirm, _planner
+    from ansible_collections.airgap.vllm.plugins.module_utils.host import _nvml
+    from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_confirm, _planner
+    from ansible_collections.airgap.vllm.plugins.module_utils.service import _loadcheck
 
     return _loadcheck, _nvml, _plan_confirm, _planner
 
@@ -498,7 +500,7 @@ def run_raw_case(c):
         with open(c.path("metrics.txt"), "w") as mf:
             mf.write(metrics)
         sys.path.insert(0, c_collections_parent())
-        from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm_parse as parse
+        from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_confirm_parse as parse
 
         with open(c.path("engine.log"), errors="replace") as lf:
             facts = parse.parse_journal(lf.read())

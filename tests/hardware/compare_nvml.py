@@ -24,7 +24,7 @@ os.symlink(
     os.path.abspath(os.path.join(HERE, '..', '..')), os.path.join(_TREE, 'ansible_collections', 'airgap', 'vllm')
 )
 sys.path.insert(0, _TREE)
-from ansible_collections.airgap.vllm.plugins.module_utils import _nvml  # noqa: E402 pylint: disable=wrong-import-position
+from ansible_collections.airgap.vllm.plugins.module_utils.host import _nvml  # noqa: E402 pylint: disable=wrong-import-position
 
 GPU_FIELDS = [
     'index',

@@ -275,7 +275,7 @@ def _signals(expr, name=None):
     import build_assets
 
     build_assets._collection_path()
-    from ansible_collections.airgap.vllm.plugins.module_utils import _observe
+    from ansible_collections.airgap.vllm.plugins.module_utils.observe import _observe
 
     return _observe.signals(expr, name)
 

@@ -27,7 +27,7 @@ def install_layout(tmp_path):
     for package in role_vars['__vllm_observe_packages']:
         (install / 'lib' / package).mkdir(parents=True, exist_ok=True)
         (install / 'lib' / package / '__init__.py').write_text('')
-    lib = install / 'lib' / role_vars['__vllm_observe_packages'][-1]
+    lib = install / 'lib' / 'ansible_collections' / 'airgap' / 'vllm' / 'plugins' / 'module_utils'
     for name in role_vars['__vllm_observe_module_utils']:
         shutil.copy(os.path.join(ROOT, 'plugins', 'module_utils', name), str(lib / name))
     shutil.copy(os.path.join(ROLE, 'files', 'airgap-gpu-exporter'), str(install / 'bin' / 'airgap-gpu-exporter'))

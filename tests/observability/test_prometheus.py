@@ -27,7 +27,7 @@ from live_check import _free_port  # noqa: E402  (the one free-port helper, live
 
 build_assets._collection_path()
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _gpu_health, _observe  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.observe import _gpu_health, _observe  # noqa: E402
 
 BUCKETS = (0.01, 0.1, 0.5, 1.0, 5.0, 10.0)
 CACHE_LABELS = {

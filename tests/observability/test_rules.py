@@ -18,7 +18,7 @@ import build_assets  # noqa: E402
 
 build_assets._collection_path()
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _gpu_health, _observe  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.observe import _gpu_health, _observe  # noqa: E402
 from promql import metric_names  # noqa: E402,F401 (test_prometheus imports it from here)
 
 # Prometheus's own series and prometheus_client's process collector (served by the engine's /metrics)

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _service_guard as g
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _service_guard as g
 
 pytestmark = pytest.mark.slow
 

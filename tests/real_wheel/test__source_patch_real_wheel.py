@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _source_patch as sp
+from ansible_collections.airgap.vllm.plugins.module_utils.image import _source_patch as sp
 
 import wheel_files
 
@@ -168,7 +168,7 @@ def test_other_interpreters(wheel, tmp_path, ver):
     root = _extract(wheel, tmp_path)
     script = (
         "import sys; sys.path.insert(0, %r)\n"
-        "from ansible_collections.airgap.vllm.plugins.module_utils import _source_patch as sp\n"
+        "from ansible_collections.airgap.vllm.plugins.module_utils.image import _source_patch as sp\n"
         "p = sp.plan_tree(%r, ['madvise_populate_write']); sp.apply_tree(p)\n"
         "print(' '.join(x['state'] + ':' + x['validation'] for x in p))\n"
         "q = sp.plan_tree(%r, ['madvise_populate_write'])\n"

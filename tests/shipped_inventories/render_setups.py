@@ -32,10 +32,10 @@ from ansible.parsing.dataloader import DataLoader  # noqa: E402
 from ansible.template import Templar  # noqa: E402
 from ansible.vars.manager import VariableManager  # noqa: E402
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _service_guard  # noqa: E402
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_share import card_services  # noqa: E402
-from ansible_collections.airgap.vllm.plugins.module_utils._services import instances  # noqa: E402
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import GIB, MIB  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _service_guard  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_share import card_services  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.service._services import instances  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_common import GIB, MIB  # noqa: E402
 
 DOC = os.path.join(ROOT, "docs", "setups.md")
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")

@@ -26,8 +26,8 @@ if os.path.join(ROOT, "build", "collections") not in sys.path:
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "vllm_parser"))
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _argv_check as A  # noqa: E402
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as C  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.image import _argv_check as A  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_common as C  # noqa: E402
 import release_compare as R  # noqa: E402
 
 SCRIPT = os.path.join(ROOT, "roles", "vllm_service", "files", "parse_argv.py")
@@ -171,7 +171,7 @@ def test_the_role_mode_names_flag_and_release(engine, release, image_id):
 def test_the_step_the_role_runs(engine, tmp_path, release, image_id):
     """_argv_check.check as the vllm_argv_check module calls it (python3 -c parse_argv.py, the real Docker CLI):
     a refused flag named with the release, an accepted argv cached so the second call starts no container."""
-    from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli
+    from ansible_collections.airgap.vllm.plugins.module_utils.common._docker import DockerCli
 
     script = open(SCRIPT).read()
     cache = str(tmp_path / "argv-check.json")
@@ -219,7 +219,7 @@ STANDIN = os.environ.get("AIRGAP_STANDIN_IMAGE", "airgap-test/vllm-standin:v0.27
     reason="needs the stand-in image " + STANDIN,
 )
 def test_an_image_without_the_parser_is_unchecked(tmp_path):
-    from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli
+    from ansible_collections.airgap.vllm.plugins.module_utils.common._docker import DockerCli
 
     r = A.check(DockerCli("docker"), STANDIN, ["/models/m", "--swap-space", "4"], open(SCRIPT).read())
     assert r["ok"] is None and not r["checked"] and "NOT checked" in r["message"], r
@@ -236,10 +236,10 @@ def test_the_later_release_serves_the_plan_and_confirms_it(later_engine, tmp_pat
     overlapping (the client's view, shown beside the concurrency promise) - everything offline (--network none)."""
     if not os.path.isfile(os.path.join(TINY, "config.json")):
         pytest.skip("needs the test world's tiny model at %s (tests/world/build.sh)" % TINY)
-    from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck as L
-    from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm as PC
-    from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm_report as PR
-    from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
+    from ansible_collections.airgap.vllm.plugins.module_utils.service import _loadcheck as L
+    from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_confirm as PC
+    from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_confirm_report as PR
+    from ansible_collections.airgap.vllm.plugins.module_utils.planner import _planner as P
 
     image, version = later_engine
     plan = P.plan(

@@ -26,10 +26,10 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 if os.path.join(ROOT, "build", "collections") not in sys.path:
     sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm as C  # noqa: E402
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_share as S  # noqa: E402
-from ansible_collections.airgap.vllm.plugins.module_utils import _smoke as K  # noqa: E402
-from ansible_collections.airgap.vllm.plugins.module_utils._planner import plan  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_confirm as C  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_share as S  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _smoke as K  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._planner import plan  # noqa: E402
 
 VENV = os.environ.get("AIRGAP_ENGINE_VENV", "/var/cache/airgap-test/engine/venv")
 PYTHON = os.path.join(VENV, "bin", "python")

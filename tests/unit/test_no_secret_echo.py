@@ -24,7 +24,7 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.airgap.vllm.plugins.module_utils._secrets import (
+from ansible_collections.airgap.vllm.plugins.module_utils.common._secrets import (
     PUBLIC_FIELDS,
     SECRET_CARRIERS,
     SECRET_VARIABLES,

@@ -15,7 +15,7 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _module
+from ansible_collections.airgap.vllm.plugins.module_utils.common import _module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PREFIX = "airgap.vllm."

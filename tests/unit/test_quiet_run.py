@@ -40,13 +40,16 @@ def test_no_module_makes_remote_tmp_on_the_host():
     """AnsibleModule.tmpdir creates ~/.ansible/tmp on the host when it is missing and warns about it (remote_tmp) on a
     green run: our modules take the system's temporary directory (tempfile) instead."""
     found = []
+    seen = 0
     for top in ("plugins/modules", "plugins/module_utils"):
-        for name in sorted(os.listdir(os.path.join(ROOT, top))):
-            if name.endswith(".py"):
-                with open(os.path.join(ROOT, top, name)) as handle:
-                    if ".tmpdir" in handle.read().replace("_shell.tmpdir", ""):
-                        found.append("%s/%s" % (top, name))
-    assert found == []
+        for folder, _dirs, names in sorted(os.walk(os.path.join(ROOT, top))):
+            for name in sorted(names):
+                if name.endswith(".py"):
+                    seen += 1
+                    with open(os.path.join(folder, name)) as handle:
+                        if ".tmpdir" in handle.read().replace("_shell.tmpdir", ""):
+                            found.append(os.path.relpath(os.path.join(folder, name), ROOT))
+    assert seen > 100 and found == []
 
 
 def test_the_tools_install_without_root_and_needrestart_warnings():

@@ -16,7 +16,7 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.airgap.vllm.plugins.module_utils._services import HOST_WIDE, PER_SERVICE
+from ansible_collections.airgap.vllm.plugins.module_utils.service._services import HOST_WIDE, PER_SERVICE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -17,10 +17,10 @@ import subprocess
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_memory as MEM
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_model as MD
-from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_common as CM
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_memory as MEM
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_model as MD
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _planner as P
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))

@@ -64,7 +64,7 @@ def test_a_role_folder_selects_its_scenarios_and_unit_tests():
 
 
 def test_a_helper_selects_the_scenarios_of_the_roles_calling_its_nearest_users():
-    tests, scenarios = lanes.select(["plugins/module_utils/_front.py"])
+    tests, scenarios = lanes.select(["plugins/module_utils/front/_front.py"])
     assert "front" in scenarios and "serve" not in scenarios
     assert "tests/unit/plugins/module_utils/test__front.py" in tests
 

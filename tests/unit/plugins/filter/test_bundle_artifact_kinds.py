@@ -1,11 +1,11 @@
 """airgap.vllm.bundle_artifact_kinds as bundle_build's preflight calls it: the kinds bundle_pack takes (its own list,
-module_utils/_bundle_pack.py) and one line per artifact of another kind."""
+module_utils/bundle/_bundle_pack.py) and one line per artifact of another kind."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_pack import ARTIFACT_KINDS
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._bundle_pack import ARTIFACT_KINDS
 
 CHECK = "{{ artifacts | airgap.vllm.bundle_artifact_kinds }}"
 FAIL_MSG = (

@@ -1,4 +1,4 @@
-"""Release day's filters as the vllm_release role calls them (decisions in module_utils/_release.py)."""
+"""Release day's filters as the vllm_release role calls them (decisions in module_utils/service/_release.py)."""
 
 from __future__ import absolute_import, division, print_function
 

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_model import describe_model
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_model import describe_model
 
 FIXTURE = os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "models", "qwen3.x-27b-fp8")

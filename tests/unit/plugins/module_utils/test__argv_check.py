@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _argv_check as A
-from ansible_collections.airgap.vllm.plugins.module_utils import _docker as dk
+from ansible_collections.airgap.vllm.plugins.module_utils.image import _argv_check as A
+from ansible_collections.airgap.vllm.plugins.module_utils.common import _docker as dk
 
 IMAGE = "sha256:" + "a" * 64
 ARGV = ["/models/m", "--max-model-len", "8192", "--swap-space", "4"]

@@ -6,7 +6,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _boot_kernel as B
+from ansible_collections.airgap.vllm.plugins.module_utils.driver import _boot_kernel as B
 
 MID = "e2f0c1d4a5b64c2e8f0a9b8c7d6e5f41"
 K1 = "4.19.90-52.22.v2207.ky10.x86_64"

@@ -10,8 +10,8 @@ import os
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_hash as H
-from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_manifest as M
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle import _bundle_hash as H
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle import _bundle_manifest as M
 
 from .test__bundle_manifest import FILES, make_bundle, split_bundle
 

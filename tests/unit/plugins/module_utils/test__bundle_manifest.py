@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_manifest as M
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle import _bundle_manifest as M
 
 
 PART = 4096

@@ -9,10 +9,10 @@ import hashlib
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_hash as H
-from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_manifest as M
-from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_pack as P
-from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_stage as S
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle import _bundle_hash as H
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle import _bundle_manifest as M
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle import _bundle_pack as P
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle import _bundle_stage as S
 
 
 def sha(data):

@@ -7,8 +7,8 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_manifest as M
-from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_push as SP
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle import _bundle_manifest as M
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle import _bundle_push as SP
 
 from .test__bundle_manifest import sha
 

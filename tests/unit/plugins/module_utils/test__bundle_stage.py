@@ -11,10 +11,10 @@ import os
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_hash as H
-from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_manifest as M
-from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_push as SP
-from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_stage as S
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle import _bundle_hash as H
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle import _bundle_manifest as M
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle import _bundle_push as SP
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle import _bundle_stage as S
 
 from .test__bundle_hash import _edit_in_place_keeping_mtime
 from .test__bundle_manifest import FILES, PART, make_bundle, sha, split_bundle

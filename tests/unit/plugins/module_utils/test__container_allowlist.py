@@ -16,10 +16,10 @@ import re
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _container_allowlist as A
-from ansible_collections.airgap.vllm.plugins.module_utils import _container_checks as AC
-from ansible_collections.airgap.vllm.plugins.module_utils import _container_options as C
-from ansible_collections.airgap.vllm.plugins.module_utils import _service_guard as g
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _container_allowlist as A
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _container_checks as AC
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _container_options as C
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _service_guard as g
 
 from .test__service_guard import MODEL, accepted
 

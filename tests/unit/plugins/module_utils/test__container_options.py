@@ -6,7 +6,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _container_options as C
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _container_options as C
 
 
 def test_all_gpus_without_a_selection():

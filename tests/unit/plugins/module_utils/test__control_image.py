@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _bundle_pack as P
-from ansible_collections.airgap.vllm.plugins.module_utils import _control_image as C
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle import _bundle_pack as P
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle import _control_image as C
 
 
 # ------------------------------------------------------------------------------------------------------- plan

@@ -1,4 +1,4 @@
-"""The systemd cgroup driver's daemon-reload hazard and NVIDIA's /dev/char remedy (module_utils/_dev_char.py)."""
+"""The systemd cgroup driver's daemon-reload hazard and NVIDIA's /dev/char remedy (module_utils/driver/_dev_char.py)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _dev_char as D
+from ansible_collections.airgap.vllm.plugins.module_utils.driver import _dev_char as D
 
 SYSTEMD = {"running": True, "cgroup_driver": "systemd", "cgroup_version": "1"}
 CGROUPFS = {"running": True, "cgroup_driver": "cgroupfs", "cgroup_version": "1"}

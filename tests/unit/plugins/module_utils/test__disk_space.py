@@ -1,4 +1,4 @@
-"""Disk space before a large write (module_utils/_disk_space.py, issue 46)."""
+"""Disk space before a large write (module_utils/common/_disk_space.py, issue 46)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -8,7 +8,7 @@ import errno
 import gzip
 import os
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _disk_space as S
+from ansible_collections.airgap.vllm.plugins.module_utils.common import _disk_space as S
 
 GIB = 1024**3
 

@@ -10,7 +10,7 @@ import stat
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils._docker import (
+from ansible_collections.airgap.vllm.plugins.module_utils.common._docker import (
     DockerCli,
     DockerError,
     DockerTimeout,

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _docker as dk
-from ansible_collections.airgap.vllm.plugins.module_utils import _docker_archive as da
+from ansible_collections.airgap.vllm.plugins.module_utils.common import _docker as dk
+from ansible_collections.airgap.vllm.plugins.module_utils.image import _docker_archive as da
 
 CONFIG = json.dumps(
     {"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []}}, sort_keys=True

@@ -12,7 +12,7 @@ import io
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _docker_archive as da
+from ansible_collections.airgap.vllm.plugins.module_utils.image import _docker_archive as da
 
 CONFIG = b'{"architecture":"amd64","os":"linux"}'
 CONFIG_HEX = hashlib.sha256(CONFIG).hexdigest()

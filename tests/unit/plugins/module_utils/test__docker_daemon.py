@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _docker_daemon as d
+from ansible_collections.airgap.vllm.plugins.module_utils.driver import _docker_daemon as d
 
 PATH = "/etc/docker/daemon.json"
 PACKAGES = [

@@ -6,7 +6,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils._driver_persistence import persistence_report
+from ansible_collections.airgap.vllm.plugins.module_utils.driver._driver_persistence import persistence_report
 
 
 def gpu(index, mode, bus=True):

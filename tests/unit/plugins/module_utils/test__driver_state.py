@@ -4,7 +4,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _driver_state as D
+from ansible_collections.airgap.vllm.plugins.module_utils.driver import _driver_state as D
 
 V = "580.65.06"
 

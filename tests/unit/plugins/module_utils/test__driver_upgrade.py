@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _driver_upgrade as U
+from ansible_collections.airgap.vllm.plugins.module_utils.driver import _driver_upgrade as U
 
 PROC_MODULES = (
     "nvidia_uvm 1437696 1 - Live 0x0000000000000000 (POE)\n"

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _expose as e
+from ansible_collections.airgap.vllm.plugins.module_utils.front import _expose as e
 
 LAN = "10.20.0.15"
 PROM = "10.20.0.2"

@@ -10,7 +10,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.airgap.vllm.plugins.module_utils._fabric_manager import (
+from ansible_collections.airgap.vllm.plugins.module_utils.driver._fabric_manager import (
     KEEP_GLOBS,
     PACKAGE,
     SUCCESS_LINE,
@@ -27,7 +27,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._fabric_manager import
     rpm_choice,
     rpm_file_name,
 )
-from ansible_collections.airgap.vllm.plugins.module_utils._nvidia_rpms import driver_packages
+from ansible_collections.airgap.vllm.plugins.module_utils.driver._nvidia_rpms import driver_packages
 
 HGX = {
     'error': None,
@@ -291,7 +291,7 @@ def test_the_package_and_unit_names_have_one_home():
     for dirpath, _dirs, files in os.walk(os.path.join(ROOT, 'plugins')):
         for name in files:
             path = os.path.join(dirpath, name)
-            if name.endswith('.py') and not path.endswith(os.path.join('module_utils', '_fabric_manager.py')):
+            if name.endswith('.py') and not path.endswith(os.path.join('module_utils', 'driver', '_fabric_manager.py')):
                 found += ['%s: %r' % (path, t) for t in _code_strings(path) if any(n in t for n in names)]
     roles = os.path.join(ROOT, 'roles')
     for role in sorted(os.listdir(roles)):

@@ -9,8 +9,8 @@ import stat
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _files
-from ansible_collections.airgap.vllm.plugins.module_utils._files import read_text, read_text_report, write_atomic
+from ansible_collections.airgap.vllm.plugins.module_utils.common import _files
+from ansible_collections.airgap.vllm.plugins.module_utils.common._files import read_text, read_text_report, write_atomic
 
 
 def test_read_text_missing_file_contract(tmp_path):

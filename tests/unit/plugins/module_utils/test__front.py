@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _front as f
+from ansible_collections.airgap.vllm.plugins.module_utils.front import _front as f
 
 ALICE = "sk-alice-0123456789abcdef"
 BOB = "sk-bob-0123456789abcdef"

@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""One front door routed by model (module_utils/_front_models.py, and the routed door render() writes)."""
+"""One front door routed by model (module_utils/front/_front_models.py, and the routed door render() writes)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _front as f
-from ansible_collections.airgap.vllm.plugins.module_utils import _front_models as m
+from ansible_collections.airgap.vllm.plugins.module_utils.front import _front as f
+from ansible_collections.airgap.vllm.plugins.module_utils.front import _front_models as m
 
 ALICE = "sk-alice-0123456789abcdef"
 BOB = "sk-bob-0123456789abcdefgh"

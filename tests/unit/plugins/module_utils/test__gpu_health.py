@@ -12,7 +12,8 @@ import subprocess
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _gpu_health, _nvml
+from ansible_collections.airgap.vllm.plugins.module_utils.host import _nvml
+from ansible_collections.airgap.vllm.plugins.module_utils.observe import _gpu_health
 
 GIB = 1024**3
 MIB = 1024**2

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils._docker import DockerCli, DockerError
-from ansible_collections.airgap.vllm.plugins.module_utils._gpu_release import (
+from ansible_collections.airgap.vllm.plugins.module_utils.common._docker import DockerCli, DockerError
+from ansible_collections.airgap.vllm.plugins.module_utils.driver._gpu_release import (
     GpuReleaseError,
     classify,
     empty_state,

@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _docker as dk
-from ansible_collections.airgap.vllm.plugins.module_utils import _gpu_release as g
+from ansible_collections.airgap.vllm.plugins.module_utils.common import _docker as dk
+from ansible_collections.airgap.vllm.plugins.module_utils.driver import _gpu_release as g
 
 CID = 'c' * 64
 

@@ -7,7 +7,7 @@ import lzma
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _hostinfo
+from ansible_collections.airgap.vllm.plugins.module_utils.host import _hostinfo
 
 KYLIN_OS_RELEASE = '''NAME="Kylin Linux Advanced Server"
 VERSION="V10 (Lance)"

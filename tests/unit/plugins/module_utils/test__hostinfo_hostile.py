@@ -7,8 +7,8 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _files
-from ansible_collections.airgap.vllm.plugins.module_utils import _hostinfo
+from ansible_collections.airgap.vllm.plugins.module_utils.common import _files
+from ansible_collections.airgap.vllm.plugins.module_utils.host import _hostinfo
 
 
 @pytest.mark.parametrize("name", ["os-release", ".productinfo", "version"])

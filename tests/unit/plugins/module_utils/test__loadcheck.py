@@ -6,7 +6,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck as L
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _loadcheck as L
 
 ARGS = [
     "/opt/airgap-vllm/models/qwen3-tiny",

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck_metrics as LM
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _loadcheck_metrics as LM
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures", "loadcheck")
 

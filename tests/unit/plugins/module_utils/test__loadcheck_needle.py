@@ -11,9 +11,9 @@ import re
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck as L
-from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck_profiles as LP
-from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck_promises as LR
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _loadcheck as L
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _loadcheck_profiles as LP
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _loadcheck_promises as LR
 
 SETTINGS = {"num_prompts": 3, "context_len": 2000, "output_len": 16, "concurrency": 1, "chars_per_token": 3, "seed": 42}
 

@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck as L
-from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck_metrics as LM
-from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck_profiles as LP
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _loadcheck as L
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _loadcheck_metrics as LM
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _loadcheck_profiles as LP
 
 from .test__loadcheck import ARGS as SERVED
 from .test__loadcheck_metrics import fixture

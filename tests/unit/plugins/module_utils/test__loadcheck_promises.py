@@ -6,8 +6,8 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck_profiles as LP
-from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck_promises as LR
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _loadcheck_profiles as LP
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _loadcheck_promises as LR
 
 
 def measured(**over):

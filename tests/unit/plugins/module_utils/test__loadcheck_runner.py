@@ -11,10 +11,10 @@ import sys
 import threading
 import time
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck as L
-from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck_metrics as LM
-from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck_profiles as LP
-from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck_runner as R
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _loadcheck as L
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _loadcheck_metrics as LM
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _loadcheck_profiles as LP
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _loadcheck_runner as R
 
 
 def test_the_client_times_each_streams_first_and_last_token(tmp_path):

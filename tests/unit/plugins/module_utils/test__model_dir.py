@@ -10,10 +10,10 @@ import struct
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _model_dir as md
-from ansible_collections.airgap.vllm.plugins.module_utils import _model_import as mi
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_model as MD
+from ansible_collections.airgap.vllm.plugins.module_utils.model import _model_dir as md
+from ansible_collections.airgap.vllm.plugins.module_utils.model import _model_import as mi
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_common as CM
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_model as MD
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")

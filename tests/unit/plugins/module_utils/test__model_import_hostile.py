@@ -15,7 +15,7 @@ import tarfile
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _model_import as mi
+from ansible_collections.airgap.vllm.plugins.module_utils.model import _model_import as mi
 
 
 @pytest.fixture

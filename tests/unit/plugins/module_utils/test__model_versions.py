@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _model_versions as V
+from ansible_collections.airgap.vllm.plugins.module_utils.model import _model_versions as V
 
 SHA_A = "a" * 64
 SHA_B = "b" * 64

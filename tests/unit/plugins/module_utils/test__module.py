@@ -1,4 +1,4 @@
-"""The module base (module_utils/_module.py): one place where a module's error becomes fail_json."""
+"""The module base (module_utils/common/_module.py): one place where a module's error becomes fail_json."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
 
 
 class Refused(Exception):

@@ -4,7 +4,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils._names import is_service_name, service_name_problem
+from ansible_collections.airgap.vllm.plugins.module_utils.common._names import is_service_name, service_name_problem
 
 
 @pytest.mark.parametrize("name", ["vllm", "vllm-b", "qwen3_27b", "a", "v.1", "A" * 63])

@@ -4,7 +4,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.airgap.vllm.plugins.module_utils._nvidia_rpms import (
+from ansible_collections.airgap.vllm.plugins.module_utils.driver._nvidia_rpms import (
     version_release,
     RPM_QUERY_FORMAT,
     driver_packages,
@@ -102,7 +102,10 @@ def test_rpm_qa_output_is_parsed_with_every_installed_version():
 
 
 def test_dependents_of_the_removal_are_reported_and_kept_ones_block_it():
-    from ansible_collections.airgap.vllm.plugins.module_utils._nvidia_rpms import parse_erase_test, removal_blockers
+    from ansible_collections.airgap.vllm.plugins.module_utils.driver._nvidia_rpms import (
+        parse_erase_test,
+        removal_blockers,
+    )
 
     text = (
         "error: Failed dependencies:\n"

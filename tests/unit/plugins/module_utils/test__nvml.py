@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _nvml
+from ansible_collections.airgap.vllm.plugins.module_utils.host import _nvml
 
 FAKES = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', 'world', 'fakes', 'nvml'))
 VERSION = '580.65.06'

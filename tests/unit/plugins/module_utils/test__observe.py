@@ -7,7 +7,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _observe
+from ansible_collections.airgap.vllm.plugins.module_utils.observe import _observe
 
 
 def _alerts(doc, group=None):

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _ownership as O
+from ansible_collections.airgap.vllm.plugins.module_utils.common import _ownership as O
 
 ROOTS = ["/etc/airgap-vllm", "/var/lib/airgap-vllm"]
 

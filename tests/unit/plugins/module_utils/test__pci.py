@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from ansible_collections.airgap.vllm.plugins.module_utils._pci import (
+from ansible_collections.airgap.vllm.plugins.module_utils.host._pci import (
     LSPCI_ARGS,
     describe,
     is_nvswitch,

@@ -11,9 +11,9 @@ import threading
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _peer_fetch as PF
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_hash import StampCache
-from ansible_collections.airgap.vllm.plugins.module_utils._bundle_stage import StageError
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle import _peer_fetch as PF
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._bundle_hash import StampCache
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle._bundle_stage import StageError
 
 TOKEN = "t0ken-abcdefghijklmnopqrstuvwxyz"
 

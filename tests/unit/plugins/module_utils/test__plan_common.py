@@ -1,4 +1,4 @@
-"""Shared planner helpers (plugins/module_utils/_plan_common.py)."""
+"""Shared planner helpers (plugins/module_utils/planner/_plan_common.py)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -6,7 +6,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_common as CM
 
 
 def test_parse_size():

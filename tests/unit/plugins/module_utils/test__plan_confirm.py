@@ -1,4 +1,4 @@
-"""The engine confirms the plan (plugins/module_utils/_plan_confirm.py): planned against measured, the
+"""The engine confirms the plan (plugins/module_utils/planner/_plan_confirm.py): planned against measured, the
 verdict, the one re-plan, and a refused plan not deployed again.
 
 The engine's texts are test__plan_confirm_parse.py's, in the exact formats vLLM 0.27.1 emits them; the
@@ -15,11 +15,11 @@ import os
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm as C
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_kv as K
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_tradeoff as T
-from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_common as CM
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_confirm as C
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_kv as K
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_tradeoff as T
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _planner as P
 
 from .test__plan_confirm_parse import ARGV_REFUSAL, BANNER, REFUSAL, STARTED_LINE, metrics
 
@@ -266,7 +266,7 @@ def test_an_argv_refusal_is_noted_like_any_refused_plan():
 
 
 def test_a_shared_cards_share_is_in_the_report_and_the_summary():
-    from ansible_collections.airgap.vllm.plugins.module_utils import _plan_share as S
+    from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_share as S
 
     chat = dict(
         model_dir=FIXTURE,

@@ -1,4 +1,4 @@
-"""Reading what vLLM reports (plugins/module_utils/_plan_confirm_parse.py): /metrics and the journal of a start.
+"""Reading what vLLM reports (plugins/module_utils/planner/_plan_confirm_parse.py): /metrics and the journal of a start.
 
 The metrics and journal texts below are built in the exact formats vLLM 0.27.1 emits them:
 vllm:cache_config_info labels = str() of every CacheConfig field (config/cache.py:243 metrics_info,
@@ -17,7 +17,7 @@ __metaclass__ = type
 
 import os
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm_parse as C
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_confirm_parse as C
 
 REFUSAL = (
     "ValueError: To serve at least one request with the model's max seq len (204800), (13.9 GiB KV "

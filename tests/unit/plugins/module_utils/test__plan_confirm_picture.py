@@ -1,4 +1,4 @@
-"""The memory picture (plugins/module_utils/_plan_confirm_picture.py), checked as a person would (issue 42 item 3):
+"""The memory picture (plugins/module_utils/planner/_plan_confirm_picture.py), checked as a person would (issue 42 item 3):
 every segment in the legend, one colour per meaning, numbers that add up to the caption's total, no label over
 another or off the canvas; then rendered to PNG by a real renderer (Debian's rsvg-convert, librsvg2-bin) and
 looked at: nothing touches the image's edges, and every glyph lies inside the box the layout gave its label.
@@ -18,9 +18,9 @@ import zlib
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm as C
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm_picture as PIC
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_common as CM
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_confirm as C
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_confirm_picture as PIC
 
 from .test__plan_confirm import field_plan
 from .test__plan_confirm_parse import metrics

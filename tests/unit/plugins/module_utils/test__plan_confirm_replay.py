@@ -15,7 +15,7 @@ import os
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm_parse as C
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_confirm_parse as C
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 LOGS = os.path.join(ROOT, "tests", "fixtures", "logs")
@@ -64,7 +64,7 @@ def test_a_recorded_log_reads_as_on_the_card(name):
 def test_a_recorded_log_confirms_as_on_the_card(name):
     """The collection's confirm on the recorded plan, /metrics line and log gives the card's verdict, concurrency
     and parts (planned vs engine)."""
-    from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm as PC
+    from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_confirm as PC
 
     side, log = recorded(name)
     card = side["on_the_card"]
@@ -78,8 +78,8 @@ def test_a_recorded_log_confirms_as_on_the_card(name):
 def test_a_broken_promise_is_never_confirmed(name):
     """The card's verdict and the replay's: "confirmed" only where the engine's pool holds what the plan promised,
     and a load at full length with every request in the engine at once that preempted is no confirmation either."""
-    from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm as PC
-    from ansible_collections.airgap.vllm.plugins.module_utils import _plan_verdict as V
+    from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_confirm as PC
+    from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_verdict as V
 
     side, log = recorded(name)
     c = PC.confirm(side["plan"], side["metrics_text"] or None, log)
@@ -147,9 +147,9 @@ KNOWN_OVER = {
 def test_the_calibrated_planner_tracks_the_engine_part_by_part(name):
     """The planner as it is now, given the recorded case's inputs and card, against what the engine reported: every
     part of its ledger within the bounds, and its promise held by the engine's own pool (issue 43 item 3)."""
-    from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm as PC
-    from ansible_collections.airgap.vllm.plugins.module_utils import _plan_kv as K
-    from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
+    from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_confirm as PC
+    from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_kv as K
+    from ansible_collections.airgap.vllm.plugins.module_utils.planner import _planner as P
 
     side, log = recorded(name)
     r = P.plan(side["plan"]["inputs"])
@@ -251,8 +251,8 @@ def test_the_v1_runner_log_through_the_confirm():
     24.36 full-length requests (804 blocks) and the engine's 40.95 GiB held 789 blocks = 23.91 (its own "Maximum
     concurrency"): replan_needed (the recorded harness run of the same case says so too: test_a_recorded_log_confirms
     _as_on_the_card). The calibrated plan (issue 43) promises 23.79 (785 blocks): the same log confirms it."""
-    from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm as PC
-    from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
+    from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_confirm as PC
+    from ansible_collections.airgap.vllm.plugins.module_utils.planner import _planner as P
 
     h100 = {
         "index": 0,

@@ -1,4 +1,4 @@
-"""The deployment report (plugins/module_utils/_plan_confirm_report.py) never contradicts itself: the KV pool
+"""The deployment report (plugins/module_utils/planner/_plan_confirm_report.py) never contradicts itself: the KV pool
 against the plan, what the picture measured, the promises table and the planner's warnings."""
 
 from __future__ import absolute_import, division, print_function
@@ -8,12 +8,12 @@ __metaclass__ = type
 import json
 import os
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck_promises as LR
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm as C
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm_report as R
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_tradeoff as T
-from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _loadcheck_promises as LR
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_common as CM
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_confirm as C
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_confirm_report as R
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_tradeoff as T
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _planner as P
 
 from .test__plan_confirm import ADA_48, FIXTURE, field_plan
 from .test__plan_confirm_parse import metrics

@@ -1,4 +1,4 @@
-"""The `vllm serve` argv (plugins/module_utils/_plan_flags.py): every ledger input reaches it, each flag with
+"""The `vllm serve` argv (plugins/module_utils/planner/_plan_flags.py): every ledger input reaches it, each flag with
 its reason, no key in it."""
 
 from __future__ import absolute_import, division, print_function

@@ -16,11 +16,11 @@ import os
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm as C
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_kv as K
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_memory as M
-from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_common as CM
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_confirm as C
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_kv as K
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_memory as M
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _planner as P
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")
@@ -215,7 +215,7 @@ def test_max_context_says_so_when_the_low_end_holds_no_length_for_all():
 def test_an_estimated_pool_keeps_the_stated_margin_and_a_measured_one_none():
     """The calibrated pool is budget - non-KV - KV_POOL_MARGIN, and the ledger says what it left unused; the estimate
     band is about the pool before the margin; a measured pool is taken whole (issue 43)."""
-    from ansible_collections.airgap.vllm.plugins.module_utils import _plan_ledger as LG
+    from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_ledger as LG
 
     r = plan()
     L = r["ledger"]
@@ -286,7 +286,7 @@ def test_the_hybrid_with_its_vision_tower_drops_the_gdn_term():
     assert _fits(_activation(text), 2.92, pct=2.0, floor_gib=0.0)
     import json
 
-    from ansible_collections.airgap.vllm.plugins.module_utils import _plan_model as MD
+    from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_model as MD
 
     with open(os.path.join(FIXTURE, "config.json")) as fh:
         shape = MD.describe_model(json.load(fh))

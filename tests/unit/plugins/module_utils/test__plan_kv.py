@@ -1,4 +1,4 @@
-"""KV-cache layout of the launch planner (plugins/module_utils/_plan_kv.py): bytes per token, GDN state, the
+"""KV-cache layout of the launch planner (plugins/module_utils/planner/_plan_kv.py): bytes per token, GDN state, the
 hybrid block size, layer groups, blocks per request and the longest length that fits, as vLLM 0.27.1 computes
 them. ``shape`` is the fixture model's (conftest.py)."""
 
@@ -8,8 +8,8 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_kv as K
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_common as CM
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_kv as K
 
 
 @pytest.mark.parametrize("kv,expected", [(1, 2048), (2, 4096)])

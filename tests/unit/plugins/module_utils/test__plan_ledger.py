@@ -1,4 +1,4 @@
-"""The memory ledger of a launch plan (plugins/module_utils/_plan_ledger.py): size() reads the targets and
+"""The memory ledger of a launch plan (plugins/module_utils/planner/_plan_ledger.py): size() reads the targets and
 returns the KV layout; what the flags and the container environment need of it travels in that layout,
 not in the targets dict."""
 
@@ -10,15 +10,15 @@ import copy
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_flags as F
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_kv as K
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_ledger as LG
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_memory as M
-from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_common import GIB
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_model import model_weights
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_targets import targets
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_common as CM
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_flags as F
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_kv as K
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_ledger as LG
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_memory as M
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _planner as P
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_common import GIB
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_model import model_weights
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_targets import targets
 
 from .test__plan_model import FIXTURE, GPT_OSS, GPT_OSS_LAYOUT, PRO_96, fixture_config
 from .test__planner import field

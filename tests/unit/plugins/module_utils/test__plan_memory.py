@@ -1,4 +1,4 @@
-"""Attention backend choice and the non-KV estimate (plugins/module_utils/_plan_memory.py), checked against
+"""Attention backend choice and the non-KV estimate (plugins/module_utils/planner/_plan_memory.py), checked against
 vLLM 0.27.1's own code: the backend priority lists come from vllm.platforms.cuda._get_backend_priorities
 run in the CPU venv (tests/vllm_parser/setup-venv.sh); tests/vllm_parser/test_planner_vs_vllm.py
 recomputes them live."""
@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_memory as M
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_common as CM
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_memory as M
 
 from .test__plan_model import GPT_OSS, GPT_OSS_LAYOUT, H200, bf16_qwen35, fixture_config, plan
 from .test__planner import field

@@ -1,4 +1,4 @@
-"""Model families of the launch planner (plugins/module_utils/_plan_model.py): config.json read into the model
+"""Model families of the launch planner (plugins/module_utils/planner/_plan_model.py): config.json read into the model
 shape and its weights, and what each family's layout plans to, checked against vLLM 0.27.1's own code.
 
 How the expected numbers were obtained: every KV figure below (block size, num_gpu_blocks, blocks per
@@ -20,9 +20,9 @@ import os
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_model as MD
-from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_common as CM
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_model as MD
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _planner as P
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")
@@ -291,7 +291,7 @@ GPT_OSS_LAYOUT = {"full_attention": 12, "sliding_attention": 12, "sliding_window
 
 
 def test_which_models_carry_sinks():
-    from ansible_collections.airgap.vllm.plugins.module_utils._plan_model import attention_sinks
+    from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_model import attention_sinks
 
     assert attention_sinks(["GptOssForCausalLM"], {})
     assert attention_sinks(["MiMoV2FlashForCausalLM"], {"add_swa_attention_sink_bias": True})

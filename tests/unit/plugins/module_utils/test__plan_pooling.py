@@ -10,11 +10,11 @@ import os
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_pooling as PP
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_ledger import render_ledger
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_model import FAMILIES
-from ansible_collections.airgap.vllm.plugins.module_utils._planner import plan
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_common as CM
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_pooling as PP
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_ledger import render_ledger
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_model import FAMILIES
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._planner import plan
 
 MODELS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "models")
 ADA_48 = 49140 * CM.MIB

@@ -14,9 +14,9 @@ import sys
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as C
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_warnings as W
-from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_common as C
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_warnings as W
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _planner as P
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")
@@ -163,8 +163,8 @@ def test_the_planner_says_so_first():
 
 
 # ------------------------------------------------------------------ the plan and the report know the engine release
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm as PC  # noqa: E402
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm_report as PR  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_confirm as PC  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_confirm_report as PR  # noqa: E402
 
 TINY = dict(
     config={
@@ -382,7 +382,7 @@ def test_0_26_has_no_kimi_k3_parser(key):
 
 
 def test_parsers_absent_name_registered_parsers_only():
-    from ansible_collections.airgap.vllm.plugins.module_utils import _plan_flags as F
+    from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_flags as F
 
     for e in C.KNOWN_RELEASES:
         for name in e.get("parsers_absent", []):

@@ -10,10 +10,10 @@ import random
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_share as S
-from ansible_collections.airgap.vllm.plugins.module_utils._plan_ledger import render_ledger
-from ansible_collections.airgap.vllm.plugins.module_utils._planner import plan
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_common as CM
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_share as S
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_ledger import render_ledger
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._planner import plan
 
 GIB = CM.GIB
 MODELS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "models"))

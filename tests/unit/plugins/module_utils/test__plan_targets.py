@@ -1,4 +1,4 @@
-"""The planner's inputs (plugins/module_utils/_plan_targets.py): defaults, checks and clear refusals, each
+"""The planner's inputs (plugins/module_utils/planner/_plan_targets.py): defaults, checks and clear refusals, each
 naming the input (never a traceback or --max-model-len 0)."""
 
 from __future__ import absolute_import, division, print_function
@@ -7,8 +7,8 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
-from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_common as CM
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _planner as P
 
 from .test__plan_model import FIXTURE, QWEN3, QWEN3_SCHEME, fixture_config, plan
 from .test__planner import field

@@ -1,13 +1,13 @@
-"""The operator's trade-off table (plugins/module_utils/_plan_tradeoff.py): every row a planner run, and with a
+"""The operator's trade-off table (plugins/module_utils/planner/_plan_tradeoff.py): every row a planner run, and with a
 measured budget each variant moved by its own change of the non-KV estimate."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_tradeoff as T
-from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_common as CM
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_tradeoff as T
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _planner as P
 
 from .test__planner import ADA_48, FIXTURE
 

@@ -1,4 +1,4 @@
-"""The deployment's one verdict (plugins/module_utils/_plan_verdict.py, issue 42): decided once, never "confirmed"
+"""The deployment's one verdict (plugins/module_utils/planner/_plan_verdict.py, issue 42): decided once, never "confirmed"
 over a pool or a context that is not the planned one, and on the CPU engine it says what was measured and what
 was not."""
 
@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm as C
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_verdict as V
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_common as CM
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_confirm as C
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_verdict as V
 
 from .test__plan_confirm_report import cpu_metrics, simulated_plan
 
@@ -112,6 +112,6 @@ def test_report_json_and_report_md_carry_the_one_verdict(env):
     assert "**Verdict: %s**" % report["verdict_text"] in c["report_markdown"]
     assert c["summary"].splitlines()[0] == "vLLM plan " + report["verdict_text"]
     # the load check re-renders report.md from report.json: the same words, not a verdict of its own
-    from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm_report import render_markdown
+    from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_confirm_report import render_markdown
 
     assert render_markdown(report) == c["report_markdown"]

@@ -8,9 +8,9 @@ import os
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_warnings as W
-from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_common as CM
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_warnings as W
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _planner as P
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")

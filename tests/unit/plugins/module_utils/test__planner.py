@@ -1,4 +1,4 @@
-"""The launch plan as _planner.plan composes it (plugins/module_utils/_planner.py): the targets, the model, the
+"""The launch plan as _planner.plan composes it (plugins/module_utils/planner/_planner.py): the targets, the model, the
 ledger, the argv and the container around it. ``field`` is the 48 GB field card's plan the per-module tests share;
 each part has its own test file (test__plan_<part>.py)."""
 
@@ -8,8 +8,8 @@ __metaclass__ = type
 
 import os
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
-from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_common as CM
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _planner as P
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "models", "qwen3.x-27b-fp8")

@@ -6,7 +6,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils._preflight import GIB, gpu_memory_verdict
+from ansible_collections.airgap.vllm.plugins.module_utils.host._preflight import GIB, gpu_memory_verdict
 
 OWN = "a" * 64
 FOREIGN = "b" * 64
@@ -68,7 +68,7 @@ def test_only_selected_gpus_count():
 
 
 # ------------------------------------------------------------------ every other decision of the role
-from ansible_collections.airgap.vllm.plugins.module_utils._preflight import (  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.host._preflight import (  # noqa: E402
     CHECKS,
     disk_check,
     docker_runtime_check,
@@ -219,7 +219,7 @@ def test_free_memory_is_checked_only_on_the_selected_gpus():
 def test_docker_runtime():
     docker = {"running": True, "server_version": "20.10.24", "runtimes": ["nvidia", "runc"], "default_runtime": "runc"}
     assert docker_runtime_check(False, {})["status"] == "n/a"
-    # The daemon-reload exposure of Docker's cgroup driver, in the detail (module_utils/_dev_char.py).
+    # The daemon-reload exposure of Docker's cgroup driver, in the detail (module_utils/driver/_dev_char.py).
     systemd = docker_runtime_check(True, dict(docker, cgroup_driver="systemd"), "1.17.8-1")
     assert systemd["status"] == "ok" and "cgroup driver systemd" in systemd["detail"]
     assert "udev rule" in systemd["detail"]
@@ -302,7 +302,7 @@ def test_evaluate_runs_the_pass_in_order_skips_and_reports():
 
 
 # ------------------------------------------------------------------ several services (preflight_services)
-from ansible_collections.airgap.vllm.plugins.module_utils._preflight import (  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.host._preflight import (  # noqa: E402
     gpu_selection,
     service_list,
 )
@@ -549,7 +549,7 @@ def test_each_gpu_needs_the_utilization_of_the_services_on_it():
 
 
 # ------------------------------------------------------------------ probes a pass runs (probes_for)
-from ansible_collections.airgap.vllm.plugins.module_utils._preflight import CHECK_PROBES, probes_for  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.host._preflight import CHECK_PROBES, probes_for  # noqa: E402
 
 # Which gathered fact each probe of roles/preflight/tasks/probe.yml fills ('pci' is the host's pci key).
 PROBE_FACTS = {

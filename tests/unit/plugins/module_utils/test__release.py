@@ -1,4 +1,4 @@
-"""Release day's decisions (plugins/module_utils/_release.py): the gate, the delta bundle's record, the dry run."""
+"""Release day's decisions (plugins/module_utils/service/_release.py): the gate, the delta bundle's record, the dry run."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -8,7 +8,7 @@ import copy
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _release as R
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _release as R
 
 
 def loadcheck(

@@ -6,7 +6,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils._secrets import (
+from ansible_collections.airgap.vllm.plugins.module_utils.common._secrets import (
     REDACTED,
     is_secret_name,
     redact,

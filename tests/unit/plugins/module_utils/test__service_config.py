@@ -9,7 +9,7 @@ import hashlib
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _service_config as sc
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _service_config as sc
 
 DIR = "/etc/airgap-vllm/vllm"
 PROFILE = DIR + "/seccomp.json"

@@ -10,7 +10,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _service_guard as g
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _service_guard as g
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 ROLE = os.path.join(ROOT, "roles", "vllm_service")

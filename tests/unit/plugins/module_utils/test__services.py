@@ -7,8 +7,12 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.action.validate import load_role_options
-from ansible_collections.airgap.vllm.plugins.module_utils import _services as S
-from ansible_collections.airgap.vllm.plugins.module_utils._services import instance_plan, instances, recorded_plans
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _services as S
+from ansible_collections.airgap.vllm.plugins.module_utils.service._services import (
+    instance_plan,
+    instances,
+    recorded_plans,
+)
 
 HOST = {"vllm_service_name": "vllm", "vllm_service_port": 8000, "vllm_plan_gpus": []}
 

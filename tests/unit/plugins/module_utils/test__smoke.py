@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _smoke as S
-from ansible_collections.airgap.vllm.plugins.module_utils._smoke import smoke_verdict
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _smoke as S
+from ansible_collections.airgap.vllm.plugins.module_utils.service._smoke import smoke_verdict
 
 
 def answer(message, finish="stop"):

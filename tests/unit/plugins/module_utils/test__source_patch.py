@@ -1,4 +1,4 @@
-"""Unit tests for plugins/module_utils/_source_patch.py on fixture files written for this project."""
+"""Unit tests for plugins/module_utils/image/_source_patch.py on fixture files written for this project."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _source_patch as sp
+from ansible_collections.airgap.vllm.plugins.module_utils.image import _source_patch as sp
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "source_patch")
 SPEC = sp.get_patch("madvise_populate_write")
@@ -358,7 +358,7 @@ def test_madvise_patch_rule(offload, kernel, needed):
 
 
 def test_planner_and_image_role_share_the_madvise_rule():
-    from ansible_collections.airgap.vllm.plugins.module_utils import _planner
+    from ansible_collections.airgap.vllm.plugins.module_utils.planner import _planner
 
     # The name plan() looks up (its module's global, imported from _source_patch) is the image role's rule.
     assert _planner.needs_madvise_patch is sp.needs_madvise_patch

@@ -6,7 +6,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _source_patch as sp
+from ansible_collections.airgap.vllm.plugins.module_utils.image import _source_patch as sp
 
 SPEC = sp.get_patch("madvise_populate_write")
 

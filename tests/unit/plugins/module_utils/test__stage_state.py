@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _stage_state as S
+from ansible_collections.airgap.vllm.plugins.module_utils.common import _stage_state as S
 
 
 def test_write_then_read_back_and_unchanged_is_not_a_change(tmp_path):
@@ -109,7 +109,7 @@ def test_files_that_only_look_like_service_records_are_ignored(tmp_path):
 
 
 def test_every_instance_of_a_stage_is_forgotten_at_once(tmp_path):
-    from ansible_collections.airgap.vllm.plugins.module_utils._stage_state import remove_every_instance
+    from ansible_collections.airgap.vllm.plugins.module_utils.common._stage_state import remove_every_instance
 
     d = str(tmp_path)
     S.write_stage(d, "plan", {"a": 1})

@@ -2,7 +2,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _unit_wait as W
+from ansible_collections.airgap.vllm.plugins.module_utils.common import _unit_wait as W
 
 RUNNING = "ActiveState=active\nSubState=running\nResult=success\nNRestarts=0\nExecMainStatus=0\n"
 
@@ -43,7 +43,7 @@ def test_old_systemd_without_counter():
 
 
 def test_started_and_enabled_only_when_systemd_has_nothing_to_do():
-    from ansible_collections.airgap.vllm.plugins.module_utils._unit_wait import started_and_enabled
+    from ansible_collections.airgap.vllm.plugins.module_utils.common._unit_wait import started_and_enabled
 
     up = {"LoadState": "loaded", "ActiveState": "active", "SubState": "running", "UnitFileState": "enabled"}
     assert started_and_enabled(up)

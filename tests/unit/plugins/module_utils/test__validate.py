@@ -10,7 +10,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.airgap.vllm.plugins.module_utils._validate import (
+from ansible_collections.airgap.vllm.plugins.module_utils.common._validate import (
     Problem,
     bundle_problems,
     check_option,
@@ -28,7 +28,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils._validate import (
     needed_kinds,
     shared_machine_problems,
 )
-from ansible_collections.airgap.vllm.plugins.module_utils._version import at_least
+from ansible_collections.airgap.vllm.plugins.module_utils.common._version import at_least
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 

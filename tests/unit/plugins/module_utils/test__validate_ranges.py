@@ -15,8 +15,12 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _validate as V
-from ansible_collections.airgap.vllm.plugins.module_utils._services import resolve, service_advisories, service_problems
+from ansible_collections.airgap.vllm.plugins.module_utils.common import _validate as V
+from ansible_collections.airgap.vllm.plugins.module_utils.service._services import (
+    resolve,
+    service_advisories,
+    service_problems,
+)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 
@@ -74,7 +78,7 @@ def site_options_and_skip():
 
 def test_every_numeric_option_of_every_role_has_a_range():
     missing = [name for name in numeric_options() if name not in V.RANGES]
-    assert not missing, "add a Range to RANGES in plugins/module_utils/_validate.py for: %s" % ", ".join(missing)
+    assert not missing, "add a Range to RANGES in plugins/module_utils/common/_validate.py for: %s" % ", ".join(missing)
 
 
 def test_every_range_belongs_to_a_numeric_option():

@@ -9,11 +9,11 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _front as F
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as C
-from ansible_collections.airgap.vllm.plugins.module_utils import _preflight as PF
-from ansible_collections.airgap.vllm.plugins.module_utils import _source_patch as SP
-from ansible_collections.airgap.vllm.plugins.module_utils import _version as VER
+from ansible_collections.airgap.vllm.plugins.module_utils.front import _front as F
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_common as C
+from ansible_collections.airgap.vllm.plugins.module_utils.host import _preflight as PF
+from ansible_collections.airgap.vllm.plugins.module_utils.image import _source_patch as SP
+from ansible_collections.airgap.vllm.plugins.module_utils.common import _version as VER
 
 KYLIN = "4.19.90-52.22.v2207.ky10.aarch64"
 

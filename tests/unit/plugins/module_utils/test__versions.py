@@ -6,7 +6,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils._versions import prunable, record_activation
+from ansible_collections.airgap.vllm.plugins.module_utils.common._versions import prunable, record_activation
 
 
 def test_keep_one_previous_removes_older_and_never_activated():
@@ -45,7 +45,7 @@ def test_bad_keep_is_refused(keep):
         prunable(["a"], [], "a", keep=keep)
 
 
-from ansible_collections.airgap.vllm.plugins.module_utils._versions import image_retention  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.common._versions import image_retention  # noqa: E402
 
 # Full image IDs, as the image stage records them (retention removes nothing else).
 I = dict(

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _peer_fetch as PF
+from ansible_collections.airgap.vllm.plugins.module_utils.bundle import _peer_fetch as PF
 from ansible_collections.airgap.vllm.plugins.modules import bundle_peer_fetch as M
 from ansible_collections.airgap.vllm.plugins.modules import bundle_peer_serve as S
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _hostinfo as H
+from ansible_collections.airgap.vllm.plugins.module_utils.host import _hostinfo as H
 from ansible_collections.airgap.vllm.plugins.modules import host_info as M
 
 OS_RELEASE = 'NAME="Kylin Linux Advanced Server"\nVERSION="V10 (Lance)"\nID="kylin"\nVERSION_ID="V10"\n'

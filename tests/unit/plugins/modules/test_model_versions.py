@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils._model_versions import STAMP
+from ansible_collections.airgap.vllm.plugins.module_utils.model._model_versions import STAMP
 from ansible_collections.airgap.vllm.plugins.modules import model_versions as M
 
 NAME = "qwen3.x-27b-fp8"

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _planner as P
 from ansible_collections.airgap.vllm.plugins.modules import vllm_launch_plan as M
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))

@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as CM
-from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_common as CM
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _planner as P
 from ansible_collections.airgap.vllm.plugins.modules import vllm_plan_confirm as M
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
@@ -75,7 +75,7 @@ def test_the_load_checks_promises_survive_a_converged_rerun(run_module, tmp_path
         }
     ]
     (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
-    from ansible_collections.airgap.vllm.plugins.module_utils._plan_confirm_report import render_markdown
+    from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_confirm_report import render_markdown
 
     (out / "report.md").write_text(render_markdown(report))
     again = run_module(M, plan=plan_result, metrics_text=METRICS, report_dir=str(out))

@@ -247,7 +247,7 @@ def test_the_old_and_new_mount_suffix_agree_case_by_case():
             ctx = _render_vars(yaml.safe_load(f), ["__vllm_service_selinux_enabled"], ctx)
         old = _render_vars(yaml.safe_load(OLD_VARS), OLD_ORDER[:2], ctx)["__vllm_service_mount_ro"]
         seen.add(old)
-        from ansible_collections.airgap.vllm.plugins.module_utils._service_guard import mount_suffix
+        from ansible_collections.airgap.vllm.plugins.module_utils.service._service_guard import mount_suffix
 
         assert mount_suffix(relabel, ctx["__vllm_service_selinux_enabled"]) == old
     assert seen == {":ro", ":ro,z"}
