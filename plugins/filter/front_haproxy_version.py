@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Is the host's HAProxy new enough for the front door (module_utils/front/_front.py version_ok)."""
+"""Is the host's HAProxy new enough for the front door (module_utils/front/_front_haproxy.py version_ok)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -30,7 +30,7 @@ _value:
   type: list
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils.front._front import version_ok
+from ansible_collections.airgap.vllm.plugins.module_utils.front._front_haproxy import version_ok
 
 
 def front_haproxy_version(text):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The front door's per-service inputs (module_utils/front/_front.py front_inputs): ports, clients as key hashes, limits."""
+"""The front door's per-service inputs (module_utils/front/_front_settings.py front_inputs): ports, clients as key hashes, limits."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -40,7 +40,10 @@ _value:
   type: dict
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils.front._front import FrontError, front_inputs as _front_inputs
+from ansible_collections.airgap.vllm.plugins.module_utils.front._front_settings import (
+    FrontError,
+    front_inputs as _front_inputs,
+)
 from ansible_collections.airgap.vllm.plugins.plugin_utils._filter import filter_errors
 
 

@@ -68,7 +68,7 @@ _value:
   type: dict
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils.front._front import FrontError
+from ansible_collections.airgap.vllm.plugins.module_utils.front._front_settings import FrontError
 from ansible_collections.airgap.vllm.plugins.module_utils.observe._observe import ObserveError, role_outputs
 from ansible_collections.airgap.vllm.plugins.plugin_utils._filter import filter_errors
 

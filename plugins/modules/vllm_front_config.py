@@ -104,13 +104,12 @@ import re
 import stat
 
 from ansible_collections.airgap.vllm.plugins.module_utils.common._files import read_text, write_atomic
-from ansible_collections.airgap.vllm.plugins.module_utils.front._front import (
+from ansible_collections.airgap.vllm.plugins.module_utils.front._front import render, render_fleet
+from ansible_collections.airgap.vllm.plugins.module_utils.front._front_haproxy import config_fingerprint
+from ansible_collections.airgap.vllm.plugins.module_utils.front._front_settings import (
     FrontError,
     FrontPlanUnknown,
-    config_fingerprint,
     plan_service,
-    render,
-    render_fleet,
 )
 from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
 

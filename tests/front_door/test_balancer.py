@@ -43,6 +43,11 @@ if not os.path.islink(LINK):
 if LINK_BASE not in sys.path:
     sys.path.insert(0, LINK_BASE)
 
+# The collection is importable from here on (the link above).
+from ansible_collections.airgap.vllm.plugins.module_utils.front import _front as front  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.front import _front_haproxy as front_haproxy  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.front import _front_settings as front_settings  # noqa: E402
+
 HAPROXY_IMAGE = os.environ.get("AIRGAP_TEST_HAPROXY_IMAGE", "haproxy:2.6")
 PYTHON_IMAGE = os.environ.get("AIRGAP_TEST_PYTHON_IMAGE", "airgap-test/base:bookworm")
 ENGINE_KEY = "sk-engine-only-0123456789abcdef"
@@ -198,7 +203,7 @@ def _write(directory, files):
 
 def member_files(front, tls_dir, name, draining=False):
     """The single-host front door of one member, as the role renders it (plus its certificate)."""
-    svc = front.plan_service(
+    svc = front_settings.plan_service(
         dict(
             name="vllm",
             port=8000,
@@ -238,7 +243,6 @@ def world(tmp_path_factory):
                 % image
             )
     from ansible_collections.airgap.vllm.plugins.action import vllm_front_pki as pki
-    from ansible_collections.airgap.vllm.plugins.module_utils.front import _front as front
 
     tmp = str(tmp_path_factory.mktemp("fleet"))
     w = World("%d-%s" % (os.getpid(), uuid.uuid4().hex[:6]), tmp)
@@ -248,7 +252,7 @@ def world(tmp_path_factory):
     pki.ensure(tls_dir, "fleet", ["fleet.test"])
     w.ctx = ssl.create_default_context(cafile=os.path.join(tls_dir, "ca.crt"))
     w.front, w.tls_dir = front, tls_dir
-    conf = front.CONTAINER_CONF_DIR
+    conf = front_haproxy.CONTAINER_CONF_DIR
     try:
         docker("network", "create", "--internal", w.net)
         for m in MEMBERS:

@@ -22,6 +22,9 @@ import uuid
 import pytest
 
 from test_balancer import HERE, HAPROXY_IMAGE, PYTHON_IMAGE, _write, docker
+from ansible_collections.airgap.vllm.plugins.module_utils.front import _front as front
+from ansible_collections.airgap.vllm.plugins.module_utils.front import _front_haproxy as front_haproxy
+from ansible_collections.airgap.vllm.plugins.module_utils.front import _front_settings as front_settings
 
 PORT = 8080
 CHAT_KEY = "sk-engine-chat-0123456789abcdef"
@@ -36,7 +39,7 @@ def services(front):
         front_port=PORT, clients=[dict(name="alice", key=ALICE), dict(name="chatonly", key=CHATONLY, models=["chat-m"])]
     )
     return [
-        front.plan_service(
+        front_settings.plan_service(
             dict(
                 common,
                 name="chat",
@@ -45,7 +48,7 @@ def services(front):
                 argv=["--max-num-seqs", "4", "--served-model-name", "chat-m"],
             )
         ),
-        front.plan_service(
+        front_settings.plan_service(
             dict(
                 common,
                 name="embed",
@@ -94,11 +97,10 @@ def world(tmp_path_factory):
     for image in (HAPROXY_IMAGE, PYTHON_IMAGE):
         if docker("image", "inspect", image, check=False).returncode != 0:
             pytest.fail("image %s is missing: bash tests/world/build.sh front" % image)
-    from ansible_collections.airgap.vllm.plugins.module_utils.front import _front as front
 
     tmp = str(tmp_path_factory.mktemp("routed"))
     w = World()
-    conf = front.CONTAINER_CONF_DIR
+    conf = front_haproxy.CONTAINER_CONF_DIR
     files = front.render(dict(addresses=["0.0.0.0"], tls=False, services=services(front), max_body_bytes=MAX_BODY))
     _write(os.path.join(tmp, "front"), dict((n, f["content"]) for n, f in files.items()))
     w.cfg = files["haproxy.cfg"]["content"]

@@ -38,7 +38,7 @@ from ansible_collections.airgap.vllm.plugins.module_utils.driver._fabric_manager
     bundle_entry_problem,
     rpm_file_name,
 )
-from ansible_collections.airgap.vllm.plugins.module_utils.front._front import front_problems, front_warnings
+from ansible_collections.airgap.vllm.plugins.module_utils.front._front_settings import front_problems, front_warnings
 from ansible_collections.airgap.vllm.plugins.module_utils.common._names import service_name_problem
 from ansible_collections.airgap.vllm.plugins.module_utils.bundle._peer_fetch import peer_bind_problem
 from ansible_collections.airgap.vllm.plugins.module_utils.common._version import at_least
@@ -707,7 +707,7 @@ def cross_role_problems(stages, values, options, manage_driver=True, services=No
                 )
             )
     if "vllm_front" in enabled:
-        # The front door's rules live in module_utils/front/_front.py.
+        # The front door's rules live in module_utils/front/_front_settings.py.
         problems.extend(
             Problem(variable, "", "", text=text)
             for variable, text in front_problems(lambda name: effective(name, values, options), services)

@@ -20,8 +20,8 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.airgap.vllm.plugins.module_utils.front._front import front_inputs
-from ansible_collections.airgap.vllm.plugins.module_utils.front._front import max_num_seqs as argv_max_num_seqs
+from ansible_collections.airgap.vllm.plugins.module_utils.front._front_settings import front_inputs
+from ansible_collections.airgap.vllm.plugins.module_utils.front._front_settings import max_num_seqs as argv_max_num_seqs
 
 PREFIX = 'airgap_vllm'
 # Labels every recorded vLLM figure keeps: Prometheus's own, ours from the file_sd targets, and vLLM's.
@@ -448,7 +448,7 @@ def service_inputs(host, services, instances=None, loadchecks=None, front=None, 
     services: the host's resolved services (airgap.vllm.service_instances: name, port, settings); instances: what
     stage_state read returns under 'instances' (the plan of each service); loadchecks: {service: loadcheck.json
     as a mapping, or None}; front: None when the front door is off, else the host's vllm_front_* per-service
-    values (their metrics ports are _front.front_inputs's, the one rule); overrides: vllm_observe_services
+    values (their metrics ports are _front_settings.front_inputs's, the one rule); overrides: vllm_observe_services
     ([{name, ...}]: what the operator sets wins)."""
     plans = (instances or {}).get('plan') or {}
     ports = {}

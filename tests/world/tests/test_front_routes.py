@@ -5,7 +5,7 @@ The route table is the real engine's /openapi.json, made without an engine: vLLM
 (a chat model serves "generate"; embeddings, scores, speech and the render server add theirs) and per switch
 that adds routes (VLLM_SERVER_DEV_MODE=1, --enable-fault-tolerance), then `app.openapi()["paths"]`
 (tests/front_door/openapi_routes.py, run with the vLLM venv's python). A new vLLM release that adds a route
-fails here until `ALLOWED_ROUTES` or `REFUSED_ROUTES` in plugins/module_utils/front/_front.py names it.
+fails here until `ALLOWED_ROUTES` or `REFUSED_ROUTES` in plugins/module_utils/front/_front_routes.py names it.
 
 The venv: the real vLLM 0.27.1 that tests/vllm_parser/setup-venv.sh builds (run-all's unit step builds it
 before the tests; the production GPU wheel's Python code), else the test world's engine venv
@@ -38,10 +38,10 @@ def _candidates():
 @pytest.fixture(scope="module")
 def front():
     try:
-        from ansible_collections.airgap.vllm.plugins.module_utils.front import _front
+        from ansible_collections.airgap.vllm.plugins.module_utils.front import _front_routes as _front
     except ImportError as exc:
         pytest.skip(
-            "plugins/module_utils/front/_front.py (the front door's route decisions) is not there yet: %s" % exc
+            "plugins/module_utils/front/_front_routes.py (the front door's route decisions) is not there yet: %s" % exc
         )
     return _front
 
@@ -99,7 +99,7 @@ def test_every_engine_route_is_decided(front, engine_routes):
             undecided[group] = missing
     assert not undecided, (
         "routes of vLLM %s's /openapi.json (%s) neither in ALLOWED_ROUTES nor in REFUSED_ROUTES "
-        "(plugins/module_utils/front/_front.py), by the tasks or switches that add them: %s"
+        "(plugins/module_utils/front/_front_routes.py), by the tasks or switches that add them: %s"
         % (engine_routes["version"], engine_routes["venv"], json.dumps(undecided, indent=1))
     )
 

@@ -13,6 +13,9 @@ import subprocess
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils.front import _front as f
+from ansible_collections.airgap.vllm.plugins.module_utils.front import _front_haproxy as f_haproxy
+from ansible_collections.airgap.vllm.plugins.module_utils.front import _front_routes as f_routes
+from ansible_collections.airgap.vllm.plugins.module_utils.front import _front_settings as f_settings
 
 ALICE = "sk-alice-0123456789abcdef"
 BOB = "sk-bob-0123456789abcdef"
@@ -48,7 +51,7 @@ def settings(**kw):
 
 
 def rendered(**kw):
-    svcs = [f.plan_service(s) for s in kw.pop("services", [service()])]
+    svcs = [f_settings.plan_service(s) for s in kw.pop("services", [service()])]
     return f.render(dict(dict(addresses=["10.20.0.15"], tls=True, services=svcs), **kw))
 
 
@@ -56,17 +59,17 @@ def rendered(**kw):
 
 
 def test_route_tables_disjoint_and_spelled_like_openapi():
-    assert not set(f.ALLOWED_ROUTES) & set(f.REFUSED_ROUTES)
-    for path in list(f.ALLOWED_ROUTES) + list(f.REFUSED_ROUTES):
+    assert not set(f_routes.ALLOWED_ROUTES) & set(f_routes.REFUSED_ROUTES)
+    for path in list(f_routes.ALLOWED_ROUTES) + list(f_routes.REFUSED_ROUTES):
         assert path.startswith("/") and "%" not in path and not path.endswith("/")
-    assert set(f.ALLOWED_ROUTES) == {
+    assert set(f_routes.ALLOWED_ROUTES) == {
         "/v1/chat/completions",
         "/v1/completions",
         "/v1/models",
         "/v1/responses",
         "/health",
     }
-    for route in f.ALLOWED_ROUTES.values():
+    for route in f_routes.ALLOWED_ROUTES.values():
         assert route["methods"] and route["reason"]
     for path in (
         "/invocations",
@@ -83,32 +86,32 @@ def test_route_tables_disjoint_and_spelled_like_openapi():
         "/generative_scoring",
         "/pause",
     ):
-        assert f.REFUSED_ROUTES[path]
+        assert f_routes.REFUSED_ROUTES[path]
 
 
 def test_only_health_is_keyless():
-    assert [p for p, r in f.ALLOWED_ROUTES.items() if r.get("key") is False] == ["/health"]
+    assert [p for p, r in f_routes.ALLOWED_ROUTES.items() if r.get("key") is False] == ["/health"]
 
 
 # ------------------------------------------------------------------ keys
 
 
 def test_key_hash_is_what_haproxy_computes():
-    assert f.key_sha256(ALICE) == hashlib.sha256(ALICE.encode()).hexdigest()
-    assert f.key_sha256(ALICE) == f.key_sha256(ALICE).lower()
+    assert f_settings.key_sha256(ALICE) == hashlib.sha256(ALICE.encode()).hexdigest()
+    assert f_settings.key_sha256(ALICE) == f_settings.key_sha256(ALICE).lower()
 
 
 def test_map_holds_hashes_and_limits_never_keys():
     files = rendered()
     text = files["clients-vllm.map"]["content"]
     assert ALICE not in text and BOB not in text
-    assert "%s alice|4|60\n" % f.key_sha256(ALICE) in text
+    assert "%s alice|4|60\n" % f_settings.key_sha256(ALICE) in text
     # bob: key_sha256 lower-cased, default concurrency = the total cap (50), no rate limit
-    assert "%s bob|50|%d\n" % (f.key_sha256(BOB), f._NO_RATE) in text
+    assert "%s bob|50|%d\n" % (f_settings.key_sha256(BOB), f_haproxy._NO_RATE) in text
     for name, meta in files.items():
-        if name != f.ENGINE_MAP:
+        if name != f_haproxy.ENGINE_MAP:
             assert "sk-engine-secret" not in meta["content"], name
-    assert files[f.ENGINE_MAP] == {
+    assert files[f_haproxy.ENGINE_MAP] == {
         "content": "# service -> the engine's own API key (root only)\nvllm sk-engine-secret\n",
         "mode": "0600",
         "secret": True,
@@ -119,21 +122,21 @@ def test_map_holds_hashes_and_limits_never_keys():
 
 
 def test_total_cap_from_plan_or_override():
-    assert f.plan_service(service())["cap"] == 50
-    assert f.plan_service(service(argv=["m", "--max-num-seqs=7"]))["cap"] == 7
-    assert f.plan_service(service(max_concurrent=20))["cap"] == 20
-    with pytest.raises(f.FrontError, match="--max-num-seqs is unknown"):
-        f.plan_service(service(argv=["m"]))
+    assert f_settings.plan_service(service())["cap"] == 50
+    assert f_settings.plan_service(service(argv=["m", "--max-num-seqs=7"]))["cap"] == 7
+    assert f_settings.plan_service(service(max_concurrent=20))["cap"] == 20
+    with pytest.raises(f_settings.FrontError, match="--max-num-seqs is unknown"):
+        f_settings.plan_service(service(argv=["m"]))
 
 
 def test_client_limits_capped_and_defaulted():
-    svc = f.plan_service(
+    svc = f_settings.plan_service(
         service(
             clients=[dict(name="c", key=ALICE, max_concurrent=500)], client_rate_per_minute=30, client_max_concurrent=3
         )
     )
     assert svc["clients"][0]["max_concurrent"] == 50 and svc["clients"][0]["rate_per_minute"] == 30
-    svc = f.plan_service(service(clients=[dict(name="c", key=ALICE)], client_max_concurrent=3))
+    svc = f_settings.plan_service(service(clients=[dict(name="c", key=ALICE)], client_max_concurrent=3))
     assert svc["clients"][0]["max_concurrent"] == 3
 
 
@@ -155,7 +158,9 @@ def test_an_over_limit_request_waits_for_a_closing_stream_before_its_429():
     lua = files["settle.lua"]
     assert lua["mode"] == "0600" and not lua["secret"]
     assert 'core.register_action("airgap_settle", { "http-req" }' in lua["content"]
-    assert "while waited < %d and (tonumber(txn.f:sc_trackers(0)) or 0) > limit do" % f.SETTLE_MS in lua["content"]
+    assert (
+        "while waited < %d and (tonumber(txn.f:sc_trackers(0)) or 0) > limit do" % f_haproxy.SETTLE_MS in lua["content"]
+    )
 
 
 def test_config_has_every_rule():
@@ -192,7 +197,7 @@ def test_config_has_every_rule():
     ):
         assert needle in cfg, needle
     assert "hdr(authorization)" not in cfg.split("log-format", 1)[1].split("\n", 1)[0], "never log the key"
-    for path in f.REFUSED_ROUTES:
+    for path in f_routes.REFUSED_ROUTES:
         assert " %s " % path not in cfg and not cfg.count(" %s\n" % path), path
 
 
@@ -203,7 +208,7 @@ def test_plain_http_and_wildcard_and_metrics():
     assert "    bind :8443\n" in cfg and "    bind [::]:8443 v4v6\n" in cfg and "ssl crt" not in cfg
     assert "frontend metrics_vllm" in cfg and "bind :9443" in cfg and "unless { src 10.9.0.7/32 }" in cfg
     assert "unless { path -m str /metrics }" in cfg
-    assert files["metrics-vllm.map"]["content"].endswith("%s ok\n" % f.key_sha256("prom-token-0123456789"))
+    assert files["metrics-vllm.map"]["content"].endswith("%s ok\n" % f_settings.key_sha256("prom-token-0123456789"))
 
 
 def test_no_engine_key_forwards_no_authorization():
@@ -223,7 +228,7 @@ def test_two_services_by_port():
     cfg = files["haproxy.cfg"]["content"]
     assert "frontend front_coder" in cfg and "bind 10.20.0.15:8444" in cfg and "server engine 127.0.0.1:8001" in cfg
     assert "ci|" in files["clients-coder.map"]["content"] and "ci|" not in files["clients-vllm.map"]["content"]
-    assert files[f.ENGINE_MAP]["content"].splitlines()[1:] == ["vllm sk-engine-secret", "coder sk-coder-key"]
+    assert files[f_haproxy.ENGINE_MAP]["content"].splitlines()[1:] == ["vllm sk-engine-secret", "coder sk-coder-key"]
 
 
 @pytest.mark.skipif(not shutil.which("haproxy"), reason="haproxy not installed")
@@ -248,8 +253,8 @@ def test_haproxy_accepts_the_rendered_config(tmp_path):
 
 
 def test_settings_accepted():
-    assert f.check_settings(settings()) == []
-    assert f.check_settings(dict(enabled=False, tls=True, tls_generate=False)) == []
+    assert f_settings.check_settings(settings()) == []
+    assert f_settings.check_settings(dict(enabled=False, tls=True, tls_generate=False)) == []
 
 
 @pytest.mark.parametrize(
@@ -279,16 +284,16 @@ def test_settings_accepted():
     ],
 )
 def test_settings_refused(kw, needle):
-    problems = f.check_settings(settings(**kw))
+    problems = f_settings.check_settings(settings(**kw))
     assert any(needle in p for p in problems), problems
     assert not any(ALICE in p for p in problems), "a key never in a message"
 
 
 def test_plain_http_warns():
-    assert f.warnings(settings(tls=False)) and f.check_settings(settings(tls=False)) == []
-    assert f.warnings(settings()) == []
-    assert f.tls_mode(settings()) == "generate"
-    assert f.tls_mode(settings(tls_cert="/a", tls_key="/b")) == "files"
+    assert f_settings.warnings(settings(tls=False)) and f_settings.check_settings(settings(tls=False)) == []
+    assert f_settings.warnings(settings()) == []
+    assert f_settings.tls_mode(settings()) == "generate"
+    assert f_settings.tls_mode(settings(tls_cert="/a", tls_key="/b")) == "files"
 
 
 @pytest.mark.parametrize(
@@ -306,7 +311,7 @@ def test_plain_http_warns():
     ],
 )
 def test_version(text, ok):
-    assert f.version_ok(text)[0] is ok
+    assert f_haproxy.version_ok(text)[0] is ok
 
 
 # ------------------------------------------------------------------ role inputs and the validate play
@@ -327,11 +332,11 @@ def test_front_inputs_ports_hashes_and_engine_keys():
         vllm_front_metrics_port=9100,
         vllm_service_api_keys=["sk-a-engine"],
     )
-    r = f.front_inputs(services, host, {"a": ["m", "--max-num-seqs", "4"]})
+    r = f_settings.front_inputs(services, host, {"a": ["m", "--max-num-seqs", "4"]})
     a, b = r["services"]
     assert (a["front_port"], b["front_port"], a["metrics_port"], b["metrics_port"]) == (9000, 9001, 9100, 9101)
-    assert a["clients"] == [dict(name="alice", key_sha256=f.key_sha256(ALICE))]
-    assert b["clients"] == [dict(name="ci", key_sha256=f.key_sha256(BOB))]
+    assert a["clients"] == [dict(name="alice", key_sha256=f_settings.key_sha256(ALICE))]
+    assert b["clients"] == [dict(name="ci", key_sha256=f_settings.key_sha256(BOB))]
     assert r["engine_keys"] == {"a": "sk-a-engine", "b": "sk-b-engine"}
     assert ALICE not in repr(r["services"]) and BOB not in repr(r["services"])
 
@@ -343,19 +348,19 @@ def test_front_problems_for_validate():
         vllm_front_tls_generate=False,
         vllm_service_port=8000,
     )
-    problems = f.front_problems(values.get)
+    problems = f_settings.front_problems(values.get)
     texts = " | ".join(t for _var, t in problems)
     assert "no TLS material" in texts and "has no key" in texts and "one name per client" in texts
     assert [v for v, text in problems if "TLS" in text][0].startswith("vllm_front_tls")
-    assert f.front_problems(dict(vllm_front_enabled=False).get) == []
-    assert f.front_warnings(dict(vllm_front_enabled=True, vllm_front_tls=False).get)
-    assert f.front_warnings(dict(vllm_front_enabled="true").get) == []
+    assert f_settings.front_problems(dict(vllm_front_enabled=False).get) == []
+    assert f_settings.front_warnings(dict(vllm_front_enabled=True, vllm_front_tls=False).get)
+    assert f_settings.front_warnings(dict(vllm_front_enabled="true").get) == []
 
 
 def test_engine_port_publish_beside_the_front_door_warns():
     assert (
         "vllm_front_metrics_port"
-        in f.front_warnings(dict(vllm_front_enabled=True, vllm_service_metrics_expose=True).get)[0]
+        in f_settings.front_warnings(dict(vllm_front_enabled=True, vllm_service_metrics_expose=True).get)[0]
     )
 
 
@@ -389,7 +394,7 @@ def test_fleet_balancer_config():
         "option redispatch",
     ):
         assert needle in cfg, needle
-    with pytest.raises(f.FrontError, match="no member"):
+    with pytest.raises(f_settings.FrontError, match="no member"):
         f.render_fleet(dict(services=[dict(name="vllm", front_port=8443)]))
 
 
@@ -443,22 +448,22 @@ def test_haproxy_accepts_the_fleet_config(tmp_path):
 def test_a_source_of_every_address_is_refused_with_the_variable_named(var, wide):
     values = dict(vllm_front_enabled=True, vllm_front_clients=[dict(name="a", key=ALICE)], vllm_service_port=8000)
     values[var] = ["10.1.0.0/16", wide]
-    texts = [t for _var, t in f.front_problems(values.get)]
+    texts = [t for _var, t in f_settings.front_problems(values.get)]
     assert [t for t in texts if t.startswith(var + ": %r is every" % wide)], texts
     values[var] = ["10.1.0.0/16", "not-a-net"]
-    assert [t for t in (t for _var, t in f.front_problems(values.get)) if "not an IP address or network" in t]
+    assert [t for t in (t for _var, t in f_settings.front_problems(values.get)) if "not an IP address or network" in t]
 
 
 def test_the_configuration_names_its_own_fingerprint_and_any_change_moves_it():
     def cfg(files):
-        return files[f.CONFIG_FILE]["content"]
+        return files[f_haproxy.CONFIG_FILE]["content"]
 
     def header(files):
-        line = [x for x in cfg(files).splitlines() if f.FINGERPRINT_HEADER in x][0]
+        line = [x for x in cfg(files).splitlines() if f_haproxy.FINGERPRINT_HEADER in x][0]
         return line.split()[-1]
 
     a = rendered()
-    assert header(a) == f.config_fingerprint(a) and len(header(a)) == 16
+    assert header(a) == f_haproxy.config_fingerprint(a) and len(header(a)) == 16
     assert rendered() == a  # deterministic: a converged run changes nothing
     b = rendered(services=[service(clients=[dict(name="bob", key=BOB)])])
     assert header(b) != header(a)  # a revoked client is a new configuration the reload must bring

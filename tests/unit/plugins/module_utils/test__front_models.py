@@ -10,6 +10,8 @@ import json
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils.front import _front as f
+from ansible_collections.airgap.vllm.plugins.module_utils.front import _front_routed as f_routed
+from ansible_collections.airgap.vllm.plugins.module_utils.front import _front_settings as f_settings
 from ansible_collections.airgap.vllm.plugins.module_utils.front import _front_models as m
 
 ALICE = "sk-alice-0123456789abcdef"
@@ -17,7 +19,7 @@ BOB = "sk-bob-0123456789abcdefgh"
 
 
 def svc(name, port, argv, clients=None, front_port=8443, key=""):
-    return f.plan_service(
+    return f_settings.plan_service(
         dict(
             name=name,
             port=port,
@@ -97,7 +99,7 @@ def test_services_sharing_a_port_get_one_door_routed_by_model():
     )
     cfg = files["haproxy.cfg"]["content"]
     assert cfg.count("\nfrontend ") == 1 and "frontend front_routed_8443" in cfg
-    assert "    tune.bufsize %d" % (1000 + f.ROUTED_HEADROOM) in cfg
+    assert "    tune.bufsize %d" % (1000 + f_routed.ROUTED_HEADROOM) in cfg
     assert "req.body,json_query('$.model')" in cfg
     assert "use_backend engine_chat if { var(txn.service) -m str chat }" in cfg
     assert "use_backend engine_embed if { var(txn.service) -m str embed }" in cfg
@@ -131,32 +133,34 @@ def test_services_sharing_a_port_get_one_door_routed_by_model():
 
 def test_a_routed_door_refuses_a_model_served_twice_and_a_key_naming_two_clients():
     twice = [svc("a", 8000, ["--served-model-name", "x"]), svc("b", 8001, ["--served-model-name", "x"])]
-    with pytest.raises(f.FrontError, match="served by both"):
+    with pytest.raises(f_settings.FrontError, match="served by both"):
         f.render(dict(tls=False, services=twice))
     clash = [
         svc("a", 8000, ["--served-model-name", "x"], [dict(name="alice", key=ALICE)]),
         svc("b", 8001, ["--served-model-name", "y"], [dict(name="eve", key=ALICE)]),
     ]
-    with pytest.raises(f.FrontError, match="one key names two clients"):
+    with pytest.raises(f_settings.FrontError, match="one key names two clients"):
         f.render(dict(tls=False, services=clash))
 
 
 def test_check_settings_accepts_a_shared_front_port_but_not_a_shared_metrics_port():
     base = dict(enabled=True, tls=False)
     shared = [dict(name="a", port=8000, front_port=8443), dict(name="b", port=8001, front_port=8443)]
-    assert f.check_settings(dict(base, services=shared)) == []
+    assert f_settings.check_settings(dict(base, services=shared)) == []
     clash = [dict(name="a", port=8000, front_port=8443), dict(name="b", port=8001, front_port=9000, metrics_port=8443)]
     assert any(
         "one port per listener" in p
-        for p in f.check_settings(dict(base, services=clash, metrics_sources=["10.0.0.0/8"]))
+        for p in f_settings.check_settings(dict(base, services=clash, metrics_sources=["10.0.0.0/8"]))
     )
 
 
 def test_client_models_must_be_a_list_of_names():
-    assert f.client_problems([dict(name="a", key=ALICE, models=["x"])]) == []
-    assert "models must be" in f.client_problems([dict(name="a", key=ALICE, models="x")])[0]
+    assert f_settings.client_problems([dict(name="a", key=ALICE, models=["x"])]) == []
+    assert "models must be" in f_settings.client_problems([dict(name="a", key=ALICE, models="x")])[0]
 
 
 def test_a_shared_front_port_may_not_be_an_engine_port():
     shared = [dict(name="a", port=8000, front_port=8443), dict(name="b", port=8443, front_port=8443)]
-    assert any("the engine's own port" in p for p in f.check_settings(dict(enabled=True, tls=False, services=shared)))
+    assert any(
+        "the engine's own port" in p for p in f_settings.check_settings(dict(enabled=True, tls=False, services=shared))
+    )

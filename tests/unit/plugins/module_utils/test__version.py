@@ -9,7 +9,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.airgap.vllm.plugins.module_utils.front import _front as F
+from ansible_collections.airgap.vllm.plugins.module_utils.front import _front_haproxy as F_haproxy
 from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_common as C
 from ansible_collections.airgap.vllm.plugins.module_utils.host import _preflight as PF
 from ansible_collections.airgap.vllm.plugins.module_utils.image import _source_patch as SP
@@ -92,7 +92,7 @@ def test_driver_at_least(version, minimum, ok):
     ],
 )
 def test_haproxy(text, version):
-    assert F.haproxy_version(text) == version
+    assert F_haproxy.haproxy_version(text) == version
 
 
 @pytest.mark.parametrize(

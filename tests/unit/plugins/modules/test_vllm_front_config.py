@@ -9,7 +9,7 @@ import os
 
 from ansible.module_utils import basic
 
-from ansible_collections.airgap.vllm.plugins.module_utils.front._front import key_sha256
+from ansible_collections.airgap.vllm.plugins.module_utils.front._front_settings import key_sha256
 from ansible_collections.airgap.vllm.plugins.modules import vllm_front_config as M
 from ansible_collections.airgap.vllm.plugins.modules import vllm_front_firewall as FW
 
