@@ -39,18 +39,20 @@ from ansible_collections.airgap.vllm.plugins.module_utils.common._validate impor
     Problem,
     advisories,
     base_variable,
-    bundle_problems,
     check_variables,
+    describe_got,
+    format_report,
+    misspelled,
+    removed_problems,
+)
+from ansible_collections.airgap.vllm.plugins.module_utils.common._validate_cross import (
+    bundle_problems,
     connection_problem,
     cross_role_problems,
-    describe_got,
     docker_diagnosis,
     effective,
-    format_report,
     gpu_set,
-    misspelled,
     needed_kinds,
-    removed_problems,
     shared_machine_problems,
 )
 

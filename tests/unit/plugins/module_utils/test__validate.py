@@ -12,19 +12,21 @@ import yaml
 
 from ansible_collections.airgap.vllm.plugins.module_utils.common._validate import (
     Problem,
-    bundle_problems,
     check_option,
     check_variables,
-    connection_problem,
-    cross_role_problems,
     describe_got,
     describe_wanted,
+    format_report,
+    misspelled,
+)
+from ansible_collections.airgap.vllm.plugins.module_utils.common._validate_cross import (
+    bundle_problems,
+    connection_problem,
+    cross_role_problems,
     disagreement,
     docker_diagnosis,
     effective,
-    format_report,
     gpu_set,
-    misspelled,
     needed_kinds,
     shared_machine_problems,
 )

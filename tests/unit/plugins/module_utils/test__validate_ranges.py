@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from ansible_collections.airgap.vllm.plugins.module_utils.common import _validate as V
+from ansible_collections.airgap.vllm.plugins.module_utils.common import _validate_cross as V_cross
 from ansible_collections.airgap.vllm.plugins.module_utils.service._services import (
     resolve,
     service_advisories,
@@ -287,7 +288,7 @@ def test_the_removed_metrics_exposure_is_refused_naming_the_front_doors_variable
     # Refused, so not also warned about as a misspelling; no role knows them any more.
     assert V.misspelled(OPTIONS, names, ["vllm_service", "vllm_front"]) == []
     assert not any(name in OPTIONS for name in V.REMOVED)
-    assert V.cross_role_problems(["vllm_service"], {"vllm_service_expose_to_network": False}, OPTIONS) == []
+    assert V_cross.cross_role_problems(["vllm_service"], {"vllm_service_expose_to_network": False}, OPTIONS) == []
 
 
 def test_every_problem_is_reported_at_once_one_line_each():
@@ -350,8 +351,8 @@ def test_no_option_gives_a_traceback_for_an_odd_value(value):
 @pytest.mark.parametrize("value", ODD, ids=[repr(v)[:20] for v in ODD])
 def test_no_rule_between_roles_gives_a_traceback_for_an_odd_value(value):
     for name in sorted(OPTIONS):
-        V.cross_role_problems(list(V.STAGES), {name: value}, OPTIONS)
-    V.shared_machine_problems(
+        V_cross.cross_role_problems(list(V.STAGES), {name: value}, OPTIONS)
+    V_cross.shared_machine_problems(
         {
             "a": {"machine": "m", "port": value, "name": value, "gpus": None},
             "b": {"machine": "m", "port": value, "name": "x", "gpus": frozenset()},
@@ -479,11 +480,12 @@ def test_shipped_variables_still_validate(label, values):
     options, skip = site_options_and_skip()
     known = dict((k, v) for k, v in values.items() if k in options and k not in skip)
     problems = V.check_variables(options, known, skip=skip)
-    problems += [p for p in V.cross_role_problems(list(V.STAGES), known, options) if p.variable not in skip]
+    problems += [p for p in V_cross.cross_role_problems(list(V.STAGES), known, options) if p.variable not in skip]
     services = values.get("airgap_vllm_services")
     if services:
         host = dict(
-            (n, V.effective(n, known, options)) for n in ("vllm_service_name", "vllm_service_port", "vllm_plan_gpus")
+            (n, V_cross.effective(n, known, options))
+            for n in ("vllm_service_name", "vllm_service_port", "vllm_plan_gpus")
         )
         problems += service_problems(services, host, options)
     assert problems == [], "%s: %s" % (label, V.format_report(label, problems))
