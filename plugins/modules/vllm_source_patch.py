@@ -198,12 +198,12 @@ expected:
 import os
 
 from ansible_collections.airgap.vllm.plugins.module_utils.common._module import ansible_module
+from ansible_collections.airgap.vllm.plugins.module_utils.image._source_analysis import SourcePatchError
 from ansible_collections.airgap.vllm.plugins.module_utils.image._source_patch import (
     CATALOGUE,
     STATE_PATCHED,
     AnchorNotFoundError,
     PartialWriteError,
-    SourcePatchError,
     apply_tree,
     fingerprint,
     get_patch,

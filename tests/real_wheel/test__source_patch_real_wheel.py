@@ -13,6 +13,7 @@ import subprocess
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils.image import _source_patch as sp
+from ansible_collections.airgap.vllm.plugins.module_utils.image import _source_analysis
 
 import wheel_files
 
@@ -78,7 +79,7 @@ def test_every_release_patches_exactly_the_unfixed_files(version, tmp_path):
         else:
             text = after.decode("utf-8")
             compile(text, rel, "exec")
-            assert all(s.guarded for s in sp.analyse(text, SPEC, rel).sites)
+            assert all(s.guarded for s in _source_analysis.analyse(text, SPEC, rel).sites)
     again = sp.plan_tree(root, [SPEC.name])
     assert sp.apply_tree(again) == []
     assert {p["relpath"]: p["state"] for p in again} == {
@@ -140,7 +141,7 @@ def test_real_files_patched_guarded_compiled_and_idempotent(wheel, tmp_path):
         path = os.path.join(root, rel)
         after = sp.read_text(path)
         compile(after, path, "exec")
-        analysis = sp.analyse(after, SPEC, path)
+        analysis = _source_analysis.analyse(after, SPEC, path)
         assert len(analysis.sites) == len(EXPECTED_SITES[rel]) and all(s.guarded for s in analysis.sites)
         # Only wrapping, re-indenting and the helper: every original line's code is still there, in order.
         diff = list(

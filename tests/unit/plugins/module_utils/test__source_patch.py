@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils.image import _source_patch as sp
+from ansible_collections.airgap.vllm.plugins.module_utils.image import _source_analysis
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "source_patch")
 SPEC = sp.get_patch("madvise_populate_write")
@@ -59,7 +60,7 @@ def test_patches_every_unguarded_site(name, sites):
     assert info["sites"] == sites
     assert info["patched_sites"] == sites
     assert info["validation"] == "ast"
-    again = sp.analyse(after, SPEC)
+    again = _source_analysis.analyse(after, SPEC)
     assert again.marker_found
     assert len(again.sites) == len(sites) and all(s.guarded for s in again.sites)
 
@@ -191,12 +192,12 @@ def test_a_release_needs_no_derived_image_only_when_every_file_is_fixed_upstream
 
 
 def test_reraise_only_handler_is_not_a_fallback():
-    analysis = sp.analyse(fixture("reraise_only"), SPEC)
+    analysis = _source_analysis.analyse(fixture("reraise_only"), SPEC)
     assert [s.guarded for s in analysis.sites] == [False]
 
 
 def test_try_around_def_does_not_count_as_guard():
-    analysis = sp.analyse(fixture("outer_try_def"), SPEC)
+    analysis = _source_analysis.analyse(fixture("outer_try_def"), SPEC)
     assert [s.guarded for s in analysis.sites] == [False]
 
 
@@ -229,7 +230,12 @@ def test_calls_inside_other_statements_are_not_rewritten(text):
 
 
 def test_other_advice_is_not_a_site():
-    assert sp.analyse("mm.madvise(mmap.MADV_HUGEPAGE, 0, 1)\nmm.madvise(0, MADV_POPULATE_WRITE)\n", SPEC).sites == []
+    assert (
+        _source_analysis.analyse(
+            "mm.madvise(mmap.MADV_HUGEPAGE, 0, 1)\nmm.madvise(0, MADV_POPULATE_WRITE)\n", SPEC
+        ).sites
+        == []
+    )
 
 
 def test_newer_syntax_than_running_python_is_validated_by_tokens():
@@ -246,7 +252,7 @@ def test_validation_rejects_a_broken_rewrite(monkeypatch):
 
 
 def test_untokenizable_source_fails_clearly():
-    with pytest.raises(sp.SourcePatchError) as info:
+    with pytest.raises(_source_analysis.SourcePatchError) as info:
         sp.plan_text('mm.madvise(MADV_POPULATE_WRITE, """\n', SPEC, "bad.py")
     assert "bad.py: cannot tokenize" in str(info.value)
 

@@ -7,6 +7,7 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.airgap.vllm.plugins.module_utils.image import _source_patch as sp
+from ansible_collections.airgap.vllm.plugins.module_utils.image import _source_analysis
 
 SPEC = sp.get_patch("madvise_populate_write")
 
@@ -136,7 +137,7 @@ def test_a_non_utf8_file_is_named_in_the_error(tmp_path):
         (root / rel).write_text(OLD)
     bad = root / SPEC.files[-1]
     bad.write_bytes(OLD.encode("utf-8") + b"\n# caf\xe9\n")
-    with pytest.raises(sp.SourcePatchError) as err:
+    with pytest.raises(_source_analysis.SourcePatchError) as err:
         sp.plan_tree(str(root), [SPEC.name])
     assert str(bad) in str(err.value) and "not UTF-8" in str(err.value)
     assert "0xe9" in str(err.value)
@@ -150,7 +151,7 @@ def test_an_unreadable_file_is_named_in_the_error(tmp_path, monkeypatch):
         raise OSError(13, "Permission denied")
 
     monkeypatch.setattr(sp._files, "read_text", denied)
-    with pytest.raises(sp.SourcePatchError) as err:
+    with pytest.raises(_source_analysis.SourcePatchError) as err:
         sp.read_text(str(path))
     assert str(path) in str(err.value) and "Permission denied" in str(err.value)
 
@@ -159,5 +160,5 @@ def test_an_unreadable_file_is_named_in_the_error(tmp_path, monkeypatch):
 def test_odd_text_is_a_source_patch_error_not_a_traceback(text):
     try:
         sp.plan_text(text, SPEC, "odd.py")
-    except sp.SourcePatchError:
+    except _source_analysis.SourcePatchError:
         pass
