@@ -7,7 +7,6 @@ import os
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LIMIT = 600
 STILL_OVER = {
-    "host/_preflight.py": 628,
     "host/_nvml.py": 605,
 }
 

@@ -15,6 +15,7 @@ __metaclass__ = type
 from ansible_collections.airgap.vllm.plugins.module_utils.driver._dev_char import exposure as cgroup_reload_exposure
 from ansible_collections.airgap.vllm.plugins.module_utils.driver._docker_daemon import runtime_listed
 from ansible_collections.airgap.vllm.plugins.module_utils.common._version import at_least as version_at_least
+from ansible_collections.airgap.vllm.plugins.module_utils.host._preflight_services import service_list
 
 CHECKS = ('os', 'gpu_present', 'driver_version', 'nvml', 'gpu_memory', 'docker_runtime', 'disk', 'port')
 # What each check reads, by probe of roles/preflight/tasks/probe.yml: a pass runs only the probes of its
@@ -34,8 +35,6 @@ BEST_EFFORT_DISTRIBUTIONS = ('RedHat', 'Rocky', 'AlmaLinux', 'CentOS', 'OracleLi
 BEST_EFFORT_MAJORS = ('8', '9')
 
 GIB = 1024**3
-# What one entry of preflight_services may hold (gpu_memory_utilization optional: the role's by default).
-SERVICE_KEYS = ('name', 'port', 'gpus', 'gpu_memory_utilization')
 
 
 def _is_own(process, own_container_ids):
@@ -371,88 +370,6 @@ def port_check(port, proc_net_tcp, publishers, own_name, our_names=(), label='')
     else:
         status, detail = 'fail', 'port %d in use by a process outside Docker' % port
     return _record('port', status, ('%s: %s' % (label, detail)) if label else detail, hint)
-
-
-# ---------------------------------------------------------------------------------------- services
-def _gpu_list(value, where):
-    if value is None:
-        return []
-    if isinstance(value, (list, tuple)):
-        items = value
-    elif isinstance(value, (str, int)) and not isinstance(value, bool):
-        items = [value]
-    else:
-        raise ValueError('%s.gpus must be a list of NVML indexes or UUIDs, got %r' % (where, value))
-    out = []
-    for g in items:
-        key = str(g).strip()
-        if isinstance(g, bool) or not key or not isinstance(g, (str, int)):
-            raise ValueError('%s.gpus holds %r: wants an NVML index ("0") or UUID ("GPU-...")' % (where, g))
-        if key not in out:
-            out.append(key)
-    return out
-
-
-def service_list(settings):
-    """The services this pass checks: [{'name', 'port', 'gpus'}], in order.
-
-    ``settings['services']`` (the role's preflight_services) wins when not empty: each entry a mapping with
-    ``name`` (container and unit), ``port`` (host TCP port), ``gpus`` (indexes or UUIDs, empty = all) and
-    optionally ``gpu_memory_utilization`` (the service's own, kept only when set); names and ports must be
-    unique. Empty or absent: the one service of ``service_container_name``,
-    ``port`` and ``gpus``, exactly as before services existed. Raises ValueError on a malformed list.
-    """
-    services = settings.get('services')
-    if not services:
-        return [
-            {
-                'name': settings.get('service_container_name'),
-                'port': settings.get('port'),
-                'gpus': _gpu_list(settings.get('gpus'), 'preflight_gpus'),
-            }
-        ]
-    if not isinstance(services, (list, tuple)):
-        raise ValueError('preflight_services must be a list of {name, port, gpus} mappings, got %r' % (services,))
-    out, names, ports = [], {}, {}
-    for index, service in enumerate(services):
-        where = 'preflight_services[%d]' % index
-        if not isinstance(service, dict):
-            raise ValueError('%s must be a mapping {name, port, gpus}, got %r' % (where, service))
-        unknown = sorted(str(k) for k in service if k not in SERVICE_KEYS)
-        if unknown:
-            raise ValueError('%s has %s; a service takes %s' % (where, ', '.join(unknown), ', '.join(SERVICE_KEYS)))
-        name = service.get('name')
-        if not isinstance(name, str) or not name.strip():
-            raise ValueError('%s.name must be the service\'s container name, got %r' % (where, name))
-        port = service.get('port')
-        try:
-            number = int(str(port).strip()) if not isinstance(port, bool) else None
-        except ValueError:
-            number = None
-        if number is None or not 0 < number < 65536:
-            raise ValueError('%s.port must be a TCP port (1-65535), got %r' % (where, port))
-        if name in names:
-            raise ValueError('%s.name %s is also preflight_services[%d].name' % (where, name, names[name]))
-        if number in ports:
-            raise ValueError('%s.port %d is also preflight_services[%d].port' % (where, number, ports[number]))
-        names[name], ports[number] = index, index
-        entry = {'name': name, 'port': number, 'gpus': _gpu_list(service.get('gpus'), where)}
-        if service.get('gpu_memory_utilization') is not None:
-            entry['gpu_memory_utilization'] = _fraction(
-                service['gpu_memory_utilization'], where + '.gpu_memory_utilization'
-            )
-        out.append(entry)
-    return out
-
-
-def _fraction(value, where):
-    try:
-        number = float(str(value).strip()) if not isinstance(value, bool) else None
-    except ValueError:
-        number = None
-    if number is None or not 0 < number <= 1:
-        raise ValueError('%s must be above 0 and at most 1, got %r' % (where, value))
-    return number
 
 
 def gpu_utilizations(nvml_gpus, services, default):

@@ -302,10 +302,8 @@ def test_evaluate_runs_the_pass_in_order_skips_and_reports():
 
 
 # ------------------------------------------------------------------ several services (preflight_services)
-from ansible_collections.airgap.vllm.plugins.module_utils.host._preflight import (  # noqa: E402
-    gpu_selection,
-    service_list,
-)
+from ansible_collections.airgap.vllm.plugins.module_utils.host._preflight import gpu_selection  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.host._preflight_services import service_list  # noqa: E402
 
 # 8000 (1F40) and 8001 (1F41) listening, 8002 (1F42) only an outgoing connection
 TCP_TWO = """  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
