@@ -23,6 +23,7 @@ PARSED = re.compile(
     r"vLLM server version \S+, serving model|Model loading took|Available KV cache memory|GPU KV cache size"
     r"|Maximum concurrency for|Free memory on device|Application startup complete|Setting attention block size"
     r"|To serve at least one request|No available memory for the cache blocks|non-default args"
+    r"|exceeds available Mamba cache blocks"  # 0.26.0 compilation.py:1491: vLLM's defaults on the 27B (2026-12-07)
     r"|\u2588(?:\x1b\[[0-9;]*m)?\s+version\s"  # the start banner's version line (_plan_confirm_parse.RE_START)
 )
 
