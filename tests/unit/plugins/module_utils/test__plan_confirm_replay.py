@@ -131,7 +131,7 @@ def test_an_unplanned_log_reads_as_on_the_card(name):
 
 
 def _unplanned_plan(side):
-    from ansible_collections.airgap.vllm.plugins.module_utils import _planner as P
+    from ansible_collections.airgap.vllm.plugins.module_utils.planner import _planner as P
 
     inputs = dict(side["planner_inputs"])
     inputs["model_dir"] = os.path.join(ROOT, inputs["model_dir"])
@@ -144,7 +144,7 @@ def test_the_planner_given_an_unplanned_starts_flags_tracks_its_engine(name):
     2026-12-07 19:31 UTC: the calibrated planner given the same pool-sizing flags, part by part against what that
     engine reported. The activation is the known over-count without MTP (KNOWN_OVER's bench row: 2.89 planned, 2.57
     taken, the same engine figure as the planner's own 0.92 start); every other part is inside issue 43's bounds."""
-    from ansible_collections.airgap.vllm.plugins.module_utils import _plan_confirm as PC
+    from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_confirm as PC
 
     side = sidecar(name)
     r = _unplanned_plan(side)
@@ -179,7 +179,7 @@ def test_vllms_defaults_that_did_not_start_the_planner_refuses_too(name):
     """vLLM's defaults on the Qwen3.5-27B FP8 shape (262,144 tokens, 1,024 sequences, bf16 KV) on the H100, 2026-12-07
     19:40 UTC: the engine sized its pool (842 blocks of 784 tokens) and exited before /health ("max_num_seqs (1024)
     exceeds available Mamba cache blocks (842)"). The planner refuses the same targets before any host changes."""
-    from ansible_collections.airgap.vllm.plugins.module_utils import _plan_common as E
+    from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_common as E
 
     side = sidecar(name)
     assert "exceeds available Mamba cache blocks" in read(os.path.join(LOGS, name + ".log"))
