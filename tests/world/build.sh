@@ -3,7 +3,7 @@
 # Every stage is keyed by a hash of its inputs (its own function text, package lists, fake sources), so a
 # second run with unchanged inputs only computes hashes. Nothing here is used by the roles themselves.
 #
-# Usage: bash tests/world/build.sh [all|artifacts|base|packages|kylin|engine|next|front]   (default: all = everything, including
+# Usage: bash tests/world/build.sh [all|artifacts|base|packages|kylin|engine|next|needle|front]   (default: all = everything, including
 #        the stand-in vLLM image and the tiny model via their own scripts)
 # Env:   AIRGAP_TEST_CACHE (default /var/cache/airgap-test), AIRGAP_TEST_MIRROR (default: from apt sources)
 set -euo pipefail
@@ -351,6 +351,30 @@ stage_engine() {
     log "$ENGINE_IMAGE up to date ($ENGINE_HASH), $TINY_MODEL model ($model_hash)"
 }
 
+# The needle model (issue 42): a second tiny Qwen3, made like the served one (tests/world/engine/make_tiny_needle.py
+# imports make_tiny_qwen3.py) and trained to answer the load check's needle prompt, so that tests/needle proves the
+# profile's recall end to end on the real engine. Outside the artifacts (no bundle carries it) and not in `all`:
+# tests/run-all's checks lane asks for it (`needle`), beside the world. Keyed by the engine venv, both scripts and the
+# needle prompt the collection sends (its fingerprint, from plugins/module_utils/_loadcheck_profiles.py): a change
+# elsewhere in that file trains nothing. Cold 9 min on one thread beside a CI rehearsal; warm a few seconds (the
+# fingerprint imports the collection in the venv; 41 s measured at load 18, waiting on the lock).
+NEEDLE_MODEL=qwen3-needle
+
+stage_needle() {
+    local v=$CACHE/engine/venv m=$CACHE/engine/needle h
+    engine_venv "$v"
+    h=$(hash_of "$REPLY" "$("$v/bin/python" "$HERE/engine/make_tiny_needle.py" --fingerprint "$REPO")" -- \
+        engine/make_tiny_qwen3.py engine/make_tiny_needle.py)
+    if [[ $(cat "$m.stamp" 2>/dev/null) != "$h" || ! -f $m/$NEEDLE_MODEL/config.json ]]; then
+        log "training the tiny $NEEDLE_MODEL model"
+        rm -f "$m.stamp" && rm -rf "$m" && mkdir -p "$m"
+        "$v/bin/python" "$HERE/engine/make_tiny_needle.py" "$m/$NEEDLE_MODEL.tmp" "$REPO" >&2
+        mv "$m/$NEEDLE_MODEL.tmp" "$m/$NEEDLE_MODEL"
+        echo "$h" >"$m.stamp"
+    fi
+    log "$NEEDLE_MODEL model up to date ($h)"
+}
+
 # $ENGINE_IMAGE as a docker-save tar at TAR, saved again only when the image's hash changed.
 engine_tar() { # IMAGE_HASH TAR
     if [[ $(cat "$2.stamp" 2>/dev/null) != "$1" || ! -f $2 ]]; then
@@ -550,14 +574,16 @@ main() {
         all) stage_artifacts; stage_base; stage_kylin_packages; stage_kylin; stage_others; stage_engine; stage_front ;;
         engine) stage_artifacts; stage_base; stage_engine ;;
         next) stage_base; stage_engine_next ;;
+        needle) stage_needle ;;
         front) stage_base; stage_front ;;
-        *) echo "usage: $0 [all|artifacts|base|packages|kylin|engine|next|front]" >&2; exit 2 ;;
+        *) echo "usage: $0 [all|artifacts|base|packages|kylin|engine|next|needle|front]" >&2; exit 2 ;;
     esac
     echo "kernel_release=$KYLIN_KERNEL"
     echo "base_image=$BASE_IMAGE"
     [[ $what == base || $what == packages ]] || echo "artifacts=$ARTIFACTS"
     [[ $what != all && $what != kylin ]] || echo "kylin_image=$KYLIN_IMAGE"
     [[ $what != next ]] || printf 'next_image=%s\nnext_tar=%s\n' "$NEXT_ENGINE_IMAGE" "$NEXT_ENGINE_TAR"
+    [[ $what != needle ]] || echo "needle_model=$CACHE/engine/needle/$NEEDLE_MODEL"
     [[ $what != all && $what != front ]] || printf 'haproxy_image=%s\nhaproxy_tar=%s\nclient_image=%s\n' \
         "$HAPROXY_IMAGE" "$ARTIFACTS/$HAPROXY_TAR" "$CLIENT_IMAGE"
 }
