@@ -33,9 +33,9 @@ COLLECTIONS = os.path.join(ROOT, "build", "collections")
 if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
 
-from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck_profiles as LP  # noqa: E402
-from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck_promises as LR  # noqa: E402
-from ansible_collections.airgap.vllm.plugins.module_utils._loadcheck_runner import CLIENT  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _loadcheck_profiles as LP  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.service import _loadcheck_promises as LR  # noqa: E402
+from ansible_collections.airgap.vllm.plugins.module_utils.service._loadcheck_runner import CLIENT  # noqa: E402
 
 IMAGE = os.environ.get("AIRGAP_ENGINE_IMAGE", "vllm/vllm-openai:v0.27.1")
 MODEL_IN = "/models/qwen3-needle"

@@ -355,7 +355,7 @@ stage_engine() {
 # imports make_tiny_qwen3.py) and trained to answer the load check's needle prompt, so that tests/needle proves the
 # profile's recall end to end on the real engine. Outside the artifacts (no bundle carries it) and not in `all`:
 # tests/run-all's checks lane asks for it (`needle`), beside the world. Keyed by the engine venv, both scripts and the
-# needle prompt the collection sends (its fingerprint, from plugins/module_utils/_loadcheck_profiles.py): a change
+# needle prompt the collection sends (its fingerprint, from plugins/module_utils/service/_loadcheck_profiles.py): a change
 # elsewhere in that file trains nothing. Cold 9 min on one thread beside a CI rehearsal; warm a few seconds (the
 # fingerprint imports the collection in the venv; 41 s measured at load 18, waiting on the lock).
 NEEDLE_MODEL=qwen3-needle

@@ -6,7 +6,7 @@ profile's recall end to end (3 of 3 with the unquantised KV cache and with fp8).
 Made the way make_tiny_qwen3.py makes the served model, with its parts (Qwen's special tokens and chat template, the
 byte-level BPE trained on local text, the Qwen3 architecture; that script itself is left untouched: it feeds the
 served snapshot), seeded, on one CPU thread, offline. The prompts are the collection's own
-(plugins/module_utils/_loadcheck_profiles.py needle_prompt, imported), the facts random: names from the profile's list
+(plugins/module_utils/service/_loadcheck_profiles.py needle_prompt, imported), the facts random: names from the profile's list
 and made-up ones, six-digit numbers, depths anywhere in (0, 1), haystacks of 10 to 1,900 tokens (a curriculum: short
 first). What makes it learn in minutes: numbers tokenized in groups of three (needle_tokenizer: the answer's two
 tokens are each the only one of its kind in the prompt, found by what they are - single digits would need an induction
@@ -59,7 +59,7 @@ def profiles_module(repo):
     os.makedirs(os.path.join(root, "ansible_collections", "airgap"))
     os.symlink(os.path.abspath(repo), os.path.join(root, "ansible_collections", "airgap", "vllm"))
     sys.path.insert(0, root)
-    from ansible_collections.airgap.vllm.plugins.module_utils import _loadcheck_profiles
+    from ansible_collections.airgap.vllm.plugins.module_utils.service import _loadcheck_profiles
 
     return _loadcheck_profiles
 
