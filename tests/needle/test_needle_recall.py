@@ -51,7 +51,9 @@ RUN = "airgap-needle-%d" % os.getpid()
 
 
 def docker(*args, **kw):
-    return subprocess.run(["docker"] + list(args), capture_output=True, text=True, timeout=kw.pop("timeout", 600), **kw)
+    check = kw.pop("check", False)  # callers read returncode themselves
+    timeout = kw.pop("timeout", 600)
+    return subprocess.run(["docker"] + list(args), capture_output=True, text=True, check=check, timeout=timeout, **kw)
 
 
 def _has_avx512():
