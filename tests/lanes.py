@@ -209,6 +209,26 @@ def check(smap=None, root=ROOT):
 
 
 # ------------------------------------------------------------------------------------------------------------ pool
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_ACTION = re.compile(r"^(?P<scenario>\S+) \u279c (?P<action>\w+): Executed: (?P<outcome>\w[\w ]*?)(?: \(|$)")
+
+
+def only_cleanup_failed(text):
+    """True when a molecule run failed only in a `destroy` that molecule's own clean-up destroy then completed: every
+    other action (create, prepare, converge, idempotence, verify, ...) succeeded, and the last destroy did. Docker under
+    load sometimes does not see a systemd container's exit in time ("tried to kill container, but did not receive an
+    exit event"); the proof ran whole and the instance is gone, so that is not the scenario's failure. Read from the
+    DETAILS block molecule prints at the end."""
+    lines = _ANSI.sub("", text).splitlines()
+    if "DETAILS" not in [line.strip() for line in lines]:
+        return False
+    details = lines[max(i for i, line in enumerate(lines) if line.strip() == "DETAILS") + 1 :]
+    actions = [m.group("action", "outcome") for m in (_ACTION.match(line.strip()) for line in details) if m]
+    failed = [a for a, outcome in actions if outcome.startswith("Failed")]
+    destroys = [outcome for a, outcome in actions if a == "destroy"]
+    return bool(failed) and set(failed) == {"destroy"} and bool(destroys) and destroys[-1] == "Successful"
+
+
 def have_served():
     return (
         subprocess.run(["bash", os.path.join(HERE, "world", "served.sh"), "have"], cwd=ROOT, check=False).returncode
@@ -285,6 +305,14 @@ class Pool:
                 log.write(text)
                 timer.line(text)
             rc = proc.wait()
+        if rc != 0:
+            with open(log_path) as log:
+                if only_cleanup_failed(log.read()):
+                    note = "lanes: only the clean-up's first destroy failed (molecule's second one completed): passed\n"
+                    with open(log_path, "a") as log_append:
+                        log_append.write(note)
+                    timer.line(note)
+                    rc = 0
         subprocess.run(
             ["docker", "volume", "prune", "-f"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False
         )
