@@ -196,6 +196,10 @@ def test_persistenced_turns_persistence_mode_on_while_it_runs(kylin):
         == ["nvidia-persistenced"] * 2
     )
     assert smi_persistence(kylin) == "Enabled"
+    # One fork, as NVIDIA's daemonize(): the daemon is the child that called setsid(), so it leads its session and
+    # systemd's Type=forking guesses it as the main PID (a second fork left an intermediate to guess, under load).
+    session = kylin.read("/proc/%s/stat" % pid).rsplit(")", 1)[1].split()[3]
+    assert session == pid
     p = kylin.run("nvidia-persistenced")
     assert p.returncode == 1 and "Failed to lock PID file" in p.stderr
     # SIGTERM: the pid file goes; SIGKILL leaves it behind, naming a dead pid: Disabled either way.
