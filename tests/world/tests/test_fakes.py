@@ -282,6 +282,9 @@ def test_fabric_manager_needs_nvswitches_and_its_own_driver_version(kylin):
     assert fabric_state(kylin) == ["Not Started"]
     kylin.run("nv-fabricmanager -c %s" % cfg, check=True)
     assert fabric_state(kylin) == ["Completed"]
+    # One fork: the daemon leads its own session, the main PID systemd's Type=forking guesses.
+    pid = kylin.run("pgrep -o -f 'nv-fabricmanager -c'", check=True).stdout.strip()
+    assert kylin.read("/proc/%s/stat" % pid).rsplit(")", 1)[1].split()[3] == pid
     assert "Successfully configured all the available NVSwitches" in kylin.read("/var/log/fabricmanager.log")
     p = kylin.run("nv-fabricmanager -c %s" % cfg)
     assert p.returncode == 1 and "already in use" in p.stderr
