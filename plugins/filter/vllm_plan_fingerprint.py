@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The fingerprint of a launch plan (what it puts into the unit) (module_utils/planner/_plan_confirm.py plan_fingerprint)."""
+"""The fingerprint of a launch plan (what it puts into the unit) (module_utils/planner/_plan_refusal.py plan_fingerprint)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -29,7 +29,7 @@ _value:
   type: str
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_confirm import plan_fingerprint
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_refusal import plan_fingerprint
 
 
 class FilterModule(object):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The service's last good record with vLLM's refusal of a plan noted (module_utils/planner/_plan_confirm.py refusal_record)."""
+"""The service's last good record with vLLM's refusal of a plan noted (module_utils/planner/_plan_refusal.py refusal_record)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -40,7 +40,7 @@ _value:
   type: dict
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_confirm import refusal_record
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_refusal import refusal_record
 
 
 class FilterModule(object):

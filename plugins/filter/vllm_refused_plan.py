@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Is this plan one vLLM already refused on this host (module_utils/planner/_plan_confirm.py refused_plan_check)."""
+"""Is this plan one vLLM already refused on this host (module_utils/planner/_plan_refusal.py refused_plan_check)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -42,7 +42,7 @@ _value:
   type: dict
 '''
 
-from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_confirm import refused_plan_check
+from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_refusal import refused_plan_check
 
 
 class FilterModule(object):

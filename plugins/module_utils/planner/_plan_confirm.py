@@ -9,13 +9,11 @@ Inputs are the result of ``vllm_launch_plan`` (its ``ledger`` and ``argv``), the
 server's ``/metrics`` and/or the journal of a start, read by _plan_confirm_parse. The re-plan is computed
 from the plan's ledger and the measured budget only (no model directory needed) and pins the pool with
 ``--kv-cache-memory-bytes`` so that vLLM reproduces exactly the measured number of blocks. A plan vLLM
-refused is noted and not deployed again. The deployment report is _plan_confirm_report.
+refused is noted and not deployed again (_plan_refusal). The deployment report is _plan_confirm_report.
 """
 
 from __future__ import absolute_import, division, print_function
 
-import hashlib
-import json
 import math
 
 from ansible_collections.airgap.vllm.plugins.module_utils.planner._plan_common import (
@@ -48,77 +46,6 @@ __metaclass__ = type
 
 class ConfirmError(PlanError):
     """The inputs cannot be compared (no plan ledger, nothing measured)."""
-
-
-# --- a refused plan is not deployed again --------------------------------------------------------
-
-# What of a plan reaches the unit: the service role runs exactly these.
-FINGERPRINT_KEYS = ("argv", "docker_options", "env")
-
-
-def plan_fingerprint(plan_result):
-    """sha256 of what a plan puts into the unit (argv, Docker options, environment): equal plans, equal
-    fingerprints, whichever run computed them. None without a plan."""
-    if not isinstance(plan_result, dict) or not plan_result.get("argv"):
-        return None
-    body = dict((k, plan_result.get(k) or ([] if k != "env" else {})) for k in FINGERPRINT_KEYS)
-    return hashlib.sha256(
-        json.dumps(body, sort_keys=True, separators=(",", ":"), default=str).encode("utf-8")
-    ).hexdigest()
-
-
-def refusal_record(plan_result, journal_text, last_record):
-    """The service's record after a rollback, with the refused plan noted (``refused_plan``), so that the
-    same plan is not deployed again from an unchanged inventory; None when there is nothing to note: no
-    last good record to roll back to, vLLM refused nothing of the plan (a broken image, a busy card), or
-    the refused plan is the one the last good configuration runs."""
-    if not isinstance(last_record, dict) or not last_record.get("name"):
-        return None
-    fingerprint = plan_fingerprint(plan_result)
-    cause = refusal_cause(parse_journal(journal_text))
-    if not fingerprint or not cause or fingerprint == last_record.get("plan_fingerprint"):
-        return None
-    ledger = (plan_result or {}).get("ledger") or {}
-    record = dict(last_record)
-    record["refused_plan"] = {
-        "fingerprint": fingerprint,
-        "cause": cause,
-        "max_model_len": ledger.get("max_model_len"),
-        "concurrency": ledger.get("concurrency"),
-    }
-    return record
-
-
-def refused_plan_check(plan_result, service_record, service_name="vllm", retry=False):
-    """Is this plan one vLLM already refused on this host ({refused, msg})? A refused plan from an unchanged
-    inventory fails again the same way, after taking the running service down for minutes: refuse it before
-    anything is touched, naming the refusal and what to change. ``retry`` deploys it anyway."""
-    refused = (service_record or {}).get("refused_plan") if isinstance(service_record, dict) else None
-    fingerprint = plan_fingerprint(plan_result)
-    if retry or not isinstance(refused, dict) or not fingerprint or refused.get("fingerprint") != fingerprint:
-        return {"refused": False, "msg": "", "fingerprint": fingerprint}
-    what = ""
-    if refused.get("max_model_len"):
-        what = " (context %s x %s requests)" % (refused["max_model_len"], refused.get("concurrency") or 1)
-    cause = refused.get("cause") or "it did not start"
-    if cause.startswith("its argument parser refused"):
-        change = (
-            "Change the inventory so that the argv differs (the flag in vllm_plan_extra_args, or an image "
-            "whose vLLM release takes it) and run the plan and service stages again (ansible-playbook "
-            "site.yml --tags plan,service)."
-        )
-    else:
-        change = (
-            "Change the inventory so that the plan differs (a smaller vllm_plan_context, a lower "
-            "vllm_plan_concurrency, vllm_plan_kv_cache_dtype fp8, more GPUs) and run the plan and service "
-            "stages again (ansible-playbook site.yml --tags plan,service), or, once more memory is free, "
-            "retry it as it is with -e airgap_vllm_retry_refused_plan=true."
-        )
-    msg = (
-        "vLLM refused this plan%s for %s on this host before: %s. The last good configuration was "
-        "rolled back and keeps serving; nothing was changed. %s" % (what, service_name, cause, change)
-    )
-    return {"refused": True, "msg": msg, "fingerprint": fingerprint}
 
 
 def _gib_floor(gib):

@@ -18,6 +18,7 @@ import pytest
 from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_common as CM
 from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_confirm as C
 from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_kv as K
+from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_refusal as R
 from ansible_collections.airgap.vllm.plugins.module_utils.planner import _plan_tradeoff as T
 from ansible_collections.airgap.vllm.plugins.module_utils.planner import _planner as P
 
@@ -222,45 +223,45 @@ def _last_good(**kw):
 
 def test_a_refused_plan_is_noted_and_refused_next_time():
     good, refused = field_plan(context=32768), field_plan(context=65536)
-    assert C.plan_fingerprint(good) != C.plan_fingerprint(refused)
-    assert C.plan_fingerprint(good) == C.plan_fingerprint(json.loads(json.dumps(good)))  # as plan.json holds it
-    last = _last_good(plan_fingerprint=C.plan_fingerprint(good))
-    rec = C.refusal_record(refused, STARTED_LINE + "\n" + REFUSAL, last)
-    assert rec["refused_plan"]["fingerprint"] == C.plan_fingerprint(refused)
+    assert R.plan_fingerprint(good) != R.plan_fingerprint(refused)
+    assert R.plan_fingerprint(good) == R.plan_fingerprint(json.loads(json.dumps(good)))  # as plan.json holds it
+    last = _last_good(plan_fingerprint=R.plan_fingerprint(good))
+    rec = R.refusal_record(refused, STARTED_LINE + "\n" + REFUSAL, last)
+    assert rec["refused_plan"]["fingerprint"] == R.plan_fingerprint(refused)
     assert "160800" in rec["refused_plan"]["cause"] and rec["config_fingerprint"] == "abc"
     assert rec["name"] == "vllm"
     # The next run from the unchanged inventory: refused before anything is touched, saying what to change.
-    check = C.refused_plan_check(refused, rec, "vllm")
+    check = R.refused_plan_check(refused, rec, "vllm")
     assert check["refused"] and "vllm_plan_context" in check["msg"] and "160800" in check["msg"]
     assert "nothing was changed" in check["msg"]
     # Another plan (the inventory changed), or retry asked for: it deploys.
-    assert not C.refused_plan_check(good, rec, "vllm")["refused"]
-    assert not C.refused_plan_check(refused, rec, "vllm", retry=True)["refused"]
-    assert not C.refused_plan_check(refused, last, "vllm")["refused"]
+    assert not R.refused_plan_check(good, rec, "vllm")["refused"]
+    assert not R.refused_plan_check(refused, rec, "vllm", retry=True)["refused"]
+    assert not R.refused_plan_check(refused, last, "vllm")["refused"]
 
 
 def test_no_refusal_is_noted_for_a_broken_image_a_busy_card_or_no_last_good():
     good, changed = field_plan(context=32768), field_plan(context=65536)
-    last = _last_good(plan_fingerprint=C.plan_fingerprint(good))
-    assert C.refusal_record(changed, "broken release\n", last) is None
+    last = _last_good(plan_fingerprint=R.plan_fingerprint(good))
+    assert R.refusal_record(changed, "broken release\n", last) is None
     busy = (
         "Free memory on device cuda:0 (3.2/47.4 GiB) on startup is less than desired GPU memory "
         "utilization (0.93, 44.1 GiB)"
     )
-    assert C.refusal_record(changed, busy, last) is None
-    assert C.refusal_record(changed, REFUSAL, {}) is None
-    assert C.refusal_record(good, REFUSAL, last) is None  # the last good plan itself: nothing to block
-    assert C.refusal_record(changed, REFUSAL, _last_good())["refused_plan"]  # record from before #24
+    assert R.refusal_record(changed, busy, last) is None
+    assert R.refusal_record(changed, REFUSAL, {}) is None
+    assert R.refusal_record(good, REFUSAL, last) is None  # the last good plan itself: nothing to block
+    assert R.refusal_record(changed, REFUSAL, _last_good())["refused_plan"]  # record from before #24
     no_mem = "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`"
-    assert "no memory" in C.refusal_record(changed, no_mem, last)["refused_plan"]["cause"]
+    assert "no memory" in R.refusal_record(changed, no_mem, last)["refused_plan"]["cause"]
 
 
 def test_an_argv_refusal_is_noted_like_any_refused_plan():
     good, changed = field_plan(context=32768), field_plan(context=65536)
-    last = _last_good(plan_fingerprint=C.plan_fingerprint(good))
-    rec = C.refusal_record(changed, ARGV_REFUSAL, last)
+    last = _last_good(plan_fingerprint=R.plan_fingerprint(good))
+    rec = R.refusal_record(changed, ARGV_REFUSAL, last)
     assert "unrecognized arguments: --no-such-flag" in rec["refused_plan"]["cause"]
-    check = C.refused_plan_check(changed, rec, "vllm")
+    check = R.refused_plan_check(changed, rec, "vllm")
     assert check["refused"] and "--no-such-flag" in check["msg"] and "vllm_plan_extra_args" in check["msg"]
     assert "vllm_plan_context" not in check["msg"]
 
