@@ -12,8 +12,8 @@ configuration; each decision it formats has one home beside it:
   inputs;
 - ``_front_haproxy.py``: the HAProxy pieces (errors, binds, client gate, maps, fingerprint, the package's version);
 - ``_front_models.py`` and ``_front_routed.py``: one port for several services, routed by the request's model;
-- here: ``render()`` (haproxy.cfg and its map files: client key hashes; the engine keys, root-only) and
-  ``render_fleet()`` (one front over the hosts' front doors).
+- here: ``render()`` (haproxy.cfg and its map files: client key hashes; the engine keys, root-only),
+  ``render_fleet()`` (one front over the hosts' front doors) and ``fleet_members()`` (the hosts it balances over).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -196,6 +196,54 @@ def render(settings):
 
 
 # ------------------------------------------------------------------------------------------------ the fleet
+
+
+_MISSING = object()
+
+
+def _item(container, key):
+    """container[key] as the role's Jinja read it: a key a mapping lacks (or no mapping at all) is missing; a value
+    present is itself, even empty or null."""
+    if not hasattr(type(container), "keys"):
+        return _MISSING
+    try:
+        return container[key]
+    except (KeyError, IndexError, TypeError):
+        return _MISSING
+
+
+def _first(*values):
+    for value in values:
+        if value is not _MISSING:
+            return value
+    return _MISSING
+
+
+def fleet_members(members, names, hostvars):
+    """The fleet balancer's members [{name, address}] (vllm_front's ``__vllm_front_fleet_members``).
+
+    members: C(vllm_front_fleet_members), taken as it is when it names any; else every host of ``names`` (the
+    group vllm_servers, in its order), addressed by its hostvars (Ansible's ``hostvars``: a mapping by host name):
+    its first C(vllm_front_addresses) entry, else its default IPv4 address (``ansible_facts.default_ipv4.address``:
+    the facts of the rollout), else its C(ansible_host), else its name. Only a missing value falls through: one
+    present is taken as it is, even empty."""
+    if members:
+        return members
+    out = []
+    for name in names or []:
+        host = _first(_item(hostvars, name), {})
+        addresses = _first(_item(host, "vllm_front_addresses"), [])
+        if not isinstance(addresses, list):
+            raise FrontError(
+                "vllm_front_addresses of host %s must be a list of IP addresses, not %r" % (name, addresses)
+            )
+        if addresses:
+            address = addresses[0]
+        else:
+            ipv4 = _first(_item(_first(_item(host, "ansible_facts"), {}), "default_ipv4"), {})
+            address = _first(_item(ipv4, "address"), _item(host, "ansible_host"), name)
+        out.append({"name": name, "address": address})
+    return out
 
 
 def render_fleet(settings):

@@ -467,3 +467,33 @@ def test_the_configuration_names_its_own_fingerprint_and_any_change_moves_it():
     assert rendered() == a  # deterministic: a converged run changes nothing
     b = rendered(services=[service(clients=[dict(name="bob", key=BOB)])])
     assert header(b) != header(a)  # a revoked client is a new configuration the reload must bring
+
+
+# ------------------------------------------------------------------ the fleet's members (issue 41 item 3)
+
+
+def test_fleet_members_given_are_taken_as_they_are():
+    given = [dict(name="m1", address="10.9.0.1")]
+    assert f.fleet_members(given, ["a"], {"a": {"ansible_host": "a.lan"}}) is given
+
+
+def test_fleet_members_from_the_group_at_the_first_address_present():
+    hostvars = {
+        "a": dict(vllm_front_addresses=["10.1.0.1"], ansible_facts={"default_ipv4": {"address": "10.0.0.1"}}),
+        "b": dict(vllm_front_addresses=[], ansible_facts={"default_ipv4": {"address": "10.0.0.2"}}, ansible_host="b"),
+        "c": dict(ansible_facts={"default_ipv4": {}}, ansible_host="c.lan"),
+        "d": dict(ansible_facts={"default_ipv4": {"address": ""}}, ansible_host="d.lan"),
+        "e": {},
+    }
+    got = f.fleet_members([], ["e", "d", "c", "b", "a", "absent"], hostvars)
+    assert got == [
+        dict(name="e", address="e"),
+        dict(name="d", address=""),  # present, even empty: taken
+        dict(name="c", address="c.lan"),
+        dict(name="b", address="10.0.0.2"),
+        dict(name="a", address="10.1.0.1"),
+        dict(name="absent", address="absent"),
+    ]
+    assert f.fleet_members(None, None, {}) == []
+    with pytest.raises(f_settings.FrontError, match="host a must be a list"):
+        f.fleet_members([], ["a"], {"a": dict(vllm_front_addresses="10.1.0.1")})
