@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: airgap.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The front door's per-service inputs (module_utils/front/_front_settings.py front_inputs): ports, clients as key hashes, limits."""
+"""The front door's per-service inputs (module_utils/front/_front_settings.py front_inputs): ports, clients as key hashes, limits, the keys apart."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -16,7 +16,8 @@ description:
     C(vllm_front_clients), limits and metrics port; what it does not set it takes from the host. A service without its
     own port takes the host's plus its index.
   - Client and metrics keys are replaced by their SHA-256 digests (C(key_sha256)); the engine keys (the first of each
-    service's C(vllm_service_api_keys)) come back apart in C(engine_keys). Register the result with C(no_log).
+    service's C(vllm_service_api_keys)) come back apart in C(engine_keys), and the key of each service's first client
+    that has one (the role's own check asks with it) in C(client_keys). Register the result with C(no_log).
 options:
   host_values:
     description: The host's C(vllm_front_*) per-service variables and C(vllm_service_api_keys).
@@ -36,7 +37,8 @@ inputs: "{{ __airgap_vllm_services.services | airgap.vllm.front_inputs(host_valu
 
 RETURN = r'''
 _value:
-  description: C(services) (key hashes only) and C(engine_keys) ({service - key}).
+  description: C(services) (key hashes only), C(engine_keys) ({service - key}) and C(client_keys) ({service - the first
+    client key, or empty}).
   type: dict
 '''
 

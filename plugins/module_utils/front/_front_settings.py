@@ -8,7 +8,8 @@ the role's inputs.
 - ``check_settings()``: no TLS material and no opt-out, a client without a key, duplicate client names, a key used
   twice, bad limits, ports that collide;
 - ``plan_service()``: each service's front port, total cap (the plan's ``--max-num-seqs``), clients and limits;
-- ``front_inputs()`` / ``front_problems()`` / ``front_warnings()``: the role's per-service and host-wide inputs."""
+- ``front_inputs()`` / ``front_problems()`` / ``front_warnings()``: the role's per-service and host-wide inputs
+  (``first_client_key()``: the key the role's own check asks with)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -323,17 +324,29 @@ def _hashed(clients):
     return out
 
 
+def first_client_key(clients):
+    """The key of the first client that has one (not a key_sha256 only), or '': the role's own check asks through the
+    front door with it (vllm_front's verify.yml)."""
+    for client in clients or []:
+        key = client.get("key") if isinstance(client, dict) else None
+        if key:
+            return _text(key)
+    return ""
+
+
 def front_inputs(services, host_values, argvs=None):
-    """What the role passes on: {'services': [...], 'engine_keys': {service: key}, 'check': [...]}.
+    """What the role passes on: {'services': [...], 'engine_keys': {service: key}, 'client_keys': {service: key},
+    'check': [...]}.
 
     services: the host's resolved services (airgap.vllm.service_instances: name, port, settings); host_values: the
     host's vllm_front_* values of PER_SERVICE and vllm_service_api_keys; argvs: {service: the planned argv}.
     A service without its own vllm_front_port takes the host's plus its index (8443, 8444, ...), and the same for a
-    metrics port. 'services' holds key hashes only (client keys are hashed here, on the controller); 'check' is the
-    same list with the keys, for check_settings()."""
+    metrics port. 'services' holds key hashes only (client keys are hashed here, on the controller); 'client_keys'
+    each service's first client key (first_client_key: its own clients, else the host's); 'check' is the same list
+    with the keys, for check_settings()."""
     host = host_values or {}
     argvs = argvs or {}
-    out, engine_keys, check = [], {}, []
+    out, engine_keys, client_keys, check = [], {}, {}, []
     for index, svc in enumerate(services or []):
         own = svc.get("settings") or {}
 
@@ -371,7 +384,8 @@ def front_inputs(services, host_values, argvs=None):
             )
         )
         engine_keys[item["name"]] = _text(keys[0]) if keys else ""
-    return {"services": out, "engine_keys": engine_keys, "check": check}
+        client_keys[item["name"]] = first_client_key(value("vllm_front_clients"))
+    return {"services": out, "engine_keys": engine_keys, "client_keys": client_keys, "check": check}
 
 
 def check_host(values, services):

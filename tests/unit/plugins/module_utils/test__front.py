@@ -338,7 +338,19 @@ def test_front_inputs_ports_hashes_and_engine_keys():
     assert a["clients"] == [dict(name="alice", key_sha256=f_settings.key_sha256(ALICE))]
     assert b["clients"] == [dict(name="ci", key_sha256=f_settings.key_sha256(BOB))]
     assert r["engine_keys"] == {"a": "sk-a-engine", "b": "sk-b-engine"}
+    assert r["client_keys"] == {"a": ALICE, "b": BOB}
     assert ALICE not in repr(r["services"]) and BOB not in repr(r["services"])
+
+
+def test_first_client_key_skips_clients_without_one():
+    assert (
+        f_settings.first_client_key(
+            [dict(name="h", key_sha256="a" * 64), dict(name="n", key=None), dict(name="b", key=BOB)]
+        )
+        == BOB
+    )
+    assert f_settings.first_client_key([dict(name="h", key_sha256="a" * 64)]) == ""
+    assert f_settings.first_client_key(None) == "" and f_settings.first_client_key([]) == ""
 
 
 def test_front_problems_for_validate():
